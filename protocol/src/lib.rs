@@ -1,0 +1,31 @@
+//! The jqjail wire protocol: length-prefixed frames, a version handshake, and append-only
+//! message enums in two encodings (bincode for Rust, JSON for everyone else).
+//!
+//! This crate owns every type that crosses a process boundary — client ↔ supervisor and
+//! supervisor ↔ worker — and is the only crate that derives serde. It does no I/O policy
+//! (timeouts, retries) and never interprets a filter or an input document.
+//!
+//! `PROTOCOL.md` at the repository root is the normative description; the golden-bytes tests
+//! in this crate pin it.
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod limits;
+pub mod message;
+pub mod worker;
+
+pub use codec::{CodecError, Encoding};
+pub use error::ErrorCode;
+pub use frame::{FrameError, MAX_FRAME_BYTES};
+pub use limits::{LimitOverrides, Limits};
+pub use message::{
+    Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Request, Response, RunReply,
+    RunRequest,
+};
+
+/// The protocol version this build speaks. Version 1 is the first and only one.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The oldest protocol version this build still accepts from a peer.
+pub const MIN_PROTOCOL_VERSION: u32 = 1;

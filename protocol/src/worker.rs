@@ -1,0 +1,163 @@
+//! Supervisor ↔ worker messages, always bincode, on the worker's fd 3 (a Unix socketpair).
+//!
+//! The exchange, once per worker:
+//! 1. worker → supervisor: a frame holding [`Ready`], after its confinement is in place;
+//! 2. supervisor → worker: a frame holding a [`Job`], then exactly `Job::input_bytes` raw
+//!    input bytes (not framed, not copied into the job);
+//! 3. worker → supervisor: a frame holding a [`Reply`]; then the worker exits.
+//!
+//! The worker dies instead of replying in the cases below; the supervisor explains those from
+//! the exit status.
+
+use crate::error::ErrorCode;
+use serde::{Deserialize, Serialize};
+
+/// The worker's inherited fd for the socketpair.
+pub const WORKER_FD: i32 = 3;
+
+/// argv\[1\] that makes a jqjail executable act as a worker.
+pub const WORKER_ARG: &str = "--jqjail-worker";
+
+/// Exit status of a worker whose allocation failed (the heap limit).
+pub const EXIT_MEMORY: i32 = 42;
+/// Exit status of a worker that received SIGXCPU (the CPU-time limit).
+pub const EXIT_CPU: i32 = 43;
+/// Exit status of a worker whose set-up failed before it was ready; stderr says why.
+pub const EXIT_SETUP: i32 = 44;
+
+/// Largest [`Job`] frame: the filter plus room for the other fields.
+pub const fn max_job_frame_bytes(max_filter_bytes: u64) -> u64 {
+    max_filter_bytes + 4096
+}
+
+/// Largest [`Reply`] frame: the output plus room for an error message.
+pub const fn max_reply_frame_bytes(max_output_bytes: u64) -> u64 {
+    max_output_bytes + 64 * 1024
+}
+
+/// Largest [`Ready`] frame.
+pub const MAX_READY_FRAME_BYTES: u64 = 256;
+
+/// The worker is confined and waiting for its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// Its process id, as it sees it.
+    pub pid: u32,
+}
+
+/// One evaluation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// The filter text.
+    pub filter: String,
+    /// Length of the raw input that follows the frame.
+    pub input_bytes: u64,
+    /// Deepest input nesting accepted.
+    pub max_depth: u32,
+    /// Largest output text.
+    pub max_output_bytes: u64,
+}
+
+/// The worker's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The output text.
+    Output(String),
+    /// An error found by the worker.
+    Error(WorkerError),
+}
+
+/// An error found by the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerError {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// Message naming the limit and the value where there is one.
+    pub message: String,
+    /// The limit hit, if any.
+    pub limit: Option<u64>,
+    /// The value that hit it, if known.
+    pub actual: Option<u64>,
+}
+
+/// What a worker needs to know before its job arrives, passed as `key=value` arguments after
+/// [`WORKER_ARG`] (the environment is empty by design).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartupArgs {
+    /// The supervisor's pid: the worker exits if its parent is already another process.
+    pub parent_pid: u32,
+    /// Heap allowance above the worker's baseline (RLIMIT_DATA).
+    pub heap_bytes: u64,
+    /// CPU-time soft limit in seconds (RLIMIT_CPU; the hard limit is one more).
+    pub cpu_seconds: u64,
+    /// Largest input the worker accepts.
+    pub max_input_bytes: u64,
+    /// Longest filter the worker accepts.
+    pub max_filter_bytes: u64,
+}
+
+impl StartupArgs {
+    const KEYS: [&'static str; 5] = ["parent", "heap", "cpu", "input", "filter"];
+
+    /// The arguments that follow [`WORKER_ARG`].
+    pub fn to_args(&self) -> Vec<String> {
+        let values = [
+            u64::from(self.parent_pid),
+            self.heap_bytes,
+            self.cpu_seconds,
+            self.max_input_bytes,
+            self.max_filter_bytes,
+        ];
+        Self::KEYS
+            .iter()
+            .zip(values)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    }
+
+    /// Parses the arguments that follow [`WORKER_ARG`].
+    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<StartupArgs, String> {
+        let mut values = [None; 5];
+        for arg in args {
+            let arg = arg.as_ref();
+            let (key, value) = arg
+                .split_once('=')
+                .ok_or_else(|| format!("worker argument `{arg}` is not key=value"))?;
+            let slot = Self::KEYS
+                .iter()
+                .position(|k| *k == key)
+                .ok_or_else(|| format!("unknown worker argument `{key}`"))?;
+            let value = value
+                .parse::<u64>()
+                .map_err(|e| format!("worker argument `{arg}`: {e}"))?;
+            values[slot] = Some(value);
+        }
+        let get = |i: usize| values[i].ok_or_else(|| format!("missing worker argument `{}`", Self::KEYS[i]));
+        Ok(StartupArgs {
+            parent_pid: u32::try_from(get(0)?).map_err(|e| format!("parent pid: {e}"))?,
+            heap_bytes: get(1)?,
+            cpu_seconds: get(2)?,
+            max_input_bytes: get(3)?,
+            max_filter_bytes: get(4)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_args_round_trip() {
+        let args = StartupArgs {
+            parent_pid: 7,
+            heap_bytes: 1 << 28,
+            cpu_seconds: 6,
+            max_input_bytes: 20 << 20,
+            max_filter_bytes: 65536,
+        };
+        assert_eq!(StartupArgs::parse(&args.to_args()), Ok(args));
+        assert!(StartupArgs::parse(&["parent=1"]).is_err());
+        assert!(StartupArgs::parse(&["bogus=1"]).is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! The worker's start-up confinement: one ordered function (STYLE §9). Each step narrows what
+//! the process can do before the next; the job is read only after the last.
+//!
+//! Order and why:
+//! 1. allocation failure exits with a code (before anything can fail to allocate);
+//! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
+//! 3. environment emptied (the supervisor already execs with none; this is the backstop);
+//! 4. parent-death signal, then a check that the parent is still the supervisor;
+//! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
+//! 6. rlimits: DATA (heap above the baseline measured now), CPU, CORE 0, FSIZE 0, NPROC 0,
+//!    NOFILE 4 — set last among the steps that open files, since NOFILE 4 forbids new fds.
+//!    RLIMIT_STACK is set by the supervisor before exec, because Rust's stack-overflow guard is
+//!    computed at exec.
+//!
+//! The caller then parses the jaq prelude and draws hash keys (both allocate and may touch the
+//! kernel) before the job is read.
+
+use crate::alloc::exit_on_allocation_failure;
+use jqjail_protocol::worker::{EXIT_CPU, StartupArgs, WORKER_FD};
+use rlimit::Resource;
+use std::io;
+
+/// A step of the confinement failed; the worker must not run a filter.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// fd 3 is not the socketpair.
+    #[error("fd {WORKER_FD} is not a socket: {0}")]
+    NoSocket(io::Error),
+    /// The supervisor is already gone.
+    #[error("parent is pid {actual}, expected the supervisor, pid {expected}")]
+    Orphaned {
+        /// The supervisor's pid.
+        expected: u32,
+        /// The parent now.
+        actual: u32,
+    },
+    /// A system call of the set-up failed.
+    #[error("{step}: {source}")]
+    Sys {
+        /// Which step.
+        step: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+fn sys(step: &'static str) -> impl FnOnce(io::Error) -> ConfineError {
+    move |source| ConfineError::Sys { step, source }
+}
+
+/// Most file descriptors a confined worker may hold: the three standard ones and fd 3.
+pub const MAX_FDS: u64 = 4;
+
+/// Applies the confinement, in order. On error the caller exits without reading a job.
+pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
+    // 1.
+    exit_on_allocation_failure();
+
+    // 2. fd 3 must be a socket; everything above it goes.
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes at most one `struct stat` into the buffer we own; fd 3 is only read.
+    if unsafe { libc::fstat(WORKER_FD, stat.as_mut_ptr()) } != 0 {
+        return Err(ConfineError::NoSocket(io::Error::last_os_error()));
+    }
+    // SAFETY: fstat returned 0, so it initialised the buffer.
+    let mode = unsafe { stat.assume_init() }.st_mode;
+    if mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(ConfineError::NoSocket(io::Error::other("not a socket")));
+    }
+    // SAFETY: close_range only closes descriptors; none above 3 is owned by Rust code here
+    // (the worker has opened nothing yet), so no live File is invalidated.
+    if unsafe { libc::syscall(libc::SYS_close_range, WORKER_FD + 1, u32::MAX, 0) } != 0 {
+        return Err(sys("close_range")(io::Error::last_os_error()));
+    }
+
+    // 3. The process is single-threaded here, so mutating the environment races with nothing.
+    for (key, _) in std::env::vars_os() {
+        // SAFETY: single-threaded (no thread has been spawned in the worker), see above.
+        unsafe { std::env::remove_var(key) };
+    }
+
+    // 4.
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(sys("prctl(PR_SET_PDEATHSIG)")(io::Error::last_os_error()));
+    }
+    let parent = std::os::unix::process::parent_id();
+    if parent != args.parent_pid {
+        return Err(ConfineError::Orphaned {
+            expected: args.parent_pid,
+            actual: parent,
+        });
+    }
+
+    // 5.
+    extern "C" fn on_sigxcpu(_: libc::c_int) {
+        // SAFETY: _exit is async-signal-safe and never returns.
+        unsafe { libc::_exit(EXIT_CPU) }
+    }
+    // SAFETY: the handler only calls _exit (async-signal-safe); the sigaction struct is fully
+    // initialised by zeroing and then setting the handler and an empty mask.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigxcpu as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGXCPU, &action, std::ptr::null_mut()) != 0 {
+            return Err(sys("sigaction(SIGXCPU)")(io::Error::last_os_error()));
+        }
+    }
+
+    // 6.
+    let baseline = data_baseline_bytes().map_err(sys("read /proc/self/status"))?;
+    let data = baseline.saturating_add(args.heap_bytes);
+    let cpu = args.cpu_seconds.max(1);
+    let limits = [
+        ("RLIMIT_DATA", Resource::DATA, data, data),
+        ("RLIMIT_CPU", Resource::CPU, cpu, cpu + 1),
+        ("RLIMIT_CORE", Resource::CORE, 0, 0),
+        ("RLIMIT_FSIZE", Resource::FSIZE, 0, 0),
+        ("RLIMIT_NPROC", Resource::NPROC, 0, 0),
+        ("RLIMIT_NOFILE", Resource::NOFILE, MAX_FDS, MAX_FDS),
+    ];
+    for (name, resource, soft, hard) in limits {
+        resource.set(soft, hard).map_err(sys(name))?;
+    }
+    Ok(())
+}
+
+/// The process's data segment size now (VmData), which RLIMIT_DATA counts.
+fn data_baseline_bytes() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmData:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| io::Error::other("no VmData line"))
+}

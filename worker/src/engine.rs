@@ -1,0 +1,422 @@
+//! Compiling and running one jq filter with jaq, inside the language sandbox of SPEC §3.
+//!
+//! The sandbox, in one place:
+//! - `env` and `$ENV` are the empty object (the native `env` is removed, and the worker's
+//!   environment is empty anyway);
+//! - `input` fails with a clear error and `inputs` yields nothing (one input per request);
+//! - `include`/`import` fail (the loader reads no files) and data imports are refused before
+//!   compiling (jaq would otherwise panic or bind the wrong value);
+//! - `localtime` and `strflocaltime` are UTC (`gmtime`, `strftime`): no time-zone files;
+//! - `debug` and `stderr` write nowhere (no logger is installed); the last `stderr` message is
+//!   kept (bounded) so that `halt_error` can report it;
+//! - `halt` ends the run with the outputs so far; `halt_error` becomes an error.
+
+use crate::output::{WriteError, write_value};
+use jaq_core::load::{self, Arena, File, Loader};
+use jaq_core::native::{Fun, v};
+use jaq_core::{Compiler, Ctx, Vars, data};
+use jaq_json::Val;
+use jqjail_protocol::ErrorCode;
+use jqjail_protocol::limits::grouped;
+use std::cell::RefCell;
+
+type Data = data::JustLut<Val>;
+
+/// The definitions jqjail adds to (and overrides in) jaq's standard library.
+const SANDBOX_DEFS: &str = r#"
+def env: {};
+def input: error("input is not available in jqjail: a filter sees exactly one input value");
+def inputs: empty;
+def input_filename: null;
+def localtime: gmtime;
+def strflocaltime($fmt): strftime($fmt);
+"#;
+
+/// Natives removed from jaq's set; `SANDBOX_DEFS` or [`sandbox_natives`] replace them.
+const REMOVED_NATIVES: [&str; 4] = ["env", "localtime", "strflocaltime", "stderr_empty"];
+
+/// The longest message text kept from a filter (`error(…)`, `halt_error`).
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+thread_local! {
+    /// The last value passed to `stderr` (and so to `halt_error`), cut to MAX_MESSAGE_BYTES.
+    static LAST_STDERR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// A failed evaluation, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalError {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// Message naming the limit and value where there is one.
+    pub message: String,
+    /// The limit hit.
+    pub limit: Option<u64>,
+    /// The value that hit it.
+    pub actual: Option<u64>,
+}
+
+impl EvalError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            limit: None,
+            actual: None,
+        }
+    }
+}
+
+/// A compiled filter.
+pub struct Compiled(jaq_core::Filter<Data>);
+
+/// jaq with the standard library parsed once, so that a worker pays for it before its request.
+pub struct Engine {
+    defs: Vec<load::parse::Def<&'static str>>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    /// Parses the standard library and the sandbox definitions.
+    pub fn new() -> Self {
+        let sandbox = load::parse(SANDBOX_DEFS, |p| p.defs())
+            .expect("SANDBOX_DEFS is valid jq (checked by a unit test)");
+        let defs = jaq_core::defs()
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs())
+            .chain(sandbox)
+            .collect();
+        Self { defs }
+    }
+
+    /// Compiles `code`, refusing module and data imports.
+    pub fn compile(&self, code: &str) -> Result<Compiled, EvalError> {
+        let arena = Arena::default();
+        let loader = Loader::new(self.defs.iter().cloned());
+        let modules = loader
+            .load(&arena, File { code, path: () })
+            .map_err(|errs| compile_error(code, load_errors(code, errs)))?;
+        load::import(&modules, |import| {
+            Err(format!(
+                "data import \"{}\" is disabled in jqjail: filters cannot read files",
+                import.path
+            ))
+        })
+        .map_err(|errs| compile_error(code, load_errors(code, errs)))?;
+        let filter = Compiler::default()
+            .with_global_vars(["$ENV"])
+            .with_funs(natives())
+            .compile(modules)
+            .map_err(|errs| {
+                let mut lines = Vec::new();
+                for (_file, undefined) in errs {
+                    for (name, kind) in undefined {
+                        lines.push(format!(
+                            "undefined {} `{name}` at {}",
+                            kind.as_str(),
+                            position(code, name)
+                        ));
+                    }
+                }
+                compile_error(code, lines)
+            })?;
+        Ok(Compiled(filter))
+    }
+
+    /// Runs a compiled filter over `input` and renders the answer: one output → that value,
+    /// several → an array of them, none → `null`. Stops as soon as the text would pass
+    /// `max_output_bytes`, array framing included.
+    pub fn run(
+        &self,
+        filter: &Compiled,
+        input: Val,
+        max_output_bytes: u64,
+    ) -> Result<String, EvalError> {
+        let limit = usize::try_from(max_output_bytes).unwrap_or(usize::MAX);
+        let too_large = |count: usize| {
+            let mut e = EvalError::new(
+                ErrorCode::OutputTooLarge,
+                format!(
+                    "output is over the {}-byte limit (evaluation stopped at output value {}); narrow the filter, e.g. `.[:20]`, `keys` or `length`, or ask for paging",
+                    grouped(max_output_bytes),
+                    grouped(count as u64 + 1)
+                ),
+            );
+            e.limit = Some(max_output_bytes);
+            e.actual = Some(max_output_bytes.saturating_add(1));
+            e
+        };
+        let filter = &filter.0;
+        let env = Val::obj(Default::default());
+        let ctx = Ctx::<Data>::new(&filter.lut, Vars::new([env]));
+        let mut out = Vec::new();
+        let mut count = 0usize;
+        for item in filter.id.run((ctx, input)) {
+            let value = match item {
+                Ok(value) => value,
+                Err(exn) => match exn.get_err() {
+                    Ok(err) => {
+                        return Err(EvalError::new(
+                            ErrorCode::RuntimeError,
+                            format!("filter error: {}", message_text(err.into_val())),
+                        ));
+                    }
+                    Err(exn) => match exn.get_halt() {
+                        Ok(0) => break,
+                        Ok(status) => {
+                            let said = LAST_STDERR
+                                .with(|m| m.borrow_mut().take())
+                                .unwrap_or_default();
+                            return Err(EvalError::new(
+                                ErrorCode::RuntimeError,
+                                format!("halt_error with exit status {status}: {said}"),
+                            ));
+                        }
+                        Err(_) => {
+                            return Err(EvalError::new(
+                                ErrorCode::Internal,
+                                "jaq raised an internal control-flow exception",
+                            ));
+                        }
+                    },
+                },
+            };
+            // With a second value the text becomes `[v1,v2,…]`: keep room for the brackets.
+            let result = if count == 0 {
+                write_value(&mut out, &value, limit)
+            } else {
+                let framed = limit.saturating_sub(2);
+                if out.len() + 1 > framed {
+                    Err(WriteError::OverBudget)
+                } else {
+                    out.push(b',');
+                    write_value(&mut out, &value, framed)
+                }
+            };
+            // Values are never dropped here: jaq's Drop recurses once per nesting level, and
+            // the worker exits right after replying anyway.
+            std::mem::forget(value);
+            match result {
+                Ok(()) => count += 1,
+                Err(WriteError::OverBudget) => return Err(too_large(count)),
+                Err(WriteError::NonJson(why)) => {
+                    return Err(EvalError::new(
+                        ErrorCode::NonJsonOutput,
+                        format!("output value {} is not JSON: {why}", count + 1),
+                    ));
+                }
+            }
+        }
+        let text = match count {
+            0 => b"null".to_vec(),
+            1 => out,
+            _ => {
+                let mut framed = Vec::with_capacity(out.len() + 2);
+                framed.push(b'[');
+                framed.extend_from_slice(&out);
+                framed.push(b']');
+                framed
+            }
+        };
+        if text.len() > limit {
+            return Err(too_large(count));
+        }
+        String::from_utf8(text)
+            .map_err(|_| EvalError::new(ErrorCode::Internal, "output writer produced non-UTF-8"))
+    }
+}
+
+/// The natives of jaq-core, jaq-std and jaq-json, less the ones that reach outside the
+/// process, plus jqjail's replacements.
+fn natives() -> impl Iterator<Item = Fun<Data>> {
+    jaq_core::funs::<Data>()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs())
+        .filter(|(name, _, _)| !REMOVED_NATIVES.contains(name))
+        .chain(sandbox_natives())
+}
+
+fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
+    let stderr_empty: jaq_core::RunPtr<Data> = |cv| {
+        let text = message_text(cv.1);
+        LAST_STDERR.with(|m| *m.borrow_mut() = Some(text));
+        Box::new(core::iter::empty())
+    };
+    [jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty))].into_iter()
+}
+
+/// A value as a message: strings raw, anything else as JSON text; cut to a bounded length.
+fn message_text(v: Val) -> String {
+    let mut text = match &v {
+        Val::TStr(s) => String::from_utf8_lossy(&s[..s.len().min(MAX_MESSAGE_BYTES)]).into_owned(),
+        other => {
+            let mut out = Vec::new();
+            match write_value(&mut out, other, MAX_MESSAGE_BYTES) {
+                Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+                Err(_) => format!("(a {} too large to show)", crate::output::type_name(other)),
+            }
+        }
+    };
+    std::mem::forget(v);
+    if text.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+fn compile_error(code: &str, lines: Vec<String>) -> EvalError {
+    let mut message = String::from("filter does not compile: ");
+    message.push_str(&lines.join("; "));
+    if code.contains("import") || code.contains("include") {
+        message.push_str(" (modules and data imports are disabled in jqjail)");
+    }
+    EvalError::new(ErrorCode::CompileError, message)
+}
+
+fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (_file, err) in errs {
+        match err {
+            load::Error::Io(items) => {
+                for (path, why) in items {
+                    lines.push(format!("cannot load \"{path}\": {why}"));
+                }
+            }
+            load::Error::Lex(items) => {
+                for (expect, found) in items {
+                    let what = match expect {
+                        load::lex::Expect::Delim(open) => format!("a delimiter closing `{open}`"),
+                        other => other.as_str().to_string(),
+                    };
+                    lines.push(format!("expected {what} at {}", position(code, found)));
+                }
+            }
+            load::Error::Parse(items) => {
+                for (expect, found) in items {
+                    lines.push(format!(
+                        "expected {} at {}",
+                        expect.as_str(),
+                        position(code, found)
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// "line L, column C" of a slice of `code` (found by address), or "the end" for an empty slice
+/// at the end.
+fn position(code: &str, part: &str) -> String {
+    let start = load::span(code, part).start.min(code.len());
+    if start == code.len() {
+        return "the end of the filter".into();
+    }
+    let before = &code[..start];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let shown: String = part.chars().take(40).collect();
+    format!("line {line}, column {col} (`{shown}`)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(filter: &str, input: &str) -> Result<String, EvalError> {
+        let engine = Engine::new();
+        let compiled = engine.compile(filter)?;
+        let input = jaq_json::read::parse_single(input.as_bytes()).unwrap();
+        engine.run(&compiled, input, 100_000)
+    }
+
+    #[test]
+    fn output_shapes() {
+        assert_eq!(eval(".a", r#"{"a":"x"}"#).unwrap(), r#""x""#);
+        assert_eq!(eval(".[]", "[1,2,3]").unwrap(), "[1,2,3]");
+        assert_eq!(eval("empty", "1").unwrap(), "null");
+        assert_eq!(eval(".[]", "[[1]]").unwrap(), "[1]");
+    }
+
+    #[test]
+    fn sandbox_builtins() {
+        assert_eq!(eval("env", "null").unwrap(), "{}");
+        assert_eq!(eval("$ENV", "null").unwrap(), "{}");
+        assert_eq!(eval("[inputs]", "null").unwrap(), "[]");
+        assert_eq!(eval("input", "null").unwrap_err().code, ErrorCode::RuntimeError);
+        assert_eq!(eval("0 | localtime | mktime", "null").unwrap(), "0");
+        for f in [
+            r#"include "a"; ."#,
+            r#"import "a" as a; ."#,
+            r#"import "a" as $a; $a"#,
+        ] {
+            let err = eval(f, "null").unwrap_err();
+            assert_eq!(err.code, ErrorCode::CompileError, "{f}");
+            assert!(err.message.contains("disabled"), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn halt_and_halt_error() {
+        assert_eq!(eval("1, halt, 2", "null").unwrap(), "1");
+        let err = eval(r#""bye" | halt_error"#, "null").unwrap_err();
+        assert_eq!(err.code, ErrorCode::RuntimeError);
+        assert_eq!(err.message, "halt_error with exit status 5: bye");
+    }
+
+    #[test]
+    fn errors_name_what_and_where() {
+        let err = eval("error(\"boom\")", "null").unwrap_err();
+        assert_eq!(err.message, "filter error: boom");
+        let err = eval(".a | nosuch(1)", "null").unwrap_err();
+        assert_eq!(err.code, ErrorCode::CompileError);
+        assert!(err.message.contains("undefined filter `nosuch`"), "{}", err.message);
+        assert!(err.message.contains("line 1, column 6"), "{}", err.message);
+        let err = eval("[1,", "null").unwrap_err();
+        assert_eq!(err.code, ErrorCode::CompileError);
+    }
+
+    #[test]
+    fn output_cap_counts_framing() {
+        let engine = Engine::new();
+        let f = engine.compile(".[]").unwrap();
+        let input = || jaq_json::read::parse_single(b"[1,2,3]").unwrap();
+        // "[1,2,3]" is 7 bytes.
+        assert_eq!(engine.run(&f, input(), 7).unwrap(), "[1,2,3]");
+        assert_eq!(engine.run(&f, input(), 6).unwrap_err().code, ErrorCode::OutputTooLarge);
+        let null = engine.compile("empty").unwrap();
+        assert_eq!(engine.run(&null, input(), 3).unwrap_err().code, ErrorCode::OutputTooLarge);
+    }
+
+    #[test]
+    fn infinite_output_stops_at_the_cap() {
+        let err = eval("repeat(1)", "null").unwrap_err();
+        assert_eq!(err.code, ErrorCode::OutputTooLarge);
+        assert!(err.message.contains("100,000-byte limit"), "{}", err.message);
+    }
+
+    #[test]
+    fn non_json_output_is_refused() {
+        assert_eq!(eval("nan", "null").unwrap_err().code, ErrorCode::NonJsonOutput);
+        assert_eq!(eval("infinite", "null").unwrap_err().code, ErrorCode::NonJsonOutput);
+    }
+
+    #[test]
+    fn big_integers_are_exact() {
+        assert_eq!(
+            eval(".", "12345678901234567890").unwrap(),
+            "12345678901234567890"
+        );
+        assert_eq!(eval(".[0]", "[100000000000000000001]").unwrap(), "100000000000000000001");
+    }
+}

@@ -1,0 +1,370 @@
+//! A strict, non-recursive pre-scan of the input: UTF-8, RFC 8259 syntax, exactly one value,
+//! and the nesting depth — all checked before jaq's parser (which is recursive and accepts
+//! extensions such as `NaN` and comments) sees a byte.
+
+use std::fmt;
+
+/// Why an input was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanError {
+    /// The bytes are not UTF-8.
+    NotUtf8 {
+        /// First offending byte.
+        offset: usize,
+    },
+    /// Not JSON at this byte.
+    Syntax {
+        /// Offending byte.
+        offset: usize,
+        /// What was expected there.
+        expected: &'static str,
+    },
+    /// Nesting went past the limit.
+    TooDeep {
+        /// The limit.
+        limit: u32,
+        /// Where the first too-deep bracket is.
+        offset: usize,
+    },
+}
+
+impl ScanError {
+    /// The message a person reads, with line and column for syntax errors.
+    pub fn describe(&self, input: &[u8]) -> String {
+        match *self {
+            Self::NotUtf8 { offset } => {
+                format!("input is not valid UTF-8 at byte {offset}")
+            }
+            Self::Syntax { offset, expected } => {
+                let (line, col) = line_col(input, offset);
+                let found = match input.get(offset) {
+                    None => "the end of the input".to_string(),
+                    Some(b) if b.is_ascii_graphic() => format!("`{}`", *b as char),
+                    Some(b) => format!("byte 0x{b:02x}"),
+                };
+                format!(
+                    "input is not valid JSON: expected {expected} at line {line}, column {col} (byte {offset}), found {found}"
+                )
+            }
+            Self::TooDeep { limit, offset } => format!(
+                "input nests arrays and objects more than {limit} levels deep (level {} starts at byte {offset}), over the {limit}-level limit",
+                u64::from(limit) + 1
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ScanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+fn line_col(input: &[u8], offset: usize) -> (usize, usize) {
+    let before = &input[..offset.min(input.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+    (line, col)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// A value (top level, after `:` or after `,` in an array).
+    Value,
+    /// A value or `]` (just after `[`).
+    ValueOrEnd,
+    /// A key or `}` (just after `{`).
+    KeyOrEnd,
+    /// A key (after `,` in an object).
+    Key,
+    /// `:` after a key.
+    Colon,
+    /// `,` or the closing bracket of the innermost container.
+    CommaOrEnd,
+    /// Only whitespace until the end.
+    Done,
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Checks that `input` is exactly one strict JSON value nested at most `max_depth` levels.
+pub fn scan(input: &[u8], max_depth: u32) -> Result<(), ScanError> {
+    if let Err(e) = std::str::from_utf8(input) {
+        return Err(ScanError::NotUtf8 {
+            offset: e.valid_up_to(),
+        });
+    }
+    // One bit of state per open container: true for an object.
+    let mut stack: Vec<bool> = Vec::new();
+    let mut want = Want::Value;
+    let mut i = 0;
+    let n = input.len();
+    let syntax = |offset, expected| Err(ScanError::Syntax { offset, expected });
+    loop {
+        while i < n && is_ws(input[i]) {
+            i += 1;
+        }
+        if i == n {
+            return match want {
+                Want::Done => Ok(()),
+                Want::Value | Want::ValueOrEnd => syntax(i, "a value"),
+                Want::KeyOrEnd | Want::Key => syntax(i, "a string key"),
+                Want::Colon => syntax(i, "`:`"),
+                Want::CommaOrEnd => syntax(i, "`,` or a closing bracket"),
+            };
+        }
+        let b = input[i];
+        match want {
+            Want::Done => return syntax(i, "the end of the input after the value"),
+            Want::Value | Want::ValueOrEnd => {
+                if want == Want::ValueOrEnd && b == b']' {
+                    stack.pop();
+                    i += 1;
+                    want = after_value(&stack);
+                    continue;
+                }
+                match b {
+                    b'{' | b'[' => {
+                        if stack.len() >= max_depth as usize {
+                            return Err(ScanError::TooDeep {
+                                limit: max_depth,
+                                offset: i,
+                            });
+                        }
+                        stack.push(b == b'{');
+                        want = if b == b'{' {
+                            Want::KeyOrEnd
+                        } else {
+                            Want::ValueOrEnd
+                        };
+                        i += 1;
+                        continue;
+                    }
+                    b'"' => i = string(input, i)?,
+                    b'-' | b'0'..=b'9' => i = number(input, i)?,
+                    b't' => i = literal(input, i, b"true")?,
+                    b'f' => i = literal(input, i, b"false")?,
+                    b'n' => i = literal(input, i, b"null")?,
+                    _ => return syntax(i, "a value"),
+                }
+                want = after_value(&stack);
+            }
+            Want::KeyOrEnd | Want::Key => {
+                if want == Want::KeyOrEnd && b == b'}' {
+                    stack.pop();
+                    i += 1;
+                    want = after_value(&stack);
+                } else if b == b'"' {
+                    i = string(input, i)?;
+                    want = Want::Colon;
+                } else {
+                    return syntax(i, "a string key");
+                }
+            }
+            Want::Colon => {
+                if b != b':' {
+                    return syntax(i, "`:`");
+                }
+                i += 1;
+                want = Want::Value;
+            }
+            Want::CommaOrEnd => {
+                let in_object = stack.last().copied().unwrap_or(false);
+                match (b, in_object) {
+                    (b',', true) => want = Want::Key,
+                    (b',', false) => want = Want::Value,
+                    (b'}', true) | (b']', false) => {
+                        stack.pop();
+                        want = after_value(&stack);
+                    }
+                    (_, true) => return syntax(i, "`,` or `}`"),
+                    (_, false) => return syntax(i, "`,` or `]`"),
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
+fn after_value(stack: &[bool]) -> Want {
+    if stack.is_empty() {
+        Want::Done
+    } else {
+        Want::CommaOrEnd
+    }
+}
+
+fn literal(input: &[u8], i: usize, word: &'static [u8]) -> Result<usize, ScanError> {
+    if input[i..].starts_with(word) {
+        Ok(i + word.len())
+    } else {
+        Err(ScanError::Syntax {
+            offset: i,
+            expected: "a value",
+        })
+    }
+}
+
+/// Scans a string starting at the opening quote; returns the index after the closing quote.
+fn string(input: &[u8], start: usize) -> Result<usize, ScanError> {
+    let mut i = start + 1;
+    let n = input.len();
+    loop {
+        // Fast path: plain bytes.
+        while i < n && input[i] != b'"' && input[i] != b'\\' && input[i] >= 0x20 {
+            i += 1;
+        }
+        if i == n {
+            return Err(ScanError::Syntax {
+                offset: i,
+                expected: "a closing quote",
+            });
+        }
+        match input[i] {
+            b'"' => return Ok(i + 1),
+            b'\\' => {
+                let esc = input.get(i + 1).copied();
+                match esc {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                    Some(b'u') => {
+                        let hex = input.get(i + 2..i + 6);
+                        if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                            return Err(ScanError::Syntax {
+                                offset: i,
+                                expected: "four hex digits after `\\u`",
+                            });
+                        }
+                        i += 6;
+                    }
+                    _ => {
+                        return Err(ScanError::Syntax {
+                            offset: i,
+                            expected: "a valid escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)",
+                        });
+                    }
+                }
+            }
+            _ => {
+                return Err(ScanError::Syntax {
+                    offset: i,
+                    expected: "no raw control character in a string (escape it)",
+                });
+            }
+        }
+    }
+}
+
+/// Scans `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; returns the index after it.
+pub(crate) fn number(input: &[u8], start: usize) -> Result<usize, ScanError> {
+    let digit = |i: usize| input.get(i).is_some_and(u8::is_ascii_digit);
+    let err = |offset| ScanError::Syntax {
+        offset,
+        expected: "a digit",
+    };
+    let mut i = start;
+    if input.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match input.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            while digit(i) {
+                i += 1;
+            }
+        }
+        _ => return Err(err(i)),
+    }
+    if input.get(i) == Some(&b'.') {
+        i += 1;
+        if !digit(i) {
+            return Err(err(i));
+        }
+        while digit(i) {
+            i += 1;
+        }
+    }
+    if matches!(input.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(input.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digit(i) {
+            return Err(err(i));
+        }
+        while digit(i) {
+            i += 1;
+        }
+    }
+    Ok(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) {
+        assert_eq!(scan(s.as_bytes(), 1000), Ok(()), "{s}");
+    }
+    fn bad(s: &str) {
+        assert!(scan(s.as_bytes(), 1000).is_err(), "{s} should be refused");
+    }
+
+    #[test]
+    fn accepts_rfc_8259() {
+        for s in [
+            "0", "-0", "1.5e10", "-1E-2", "12345678901234567890", "\"\"", "\"a\\u00e9\\n\"",
+            "[]", "{}", " [1, {\"a\": [null, true, false]}] ", "\"é日本\"", "{\"\":{}}",
+        ] {
+            ok(s);
+        }
+    }
+
+    #[test]
+    fn refuses_extensions_and_garbage() {
+        for s in [
+            "", " ", "NaN", "Infinity", "-Infinity", "[1,]", "{\"a\":1,}", "01", "1.", ".5",
+            "+1", "1e", "[1 2]", "{a:1}", "{'a':1}", "\"\\x\"", "\"\\u12\"", "\"a\tb\"",
+            "# comment\n1", "1 2", "[", "{\"a\"}", "b\"x\"", "[1]]", "nul", "tru",
+        ] {
+            bad(s);
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_named() {
+        let err = scan(b"\"a\xff\"", 10).unwrap_err();
+        assert_eq!(err, ScanError::NotUtf8 { offset: 2 });
+    }
+
+    #[test]
+    fn depth_at_limit_and_limit_plus_one() {
+        let at = format!("{}{}", "[".repeat(5), "]".repeat(5));
+        assert_eq!(scan(at.as_bytes(), 5), Ok(()));
+        let over = format!("{}{}", "[".repeat(6), "]".repeat(6));
+        assert_eq!(
+            scan(over.as_bytes(), 5),
+            Err(ScanError::TooDeep {
+                limit: 5,
+                offset: 5
+            })
+        );
+    }
+
+    #[test]
+    fn deep_input_does_not_recurse() {
+        let deep = format!("{}{}", "[".repeat(1_000_000), "]".repeat(1_000_000));
+        assert_eq!(scan(deep.as_bytes(), 2_000_000), Ok(()));
+    }
+
+    #[test]
+    fn messages_name_position() {
+        let input = b"[1,\n 2,]";
+        let msg = scan(input, 10).unwrap_err().describe(input);
+        assert_eq!(
+            msg,
+            "input is not valid JSON: expected a value at line 2, column 4 (byte 7), found `]`"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! A worker's life: confine, get ready, take one job, answer, exit.
+
+use crate::confine::confine;
+use crate::engine::{Engine, EvalError};
+use crate::json;
+use jqjail_protocol::frame::{read_frame, write_frame};
+use jqjail_protocol::limits::grouped;
+use jqjail_protocol::worker::{
+    EXIT_SETUP, Job, MAX_READY_FRAME_BYTES, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD,
+    WorkerError, max_job_frame_bytes,
+};
+use jqjail_protocol::{Encoding, ErrorCode};
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+
+/// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
+/// exits; otherwise returns at once. Call it first thing in `main` of every binary that can
+/// host the supervisor.
+pub fn run_if_worker() {
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() != Some(std::ffi::OsStr::new(WORKER_ARG)) {
+        return;
+    }
+    let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    let code = match StartupArgs::parse(&rest) {
+        Ok(startup) => serve(&startup),
+        Err(why) => {
+            eprintln!("jqjail worker: {why}");
+            EXIT_SETUP
+        }
+    };
+    // SAFETY: _exit ends the process without running destructors: the job's input value may
+    // be hundreds of MiB of small allocations whose freeing would only delay the exit.
+    unsafe { libc::_exit(code) }
+}
+
+fn serve(startup: &StartupArgs) -> i32 {
+    if let Err(why) = confine(startup) {
+        eprintln!("jqjail worker: confinement failed: {why}");
+        return EXIT_SETUP;
+    }
+    // Work that allocates or may touch the kernel in new ways happens before the job.
+    let engine = Engine::new();
+    let _ = std::collections::hash_map::RandomState::new();
+    // SAFETY: fd 3 was checked to be a socket by `confine` and nothing else owns it.
+    let mut sock = unsafe { UnixStream::from_raw_fd(WORKER_FD) };
+    let ready = Ready {
+        pid: std::process::id(),
+    };
+    let sent = Encoding::Bincode
+        .encode(&ready)
+        .map_err(|e| e.to_string())
+        .and_then(|body| write_frame(&mut sock, &body).map_err(|e| e.to_string()));
+    if let Err(why) = sent {
+        eprintln!("jqjail worker: cannot announce readiness: {why}");
+        return EXIT_SETUP;
+    }
+    debug_assert!(MAX_READY_FRAME_BYTES > 16);
+
+    let reply = match read_job(&mut sock, startup) {
+        Ok((job, input)) => match evaluate(&engine, &job, &input) {
+            Ok(output) => Reply::Output(output),
+            Err(e) => Reply::Error(WorkerError {
+                code: e.code,
+                message: e.message,
+                limit: e.limit,
+                actual: e.actual,
+            }),
+        },
+        Err(e) => Reply::Error(e),
+    };
+    match Encoding::Bincode.encode(&reply) {
+        Ok(body) => match write_frame(&mut sock, &body) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("jqjail worker: cannot send reply: {e}");
+                EXIT_SETUP
+            }
+        },
+        Err(e) => {
+            eprintln!("jqjail worker: cannot encode reply: {e}");
+            EXIT_SETUP
+        }
+    }
+}
+
+fn protocol_error(message: String) -> WorkerError {
+    WorkerError {
+        code: ErrorCode::ProtocolError,
+        message,
+        limit: None,
+        actual: None,
+    }
+}
+
+fn read_job(sock: &mut UnixStream, startup: &StartupArgs) -> Result<(Job, Vec<u8>), WorkerError> {
+    let frame = read_frame(sock, max_job_frame_bytes(startup.max_filter_bytes))
+        .map_err(|e| protocol_error(format!("reading the job: {e}")))?;
+    let job: Job = Encoding::Bincode
+        .decode(&frame)
+        .map_err(|e| protocol_error(format!("decoding the job: {e}")))?;
+    if job.input_bytes > startup.max_input_bytes {
+        return Err(WorkerError {
+            code: ErrorCode::InputTooLarge,
+            message: format!(
+                "input is {} bytes, over the {}-byte limit",
+                grouped(job.input_bytes),
+                grouped(startup.max_input_bytes)
+            ),
+            limit: Some(startup.max_input_bytes),
+            actual: Some(job.input_bytes),
+        });
+    }
+    let len = usize::try_from(job.input_bytes)
+        .map_err(|_| protocol_error("input length does not fit in memory".into()))?;
+    let mut input = vec![0u8; len];
+    sock.read_exact(&mut input)
+        .map_err(|e| protocol_error(format!("reading {len} input bytes: {e}")))?;
+    let _ = sock.flush();
+    Ok((job, input))
+}
+
+/// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
+/// Public so that tests can compare the daemon against in-process evaluation.
+pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, EvalError> {
+    let filter = engine.compile(&job.filter)?;
+    if let Err(e) = json::scan(input, job.max_depth) {
+        let (code, limit, actual) = match e {
+            json::ScanError::TooDeep { limit, .. } => (
+                ErrorCode::InputTooDeep,
+                Some(u64::from(limit)),
+                Some(u64::from(limit) + 1),
+            ),
+            _ => (ErrorCode::InvalidJson, None, None),
+        };
+        return Err(EvalError {
+            code,
+            message: e.describe(input),
+            limit,
+            actual,
+        });
+    }
+    let value = jaq_json::read::parse_single(input).map_err(|e| EvalError {
+        code: ErrorCode::InvalidJson,
+        message: format!("input is not valid JSON: {e}"),
+        limit: None,
+        actual: None,
+    })?;
+    engine.run(&filter, value, job.max_output_bytes)
+}
