@@ -1,0 +1,89 @@
+//! The blocking client.
+
+use crate::{ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, hello};
+use jqjail_protocol::frame::{read_frame, write_frame};
+use jqjail_protocol::{
+    Encoding, HelloReply, Input, JsonText, Lang, Limits, Request, Response, RunReply, RunRequest,
+};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// A connection to a daemon. One request at a time; open several for concurrency.
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    server: HelloReply,
+}
+
+impl Client {
+    /// Connects and performs the handshake.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Client, ClientError> {
+        let path = path.as_ref();
+        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut client = Client {
+            stream,
+            server: HelloReply {
+                protocol: 0,
+                server: String::new(),
+                limits: Limits::default(),
+            },
+        };
+        match client.exchange(&Request::Hello(hello()))? {
+            Response::Hello(reply) => {
+                client.server = reply;
+                Ok(client)
+            }
+            Response::Error(e) => Err(ClientError::Server(e)),
+            other => Err(ClientError::Protocol(format!("expected hello, got {other:?}"))),
+        }
+    }
+
+    /// The server's limits, from the handshake.
+    pub fn limits(&self) -> &Limits {
+        &self.server.limits
+    }
+
+    /// The server's name and version.
+    pub fn server(&self) -> &str {
+        &self.server.server
+    }
+
+    /// Sets a timeout on each socket read and write (none by default; the server keeps its own
+    /// deadline and always answers).
+    pub fn set_io_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.stream.set_read_timeout(timeout)?;
+        self.stream.set_write_timeout(timeout)?;
+        Ok(())
+    }
+
+    /// Runs a jq filter over JSON text.
+    pub fn run(
+        &mut self,
+        filter: &str,
+        input: &[u8],
+        options: &RunOptions,
+    ) -> Result<RunReply, ClientError> {
+        let request = Request::Run(RunRequest {
+            filter: filter.to_string(),
+            input: Input::Inline(JsonText::from(input)),
+            lang: Lang::Jq,
+            limits: options.limits,
+        });
+        match self.exchange(&request)? {
+            Response::Run(reply) => Ok(reply),
+            Response::Error(e) => Err(ClientError::Server(e)),
+            other => Err(ClientError::Protocol(format!("expected a run result, got {other:?}"))),
+        }
+    }
+
+    fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {
+        let body = Encoding::Bincode.encode(request)?;
+        write_frame(&mut self.stream, &body)?;
+        let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES)?;
+        Ok(Encoding::Bincode.decode(&frame)?)
+    }
+}

@@ -1,0 +1,351 @@
+//! The `jqjail` command line (SPEC §8): `jqjail FILTER [FILE]`.
+//!
+//! Prints the JSON answer on stdout. Errors go to stderr once, as `jqjail: CODE: message`,
+//! control characters stripped, with an exit status per class ([`Exit`]). A closed stdout
+//! (`jqjail … | head`) is not an error.
+//!
+//! Without `--socket` or `$JQJAIL_SOCKET`, it uses the system daemon if one listens at
+//! [`SYSTEM_SOCKET`], else the user's private daemon, which it starts when none is running.
+
+use crate::paths::{SOCKET_ENV, SYSTEM_SOCKET, private_dir, private_socket, private_store};
+use crate::{Client, ClientError, ErrorCode, RunOptions};
+use clap::Parser;
+use jqjail_protocol::limits::grouped;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// argv\[1\] that makes the `jqjail` executable run the daemon (`jqjail daemon --socket …`),
+/// which is how the CLI starts a private one from its own binary.
+pub const DAEMON_SUBCOMMAND: &str = "daemon";
+
+/// How long a private daemon lives without clients.
+pub const PRIVATE_IDLE_EXIT: Duration = Duration::from_secs(600);
+
+/// How long the CLI waits for a private daemon it started to accept connections.
+pub const PRIVATE_START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Exit statuses, one per class of failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// The filter ran and its answer was printed.
+    Success = 0,
+    /// Bad command-line usage.
+    Usage = 2,
+    /// The input cannot be used: unreadable, not JSON, too large or too deep.
+    Input = 3,
+    /// The filter does not compile or is too long.
+    Filter = 4,
+    /// The filter failed while running, or produced something that is not JSON.
+    Runtime = 5,
+    /// A resource limit stopped the filter: output, time, CPU, memory or stack.
+    Limit = 6,
+    /// The worker broke its sandbox or crashed.
+    Sandbox = 7,
+    /// No daemon could serve the request: not reachable, overloaded or shutting down.
+    Unavailable = 8,
+    /// A protocol or internal failure.
+    Internal = 9,
+}
+
+impl Exit {
+    /// The class of a server error code.
+    pub fn of(code: ErrorCode) -> Exit {
+        use ErrorCode::*;
+        match code {
+            InputTooLarge | InputTooDeep | InvalidJson => Exit::Input,
+            FilterTooLong | CompileError => Exit::Filter,
+            RuntimeError | NonJsonOutput => Exit::Runtime,
+            OutputTooLarge | Timeout | CpuLimit | MemoryLimit | StackLimit => Exit::Limit,
+            SandboxViolation | WorkerCrashed => Exit::Sandbox,
+            Overloaded | ShuttingDown => Exit::Unavailable,
+            _ => Exit::Internal,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// jqjail: run a jq filter over JSON in a confined worker of a jqjail daemon.
+#[derive(Debug, Parser)]
+#[command(name = "jqjail", version, after_help = "Exit status: 0 ok, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal.")]
+struct Args {
+    /// The jq filter.
+    filter: String,
+    /// The JSON input file; standard input if absent or `-`.
+    file: Option<PathBuf>,
+    /// The daemon's socket (default: $JQJAIL_SOCKET, the system daemon, or a private one).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The filter language.
+    #[arg(long, default_value = "jq", value_parser = ["jq"])]
+    lang: String,
+    /// Wall-clock limit for this request: `500ms`, `2s`, or seconds.
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Output limit for this request, in bytes.
+    #[arg(long)]
+    max_output: Option<u64>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 0.001)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 500ms or 2s"))?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("`{text}` is not a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// Prints `jqjail: CODE: message` once, with control characters removed.
+fn report(code: &str, message: &str) {
+    let clean: String = message
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect();
+    let _ = writeln!(std::io::stderr(), "jqjail: {code}: {clean}");
+}
+
+/// Runs the command line with these arguments (argv\[0\] first).
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                Exit::Usage.into()
+            } else {
+                Exit::Success.into()
+            };
+        }
+    };
+    run(args).into()
+}
+
+fn run(args: Args) -> Exit {
+    let mut client = match connect(args.socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report("UNAVAILABLE", &format!("{e:#}"));
+            return Exit::Unavailable;
+        }
+    };
+    let max_input = client.limits().max_input_bytes;
+    let input = match read_input(args.file.as_deref(), max_input) {
+        Ok(bytes) => bytes,
+        Err((code, message)) => {
+            report(code, &message);
+            return Exit::Input;
+        }
+    };
+    let mut options = RunOptions::default();
+    options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
+    options.limits.max_output_bytes = args.max_output;
+    match client.run(&args.filter, &input, &options) {
+        Ok(reply) => {
+            let mut out = std::io::stdout().lock();
+            let written = out
+                .write_all(reply.output.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| out.flush());
+            match written {
+                Ok(()) => Exit::Success,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Success,
+                Err(e) => {
+                    report("IO_ERROR", &format!("writing the answer: {e}"));
+                    Exit::Internal
+                }
+            }
+        }
+        Err(ClientError::Server(e)) => {
+            report(e.code.as_str(), &e.message);
+            Exit::of(e.code)
+        }
+        Err(e) => {
+            report("UNAVAILABLE", &e.to_string());
+            Exit::Unavailable
+        }
+    }
+}
+
+/// Reads FILE (or stdin), refusing more than `max` bytes without reading them all.
+fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, (&'static str, String)> {
+    let too_large = |len: u64| {
+        (
+            ErrorCode::InputTooLarge.as_str(),
+            format!(
+                "input is {} bytes, over the daemon's {}-byte limit",
+                grouped(len),
+                grouped(max)
+            ),
+        )
+    };
+    let mut bytes = Vec::new();
+    let read = match file {
+        Some(path) if path != Path::new("-") => {
+            let f = std::fs::File::open(path).map_err(|e| {
+                ("INPUT_UNREADABLE", format!("cannot open {}: {e}", path.display()))
+            })?;
+            if let Ok(meta) = f.metadata() {
+                if meta.len() > max {
+                    return Err(too_large(meta.len()));
+                }
+            }
+            f.take(max + 1).read_to_end(&mut bytes)
+        }
+        _ => std::io::stdin().lock().take(max + 1).read_to_end(&mut bytes),
+    };
+    read.map_err(|e| ("INPUT_UNREADABLE", format!("reading the input: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Connects to the chosen daemon, starting a private one if that is the only option.
+fn connect(explicit: Option<&Path>) -> Result<Client, String> {
+    if let Some(path) = explicit {
+        return Client::connect(path).map_err(|e| e.to_string());
+    }
+    if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return Client::connect(&path).map_err(|e| format!("{e} (from ${SOCKET_ENV})"));
+    }
+    if let Ok(client) = Client::connect(SYSTEM_SOCKET) {
+        return Ok(client);
+    }
+    let socket = private_socket();
+    if let Ok(client) = Client::connect(&socket) {
+        return Ok(client);
+    }
+    start_private_daemon(&socket)?;
+    Client::connect(&socket).map_err(|e| e.to_string())
+}
+
+/// Makes sure the private directory is ours and closed to others.
+fn prepare_private_dir(dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // SAFETY: getuid cannot fail and touches no memory.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(format!(
+            "{} is not a directory owned by uid {uid}; refusing to use it",
+            dir.display()
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is accessible to other users (mode {:04o}); refusing to use it",
+            dir.display(),
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// Starts `jqjail daemon` from this executable, detached, and waits until it accepts.
+fn start_private_daemon(socket: &Path) -> Result<(), String> {
+    let dir = private_dir();
+    prepare_private_dir(&dir)?;
+    // One starter at a time: concurrent CLIs wait on the lock, then find the daemon running.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("start.lock"))
+        .map_err(|e| format!("opening the start lock: {e}"))?;
+    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+        return Err(format!("locking the start lock: {}", std::io::Error::last_os_error()));
+    }
+    if Client::connect(socket).is_ok() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding the jqjail executable: {e}"))?;
+    let log_path = dir.join("daemon.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("opening {}: {e}", log_path.display()))?;
+    let mut child = Command::new(&exe)
+        .arg(DAEMON_SUBCOMMAND)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--store")
+        .arg(private_store())
+        .arg("--idle-exit-ms")
+        .arg(PRIVATE_IDLE_EXIT.as_millis().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        // Its own process group: the terminal's Ctrl-C for this command does not reach it.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("starting the private daemon {}: {e}", exe.display()))?;
+    let start = Instant::now();
+    while start.elapsed() < PRIVATE_START_TIMEOUT {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the private daemon exited at start ({status}); see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err(format!(
+        "the private daemon did not accept connections within {} s; see {}",
+        PRIVATE_START_TIMEOUT.as_secs(),
+        log_path.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn every_code_has_a_class() {
+        for code in ErrorCode::ALL {
+            let exit = Exit::of(code);
+            assert_ne!(exit, Exit::Success);
+            assert_ne!(exit, Exit::Usage);
+        }
+        assert_eq!(Exit::of(ErrorCode::Timeout), Exit::Limit);
+        assert_eq!(Exit::of(ErrorCode::CompileError), Exit::Filter);
+    }
+}

@@ -1,0 +1,256 @@
+//! The daemon's configuration: built-in defaults (SPEC §3), then a TOML file, then flags.
+//! Every limit is configurable; the effective set is logged at start-up.
+
+use jqjail_protocol::Limits;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default worker stack (RLIMIT_STACK): deep enough that every input within the nesting limit
+/// parses and serialises, small enough that runaway recursion dies in a fraction of a second.
+pub const DEFAULT_STACK_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Request limits (a request may lower them).
+    pub limits: Limits,
+    /// Worker stack size (RLIMIT_STACK, set before exec).
+    pub stack_bytes: u64,
+    /// Worker CPU-time soft limit in seconds; the hard limit is one more. Defaults to the
+    /// wall-clock limit rounded up, plus one: a backstop that fires only if the supervisor's
+    /// wall-clock kill does not.
+    pub cpu_seconds: u64,
+    /// Workers kept started and ready.
+    pub prestart: usize,
+    /// Jobs evaluated at once.
+    pub max_concurrent: usize,
+    /// Jobs waiting beyond which new ones get `OVERLOADED`.
+    pub max_queue: usize,
+    /// A connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A frame that has started must be complete within this long.
+    pub frame_timeout: Duration,
+    /// On SIGTERM, in-flight requests get this long to finish.
+    pub drain_timeout: Duration,
+    /// Exit after this long with no connection (the CLI's private daemon uses it).
+    pub idle_exit: Option<Duration>,
+    /// Permission bits of the socket file.
+    pub socket_mode: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let limits = Limits::default();
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Config {
+            limits,
+            stack_bytes: DEFAULT_STACK_BYTES,
+            cpu_seconds: default_cpu_seconds(limits.timeout_ms),
+            prestart: cpus.clamp(2, 8),
+            max_concurrent: 2 * cpus,
+            max_queue: 1024,
+            idle_timeout: Duration::from_secs(300),
+            frame_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
+            idle_exit: None,
+            socket_mode: 0o600,
+        }
+    }
+}
+
+fn default_cpu_seconds(timeout_ms: u64) -> u64 {
+    timeout_ms.div_ceil(1000) + 1
+}
+
+/// The TOML file. Every key is optional; unknown keys are an error, so a typo is not ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[limits]`
+    #[serde(default)]
+    pub limits: FileLimits,
+    /// `[workers]`
+    #[serde(default)]
+    pub workers: FileWorkers,
+    /// `[server]`
+    #[serde(default)]
+    pub server: FileServer,
+}
+
+/// `[limits]` of the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct FileLimits {
+    pub max_input_bytes: Option<u64>,
+    pub max_filter_bytes: Option<u64>,
+    pub max_depth: Option<u32>,
+    pub max_output_bytes: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub max_heap_bytes: Option<u64>,
+    pub stack_bytes: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+}
+
+/// `[workers]` of the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct FileWorkers {
+    pub prestart: Option<usize>,
+    pub max_concurrent: Option<usize>,
+    pub max_queue: Option<usize>,
+}
+
+/// `[server]` of the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct FileServer {
+    pub idle_timeout_ms: Option<u64>,
+    pub frame_timeout_ms: Option<u64>,
+    pub drain_timeout_ms: Option<u64>,
+    pub socket_mode: Option<String>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: toml::de::Error,
+    },
+    /// A value is out of range.
+    #[error("config: {0}")]
+    Invalid(String),
+}
+
+impl FileConfig {
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Applies this file over `base`.
+    pub fn apply(&self, mut base: Config) -> Result<Config, ConfigError> {
+        let l = &self.limits;
+        let lim = &mut base.limits;
+        set(&mut lim.max_input_bytes, l.max_input_bytes);
+        set(&mut lim.max_filter_bytes, l.max_filter_bytes);
+        set(&mut lim.max_depth, l.max_depth);
+        set(&mut lim.max_output_bytes, l.max_output_bytes);
+        if let Some(t) = l.timeout_ms {
+            lim.timeout_ms = t;
+            base.cpu_seconds = default_cpu_seconds(t);
+        }
+        set(&mut lim.max_heap_bytes, l.max_heap_bytes);
+        set(&mut base.stack_bytes, l.stack_bytes);
+        set(&mut base.cpu_seconds, l.cpu_seconds);
+        set(&mut base.prestart, self.workers.prestart);
+        set(&mut base.max_concurrent, self.workers.max_concurrent);
+        set(&mut base.max_queue, self.workers.max_queue);
+        let ms = Duration::from_millis;
+        set(&mut base.idle_timeout, self.server.idle_timeout_ms.map(ms));
+        set(&mut base.frame_timeout, self.server.frame_timeout_ms.map(ms));
+        set(&mut base.drain_timeout, self.server.drain_timeout_ms.map(ms));
+        if let Some(mode) = &self.server.socket_mode {
+            base.socket_mode = parse_mode(mode)?;
+        }
+        Ok(base)
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+/// Parses an octal permission string such as `0660`.
+pub fn parse_mode(text: &str) -> Result<u32, ConfigError> {
+    u32::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| ConfigError::Invalid(format!("socket mode `{text}` is not an octal mode like 0660")))
+}
+
+impl Config {
+    /// Checks values that would make the daemon useless or unsafe.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        let positive = [
+            ("max_input_bytes", l.max_input_bytes),
+            ("max_filter_bytes", l.max_filter_bytes),
+            ("max_depth", u64::from(l.max_depth)),
+            ("max_output_bytes", l.max_output_bytes),
+            ("timeout_ms", l.timeout_ms),
+            ("max_heap_bytes", l.max_heap_bytes),
+            ("stack_bytes", self.stack_bytes),
+            ("cpu_seconds", self.cpu_seconds),
+            ("prestart", self.prestart as u64),
+            ("max_concurrent", self.max_concurrent as u64),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("{name} must be positive")));
+            }
+        }
+        // The frame length prefix is 32 bits.
+        let frame = jqjail_protocol::frame::max_frame_bytes(l.max_input_bytes, l.max_filter_bytes);
+        if frame > u64::from(u32::MAX) {
+            return Err(ConfigError::Invalid(format!(
+                "max_input_bytes {} makes frames of {frame} bytes, over the protocol's 4 GiB",
+                l.max_input_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_and_rejects_unknown_keys() {
+        let file: FileConfig = toml::from_str(
+            "[limits]\ntimeout_ms = 2500\nmax_output_bytes = 5000\n[workers]\nprestart = 3\n[server]\nsocket_mode = \"0660\"\n",
+        )
+        .unwrap();
+        let cfg = file.apply(Config::default()).unwrap();
+        assert_eq!(cfg.limits.timeout_ms, 2500);
+        assert_eq!(cfg.cpu_seconds, 4);
+        assert_eq!(cfg.limits.max_output_bytes, 5000);
+        assert_eq!(cfg.prestart, 3);
+        assert_eq!(cfg.socket_mode, 0o660);
+        assert!(toml::from_str::<FileConfig>("[limits]\nmax_ouput_bytes = 1\n").is_err());
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let mut cfg = Config::default();
+        cfg.limits.timeout_ms = 0;
+        assert!(cfg.validate().is_err());
+        assert!(Config::default().validate().is_ok());
+    }
+}

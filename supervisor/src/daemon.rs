@@ -1,0 +1,248 @@
+//! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
+
+use crate::config::{Config, FileConfig, parse_mode};
+use crate::server::serve;
+use crate::spawn::Program;
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use std::ffi::OsString;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::net::UnixListener;
+
+/// jqjaild: evaluates untrusted jq filters in confined worker processes.
+#[derive(Debug, Parser)]
+#[command(name = "jqjaild", version)]
+pub struct Args {
+    /// Path of the Unix socket to listen on.
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// Directory of the hide store (created 0700 if missing).
+    #[arg(long)]
+    pub store: PathBuf,
+    /// TOML configuration file; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Largest inline input, bytes.
+    #[arg(long)]
+    pub max_input_bytes: Option<u64>,
+    /// Longest filter, bytes.
+    #[arg(long)]
+    pub max_filter_bytes: Option<u64>,
+    /// Deepest input nesting.
+    #[arg(long)]
+    pub max_depth: Option<u32>,
+    /// Largest output text, bytes.
+    #[arg(long)]
+    pub max_output_bytes: Option<u64>,
+    /// Wall-clock limit per request, milliseconds.
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
+    /// Heap allowance per worker above its baseline, bytes.
+    #[arg(long)]
+    pub max_heap_bytes: Option<u64>,
+    /// Worker stack size, bytes.
+    #[arg(long)]
+    pub stack_bytes: Option<u64>,
+    /// Worker CPU-time limit, seconds.
+    #[arg(long)]
+    pub cpu_seconds: Option<u64>,
+    /// Workers kept started and ready.
+    #[arg(long)]
+    pub prestart: Option<usize>,
+    /// Jobs evaluated at once.
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Jobs waiting beyond which new ones get OVERLOADED.
+    #[arg(long)]
+    pub max_queue: Option<usize>,
+    /// Permission bits of the socket file, octal (default 0600).
+    #[arg(long)]
+    pub socket_mode: Option<String>,
+    /// Exit after this many milliseconds without a connection.
+    #[arg(long)]
+    pub idle_exit_ms: Option<u64>,
+}
+
+impl Args {
+    /// The effective configuration: defaults, then the file, then the flags.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut cfg = Config::default();
+        if let Some(path) = &self.config {
+            cfg = FileConfig::load(path)?.apply(cfg)?;
+        }
+        fn set<T: Copy>(slot: &mut T, v: Option<T>) {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        }
+        let l = &mut cfg.limits;
+        set(&mut l.max_input_bytes, self.max_input_bytes);
+        set(&mut l.max_filter_bytes, self.max_filter_bytes);
+        set(&mut l.max_depth, self.max_depth);
+        set(&mut l.max_output_bytes, self.max_output_bytes);
+        if let Some(t) = self.timeout_ms {
+            l.timeout_ms = t;
+            cfg.cpu_seconds = t.div_ceil(1000) + 1;
+        }
+        set(&mut l.max_heap_bytes, self.max_heap_bytes);
+        set(&mut cfg.stack_bytes, self.stack_bytes);
+        set(&mut cfg.cpu_seconds, self.cpu_seconds);
+        set(&mut cfg.prestart, self.prestart);
+        set(&mut cfg.max_concurrent, self.max_concurrent);
+        set(&mut cfg.max_queue, self.max_queue);
+        if let Some(mode) = &self.socket_mode {
+            cfg.socket_mode = parse_mode(mode)?;
+        }
+        cfg.idle_exit = self.idle_exit_ms.map(Duration::from_millis).or(cfg.idle_exit);
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Runs the daemon with these command-line arguments (argv\[0\] first).
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_logging();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("jqjaild: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("JQJAIL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    ensure_std_fds_open()?;
+    set_worker_stack(cfg.stack_bytes)?;
+    let program = Program::current_exe().context("resolving the worker executable")?;
+    prepare_store(&args.store)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jqjaild")
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async {
+        let listener = bind(&args.socket, cfg.socket_mode)?;
+        tracing::info!(
+            socket = %args.socket.display(),
+            worker = %program.display(),
+            limits = ?cfg.limits,
+            stack_bytes = cfg.stack_bytes,
+            cpu_seconds = cfg.cpu_seconds,
+            prestart = cfg.prestart,
+            max_concurrent = cfg.max_concurrent,
+            "jqjaild ready"
+        );
+        let result = serve(listener, cfg, program, shutdown_signal()).await;
+        let _ = std::fs::remove_file(&args.socket);
+        result.context("serving")
+    })
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// Workers are spawned with fds 0–2 replaced; if the daemon itself was started with one of
+/// them closed, a socket could land there and be clobbered. Fill any gap with /dev/null.
+fn ensure_std_fds_open() -> anyhow::Result<()> {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+            // SAFETY: dup2 onto a closed standard descriptor; `null` stays owned and is closed
+            // when dropped, the duplicate lives for the process.
+            if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), fd) } == -1 {
+                bail!("cannot reopen fd {fd} on /dev/null: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// RLIMIT_STACK must be in place before a worker's exec (Rust computes its stack guard at
+/// start-up), and posix_spawn cannot set it in the child: set it on the daemon, whose workers
+/// inherit it. The daemon's own threads have fixed stack sizes and are unaffected.
+fn set_worker_stack(bytes: u64) -> anyhow::Result<()> {
+    let (_, hard) = rlimit::Resource::STACK.get().context("reading RLIMIT_STACK")?;
+    let soft = bytes.min(hard);
+    if soft < bytes {
+        tracing::warn!(wanted = bytes, hard, "worker stack limited by the hard RLIMIT_STACK");
+    }
+    rlimit::Resource::STACK
+        .set(soft, hard)
+        .context("setting RLIMIT_STACK for workers")
+}
+
+fn prepare_store(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => bail!("store {} is not a directory", dir.display()),
+        Ok(meta) => {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                bail!(
+                    "store {} has mode {mode:04o}; it must not be accessible to group or others (chmod 700)",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating store {}", dir.display())),
+        Err(e) => Err(e).with_context(|| format!("store {}", dir.display())),
+    }
+}
+
+/// Binds the socket, replacing a stale socket file but never a live daemon's.
+fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+    if path.exists() {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => bail!("another daemon is already listening on {}", path.display()),
+            Err(_) => {
+                std::fs::remove_file(path)
+                    .with_context(|| format!("removing stale socket {}", path.display()))?;
+            }
+        }
+    }
+    let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting mode {mode:04o} on {}", path.display()))?;
+    Ok(listener)
+}

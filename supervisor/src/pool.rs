@@ -1,0 +1,350 @@
+//! The worker pool: workers are started ahead of demand, each serves exactly one job and then
+//! exits, and the pool refills behind them. Start-up cost stays off the request path as long
+//! as the pool keeps up.
+//!
+//! Architecture invariant: a worker process is used for one job only. No heap, CPU budget or
+//! data from one request (or tenant) can reach another through a worker.
+
+use crate::explain::{Context, explain};
+use crate::spawn::{Child, Exit, Program, spawn};
+use jqjail_protocol::frame::FrameError;
+use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
+use jqjail_protocol::limits::grouped;
+use jqjail_protocol::worker::{
+    Job, MAX_READY_FRAME_BYTES, Ready, Reply, StartupArgs, max_reply_frame_bytes,
+};
+use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::time::timeout_at;
+
+/// How long a new worker may take to report ready before it is killed.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a worker may take to exit after it has replied before it is killed.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The pool's settings.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The executable to run as a worker.
+    pub program: Program,
+    /// What every worker is started with.
+    pub startup: StartupArgs,
+    /// Workers kept started and ready.
+    pub prestart: usize,
+    /// Jobs running at once.
+    pub max_concurrent: usize,
+    /// Jobs waiting for a slot beyond which new ones are refused with `OVERLOADED`.
+    pub max_queue: usize,
+}
+
+/// A started, confined worker waiting for its one job.
+struct Worker {
+    child: Child,
+    sock: UnixStream,
+}
+
+/// Counters for logs and, later, `jqjail stats`.
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Workers started and ready.
+    pub started: AtomicU64,
+    /// Workers that failed to start.
+    pub failed_starts: AtomicU64,
+    /// Jobs run (whatever their outcome).
+    pub jobs: AtomicU64,
+}
+
+/// The result of one job: the worker's answer and what it cost.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The output text, or the error.
+    pub result: Result<String, ErrorReply>,
+    /// Worker CPU time, where the worker was reaped.
+    pub cpu: Duration,
+    /// Worker peak RSS, where the worker was reaped.
+    pub peak_rss_bytes: u64,
+}
+
+/// The pool. Dropping it stops the refill and kills the idle workers.
+pub struct Pool {
+    cfg: PoolConfig,
+    ready: Mutex<mpsc::Receiver<Worker>>,
+    slots: Semaphore,
+    waiting: AtomicUsize,
+    last_start_error: Arc<std::sync::Mutex<Option<String>>>,
+    /// Counters.
+    pub stats: Arc<PoolStats>,
+}
+
+impl Pool {
+    /// Starts the refill tasks; workers begin starting at once.
+    pub fn start(cfg: PoolConfig) -> Pool {
+        let (tx, rx) = mpsc::channel(cfg.prestart.max(1));
+        let last_start_error = Arc::new(std::sync::Mutex::new(None));
+        let stats = Arc::new(PoolStats::default());
+        // Two refillers: one worker's start-up (exec, confinement, prelude) overlaps another's.
+        for _ in 0..2 {
+            let tx = tx.clone();
+            let program = cfg.program.clone();
+            let startup = cfg.startup;
+            let last = last_start_error.clone();
+            let stats = stats.clone();
+            tokio::spawn(refill(tx, program, startup, last, stats));
+        }
+        Pool {
+            slots: Semaphore::new(cfg.max_concurrent.max(1)),
+            cfg,
+            ready: Mutex::new(rx),
+            waiting: AtomicUsize::new(0),
+            last_start_error,
+            stats,
+        }
+    }
+
+    /// Runs one job on a fresh worker before `deadline`.
+    pub async fn execute(&self, job: &Job, input: &[u8], deadline: Instant, ctx: Context) -> Outcome {
+        let fail = |e: ErrorReply| Outcome {
+            result: Err(e),
+            cpu: Duration::ZERO,
+            peak_rss_bytes: 0,
+        };
+        // Queue for a slot, refusing at once past the queue bound.
+        let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
+        if queued >= self.cfg.max_queue && self.slots.available_permits() == 0 {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return fail(ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "{} requests are already waiting, the queue limit is {}; retry in a moment",
+                    grouped(queued as u64),
+                    grouped(self.cfg.max_queue as u64)
+                ),
+            )
+            .with_limit(self.cfg.max_queue as u64, queued as u64 + 1));
+        }
+        let permit = timeout_at(deadline.into(), self.slots.acquire()).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let _permit = match permit {
+            Ok(Ok(p)) => p,
+            Ok(Err(_closed)) => {
+                return fail(ErrorReply::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+            }
+            Err(_) => {
+                return fail(ErrorReply::new(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "no evaluation slot became free within the {} ms deadline ({} run at once); retry in a moment",
+                        grouped(ctx.timeout_ms),
+                        self.cfg.max_concurrent
+                    ),
+                ));
+            }
+        };
+        self.stats.jobs.fetch_add(1, Ordering::Relaxed);
+        // A worker that died while idle fails at the job's first byte; that one is retried.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let worker = match self.acquire(deadline, &ctx).await {
+                Ok(w) => w,
+                Err(e) => return fail(e),
+            };
+            match run_on(worker, job, input, deadline, ctx).await {
+                Attempt::Done(outcome) => return outcome,
+                Attempt::DeadBeforeJob(exit) if attempts < 2 => {
+                    tracing::warn!(?exit, "idle worker was dead; retrying on another");
+                }
+                Attempt::DeadBeforeJob(exit) => {
+                    return Outcome {
+                        result: Err(explain(&exit, &ctx)),
+                        cpu: exit.cpu,
+                        peak_rss_bytes: exit.peak_rss_bytes,
+                    };
+                }
+            }
+        }
+    }
+
+    async fn acquire(&self, deadline: Instant, ctx: &Context) -> Result<Worker, ErrorReply> {
+        let got = timeout_at(deadline.into(), async { self.ready.lock().await.recv().await }).await;
+        match got {
+            Ok(Some(w)) => Ok(w),
+            Ok(None) => Err(ErrorReply::new(ErrorCode::ShuttingDown, "the server is shutting down")),
+            Err(_) => {
+                let last = self.last_start_error.lock().map(|l| l.clone()).unwrap_or(None);
+                Err(match last {
+                    Some(why) => ErrorReply::new(
+                        ErrorCode::Internal,
+                        format!("no worker could be started within the deadline: {why}"),
+                    ),
+                    None => ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "no worker became ready within the {} ms deadline; retry in a moment",
+                            grouped(ctx.timeout_ms)
+                        ),
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Closes the pool to new jobs: waiting and future `execute` calls answer `SHUTTING_DOWN`.
+    pub fn close(&self) {
+        self.slots.close();
+    }
+}
+
+enum Attempt {
+    Done(Outcome),
+    /// The worker was gone before it took the job; safe to retry elsewhere.
+    DeadBeforeJob(Exit),
+}
+
+async fn reap(child: &mut Child) -> Exit {
+    match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(exit)) => exit,
+        _ => {
+            child.kill();
+            child.wait().await.unwrap_or_else(|e| Exit {
+                status: Ok(-1),
+                cpu: Duration::ZERO,
+                peak_rss_bytes: 0,
+                stderr_tail: format!("could not reap worker: {e}"),
+            })
+        }
+    }
+}
+
+async fn run_on(mut w: Worker, job: &Job, input: &[u8], deadline: Instant, mut ctx: Context) -> Attempt {
+    let header = match Encoding::Bincode.encode(job) {
+        Ok(h) => h,
+        Err(e) => {
+            return Attempt::Done(Outcome {
+                result: Err(ErrorReply::new(ErrorCode::Internal, format!("cannot encode job: {e}"))),
+                cpu: Duration::ZERO,
+                peak_rss_bytes: 0,
+            });
+        }
+    };
+    let send = async {
+        write_frame_parts(&mut w.sock, &[&header]).await?;
+        w.sock.write_all(input).await?;
+        w.sock.flush().await
+    };
+    let reply = match timeout_at(deadline.into(), send).await {
+        Ok(Ok(())) => {
+            timeout_at(
+                deadline.into(),
+                read_frame(&mut w.sock, max_reply_frame_bytes(job.max_output_bytes)),
+            )
+            .await
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(pid = w.child.pid(), error = %e, "sending job failed");
+            let exit = reap(&mut w.child).await;
+            return Attempt::DeadBeforeJob(exit);
+        }
+        Err(elapsed) => Err(elapsed),
+    };
+    let result = match reply {
+        Ok(Ok(frame)) => match Encoding::Bincode.decode::<Reply>(&frame) {
+            Ok(Reply::Output(text)) => Ok(text),
+            Ok(Reply::Error(e)) => Err(ErrorReply {
+                code: e.code,
+                message: e.message,
+                limit: e.limit,
+                actual: e.actual,
+                detail: None,
+                cost: None,
+            }),
+            Err(e) => {
+                w.child.kill();
+                Err(ErrorReply::new(ErrorCode::WorkerCrashed, format!("worker sent a malformed reply: {e}")))
+            }
+        },
+        Ok(Err(frame_error)) => {
+            // No reply: the worker died (or sent an oversized frame). The exit says why.
+            tracing::debug!(pid = w.child.pid(), error = %frame_error, "no reply from worker");
+            if matches!(frame_error, FrameError::TooLarge { .. }) {
+                w.child.kill();
+            }
+            let exit = reap(&mut w.child).await;
+            return Attempt::Done(Outcome {
+                result: Err(explain(&exit, &ctx)),
+                cpu: exit.cpu,
+                peak_rss_bytes: exit.peak_rss_bytes,
+            });
+        }
+        Err(_elapsed) => {
+            w.child.kill();
+            ctx.killed_for_timeout = true;
+            let exit = reap(&mut w.child).await;
+            return Attempt::Done(Outcome {
+                result: Err(explain(&exit, &ctx)),
+                cpu: exit.cpu,
+                peak_rss_bytes: exit.peak_rss_bytes,
+            });
+        }
+    };
+    let exit = reap(&mut w.child).await;
+    Attempt::Done(Outcome {
+        result,
+        cpu: exit.cpu,
+        peak_rss_bytes: exit.peak_rss_bytes,
+    })
+}
+
+async fn start_worker(program: &Program, startup: &StartupArgs) -> Result<Worker, String> {
+    let (mut child, sock) = spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
+    let mut sock = UnixStream::from_std(sock).map_err(|e| format!("registering worker socket: {e}"))?;
+    let ready = tokio::time::timeout(READY_TIMEOUT, read_frame(&mut sock, MAX_READY_FRAME_BYTES)).await;
+    let failure = match ready {
+        Ok(Ok(frame)) => match Encoding::Bincode.decode::<Ready>(&frame) {
+            Ok(_) => return Ok(Worker { child, sock }),
+            Err(e) => format!("worker sent a malformed ready message: {e}"),
+        },
+        Ok(Err(e)) => format!("worker did not get ready: {e}"),
+        Err(_) => format!("worker was not ready within {} s", READY_TIMEOUT.as_secs()),
+    };
+    child.kill();
+    let exit = reap(&mut child).await;
+    Err(format!("{failure} (exit {:?}, stderr: {})", exit.status, exit.stderr_tail))
+}
+
+async fn refill(
+    tx: mpsc::Sender<Worker>,
+    program: Program,
+    startup: StartupArgs,
+    last_error: Arc<std::sync::Mutex<Option<String>>>,
+    stats: Arc<PoolStats>,
+) {
+    let mut backoff = Duration::from_millis(10);
+    while let Ok(slot) = tx.reserve().await {
+        match start_worker(&program, &startup).await {
+            Ok(worker) => {
+                stats.started.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut last) = last_error.lock() {
+                    *last = None;
+                }
+                backoff = Duration::from_millis(10);
+                slot.send(worker);
+            }
+            Err(why) => {
+                stats.failed_starts.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %why, "worker failed to start");
+                if let Ok(mut last) = last_error.lock() {
+                    *last = Some(why);
+                }
+                drop(slot);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}

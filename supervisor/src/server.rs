@@ -1,0 +1,336 @@
+//! The socket server: accepts connections, speaks the protocol, hands runs to the pool, and
+//! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
+//! as the bytes they arrived as (architecture invariant).
+
+use crate::config::Config;
+use crate::explain::Context;
+use crate::pool::{Pool, PoolConfig};
+use crate::spawn::Program;
+use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
+use jqjail_protocol::frame::tokio_io::write_frame;
+use jqjail_protocol::limits::grouped;
+use jqjail_protocol::worker::{Job, StartupArgs};
+use jqjail_protocol::{
+    Cost, Encoding, ErrorCode, ErrorReply, HelloReply, Input, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, Request, Response, RunReply, RunRequest,
+};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// The server name sent in the handshake.
+pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
+
+struct Shared {
+    cfg: Config,
+    pool: Pool,
+    max_frame: u64,
+    connections: AtomicUsize,
+}
+
+/// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
+/// been connected for that long), then stops accepting, lets in-flight requests finish within
+/// the drain timeout, and kills the idle workers.
+pub async fn serve(
+    listener: UnixListener,
+    cfg: Config,
+    program: Program,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let startup = StartupArgs {
+        parent_pid: std::process::id(),
+        heap_bytes: cfg.limits.max_heap_bytes,
+        cpu_seconds: cfg.cpu_seconds,
+        max_input_bytes: cfg.limits.max_input_bytes,
+        max_filter_bytes: cfg.limits.max_filter_bytes,
+    };
+    let pool = Pool::start(PoolConfig {
+        program,
+        startup,
+        prestart: cfg.prestart,
+        max_concurrent: cfg.max_concurrent,
+        max_queue: cfg.max_queue,
+    });
+    let shared = Arc::new(Shared {
+        max_frame: max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes),
+        cfg,
+        pool,
+        connections: AtomicUsize::new(0),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tokio::pin!(shutdown);
+    let mut idle_since = Instant::now();
+    loop {
+        let idle_tick = tokio::time::sleep(Duration::from_millis(250));
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _addr)) => {
+                    let shared = shared.clone();
+                    let stop = stop_rx.clone();
+                    shared.connections.fetch_add(1, Ordering::SeqCst);
+                    tasks.spawn(async move {
+                        connection(stream, &shared, stop).await;
+                        shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::error!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            _ = idle_tick => {
+                if shared.connections.load(Ordering::SeqCst) > 0 {
+                    idle_since = Instant::now();
+                } else if shared.cfg.idle_exit.is_some_and(|d| idle_since.elapsed() >= d) {
+                    tracing::info!("no client for the idle-exit period; exiting");
+                    break;
+                }
+            }
+        }
+    }
+    drop(listener);
+    let in_flight = tasks.len();
+    tracing::info!(connections = in_flight, "shutting down: draining in-flight requests");
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(shared.cfg.drain_timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(remaining = tasks.len(), "drain timeout passed; aborting remaining connections");
+        tasks.shutdown().await;
+    }
+    shared.pool.close();
+    Ok(())
+}
+
+/// Why a connection's read loop ended.
+enum End {
+    Closed,
+    Idle,
+    Stopped,
+    TooLarge(u64),
+    Broken(String),
+}
+
+/// Reads one frame: waits up to `idle` for its first byte (or for `stop`), then up to
+/// `frame_timeout` for the rest. The length is checked before the body is allocated.
+async fn next_frame<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+    idle: Duration,
+) -> Result<Vec<u8>, End> {
+    let mut prefix = [0u8; PREFIX_BYTES];
+    let first = tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => return Err(End::Stopped),
+        r = tokio::time::timeout(idle, rd.read(&mut prefix[..1])) => r,
+    };
+    match first {
+        Err(_) => return Err(End::Idle),
+        Ok(Ok(0)) => return Err(End::Closed),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(End::Broken(e.to_string())),
+    }
+    let rest = async {
+        rd.read_exact(&mut prefix[1..]).await?;
+        let len = u64::from(u32::from_le_bytes(prefix));
+        if len > shared.max_frame {
+            return Ok(Err(len));
+        }
+        let mut body = vec![0u8; len as usize];
+        rd.read_exact(&mut body).await?;
+        Ok::<_, std::io::Error>(Ok(body))
+    };
+    match tokio::time::timeout(shared.cfg.frame_timeout, rest).await {
+        Err(_) => Err(End::Broken(format!(
+            "frame not completed within {} ms",
+            shared.cfg.frame_timeout.as_millis()
+        ))),
+        Ok(Err(e)) => Err(End::Broken(e.to_string())),
+        Ok(Ok(Err(len))) => Err(End::TooLarge(len)),
+        Ok(Ok(Ok(body))) => Ok(body),
+    }
+}
+
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Response) -> bool {
+    match enc.encode(response) {
+        Ok(body) => write_frame(wr, &body).await.is_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode a response");
+            false
+        }
+    }
+}
+
+async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiver<bool>) {
+    let (mut rd, mut wr) = stream.into_split();
+    // The handshake: the first frame fixes the encoding and must be a Hello.
+    let first = match next_frame(&mut rd, shared, &mut stop, shared.cfg.frame_timeout).await {
+        Ok(frame) => frame,
+        Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
+    };
+    let enc = Encoding::detect(&first);
+    match enc.decode::<Request<'_>>(&first) {
+        Ok(Request::Hello(hello)) if hello.protocol >= MIN_PROTOCOL_VERSION => {
+            let reply = Response::Hello(HelloReply {
+                protocol: hello.protocol.min(PROTOCOL_VERSION),
+                server: SERVER_NAME.to_string(),
+                limits: shared.cfg.limits,
+            });
+            if !send(&mut wr, enc, &reply).await {
+                return;
+            }
+        }
+        Ok(Request::Hello(hello)) => {
+            let e = ErrorReply::new(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "client speaks protocol {}, this server speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                    hello.protocol
+                ),
+            );
+            send(&mut wr, enc, &Response::Error(e)).await;
+            return;
+        }
+        Ok(_) => {
+            let e = ErrorReply::new(ErrorCode::ProtocolError, "the first message must be hello");
+            send(&mut wr, enc, &Response::Error(e)).await;
+            return;
+        }
+        Err(e) => {
+            let e = ErrorReply::new(ErrorCode::ProtocolError, format!("cannot decode hello: {e}"));
+            send(&mut wr, enc, &Response::Error(e)).await;
+            return;
+        }
+    }
+    loop {
+        let frame = match next_frame(&mut rd, shared, &mut stop, shared.cfg.idle_timeout).await {
+            Ok(frame) => frame,
+            Err(end) => return finish(&mut wr, enc, shared, end).await,
+        };
+        let response = match enc.decode::<Request<'_>>(&frame) {
+            Ok(Request::Run(run)) => handle_run(run, shared).await,
+            Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
+                ErrorCode::ProtocolError,
+                "hello was already exchanged on this connection",
+            )),
+            Err(e) => Response::Error(ErrorReply::new(
+                ErrorCode::ProtocolError,
+                format!("cannot decode request: {e}"),
+            )),
+        };
+        drop(frame);
+        if !send(&mut wr, enc, &response).await {
+            return;
+        }
+    }
+}
+
+/// Ends a connection, telling the client why where it is still listening.
+async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Shared, end: End) {
+    match end {
+        End::Closed | End::Idle | End::Stopped => {}
+        End::TooLarge(len) => {
+            let e = ErrorReply::new(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "frame of {} bytes is over the {}-byte limit; the connection is closed",
+                    grouped(len),
+                    grouped(shared.max_frame)
+                ),
+            )
+            .with_limit(shared.max_frame, len);
+            send(wr, enc, &Response::Error(e)).await;
+        }
+        End::Broken(why) => tracing::debug!(reason = %why, "connection dropped"),
+    }
+}
+
+fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response {
+    Response::Error(ErrorReply::new(code, message).with_limit(limit, actual))
+}
+
+async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
+    let start = Instant::now();
+    let limits = &shared.cfg.limits;
+    let filter_len = run.filter.len() as u64;
+    if filter_len > limits.max_filter_bytes {
+        return refuse(
+            ErrorCode::FilterTooLong,
+            format!(
+                "filter is {} bytes, over the {}-byte limit",
+                grouped(filter_len),
+                grouped(limits.max_filter_bytes)
+            ),
+            limits.max_filter_bytes,
+            filter_len,
+        );
+    }
+    let Input::Inline(text) = &run.input;
+    let input = text.as_bytes();
+    let input_len = input.len() as u64;
+    if input_len > limits.max_input_bytes {
+        return refuse(
+            ErrorCode::InputTooLarge,
+            format!(
+                "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
+                grouped(input_len),
+                grouped(limits.max_input_bytes)
+            ),
+            limits.max_input_bytes,
+            input_len,
+        );
+    }
+    let effective = match limits.tightened(&run.limits) {
+        Ok(l) => l,
+        Err(e) => {
+            return Response::Error(
+                ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()).with_limit(e.allowed, e.requested),
+            );
+        }
+    };
+    let job = Job {
+        filter: run.filter,
+        input_bytes: input_len,
+        max_depth: effective.max_depth,
+        max_output_bytes: effective.max_output_bytes,
+    };
+    let ctx = Context {
+        killed_for_timeout: false,
+        timeout_ms: effective.timeout_ms,
+        heap_bytes: limits.max_heap_bytes,
+        cpu_seconds: shared.cfg.cpu_seconds,
+    };
+    let deadline = start + Duration::from_millis(effective.timeout_ms);
+    let outcome = shared.pool.execute(&job, input, deadline, ctx).await;
+    let mut cost = Cost {
+        wall_us: start.elapsed().as_micros() as u64,
+        cpu_us: outcome.cpu.as_micros() as u64,
+        peak_rss_bytes: outcome.peak_rss_bytes,
+        input_bytes: input_len,
+        output_bytes: 0,
+    };
+    match outcome.result {
+        Ok(output) => {
+            cost.output_bytes = output.len() as u64;
+            tracing::debug!(wall_us = cost.wall_us, cpu_us = cost.cpu_us, input_bytes = input_len, output_bytes = cost.output_bytes, "run ok");
+            Response::Run(RunReply { output, cost })
+        }
+        Err(mut e) => {
+            tracing::info!(code = %e.code, wall_us = cost.wall_us, cpu_us = cost.cpu_us, peak_rss_bytes = cost.peak_rss_bytes, "run failed");
+            e.cost = Some(cost);
+            Response::Error(e)
+        }
+    }
+}
