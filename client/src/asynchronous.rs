@@ -38,8 +38,10 @@ impl AsyncClient {
                 client.server = reply;
                 Ok(client)
             }
-            Response::Error(e) => Err(ClientError::Server(e)),
-            other => Err(ClientError::Protocol(format!("expected hello, got {other:?}"))),
+            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+            other => Err(ClientError::Protocol(format!(
+                "expected hello, got {other:?}"
+            ))),
         }
     }
 
@@ -63,8 +65,10 @@ impl AsyncClient {
         });
         match self.exchange(&request).await? {
             Response::Run(reply) => Ok(reply),
-            Response::Error(e) => Err(ClientError::Server(e)),
-            other => Err(ClientError::Protocol(format!("expected a run result, got {other:?}"))),
+            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+            other => Err(ClientError::Protocol(format!(
+                "expected a run result, got {other:?}"
+            ))),
         }
     }
 

@@ -37,8 +37,10 @@ impl Client {
                 client.server = reply;
                 Ok(client)
             }
-            Response::Error(e) => Err(ClientError::Server(e)),
-            other => Err(ClientError::Protocol(format!("expected hello, got {other:?}"))),
+            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+            other => Err(ClientError::Protocol(format!(
+                "expected hello, got {other:?}"
+            ))),
         }
     }
 
@@ -75,8 +77,10 @@ impl Client {
         });
         match self.exchange(&request)? {
             Response::Run(reply) => Ok(reply),
-            Response::Error(e) => Err(ClientError::Server(e)),
-            other => Err(ClientError::Protocol(format!("expected a run result, got {other:?}"))),
+            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+            other => Err(ClientError::Protocol(format!(
+                "expected a run result, got {other:?}"
+            ))),
         }
     }
 

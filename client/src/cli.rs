@@ -77,7 +77,11 @@ impl From<Exit> for ExitCode {
 
 /// jqjail: run a jq filter over JSON in a confined worker of a jqjail daemon.
 #[derive(Debug, Parser)]
-#[command(name = "jqjail", version, after_help = "Exit status: 0 ok, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal.")]
+#[command(
+    name = "jqjail",
+    version,
+    after_help = "Exit status: 0 ok, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal."
+)]
 struct Args {
     /// The jq filter.
     filter: String,
@@ -202,16 +206,22 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, (&'static str, S
     let read = match file {
         Some(path) if path != Path::new("-") => {
             let f = std::fs::File::open(path).map_err(|e| {
-                ("INPUT_UNREADABLE", format!("cannot open {}: {e}", path.display()))
+                (
+                    "INPUT_UNREADABLE",
+                    format!("cannot open {}: {e}", path.display()),
+                )
             })?;
-            if let Ok(meta) = f.metadata() {
-                if meta.len() > max {
-                    return Err(too_large(meta.len()));
-                }
+            if let Ok(meta) = f.metadata()
+                && meta.len() > max
+            {
+                return Err(too_large(meta.len()));
             }
             f.take(max + 1).read_to_end(&mut bytes)
         }
-        _ => std::io::stdin().lock().take(max + 1).read_to_end(&mut bytes),
+        _ => std::io::stdin()
+            .lock()
+            .take(max + 1)
+            .read_to_end(&mut bytes),
     };
     read.map_err(|e| ("INPUT_UNREADABLE", format!("reading the input: {e}")))?;
     if bytes.len() as u64 > max {
@@ -278,7 +288,10 @@ fn start_private_daemon(socket: &Path) -> Result<(), String> {
         .map_err(|e| format!("opening the start lock: {e}"))?;
     // SAFETY: flock on a descriptor we own; released when `lock` is closed.
     if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
-        return Err(format!("locking the start lock: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "locking the start lock: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     if Client::connect(socket).is_ok() {
         return Ok(());

@@ -44,7 +44,7 @@ pub enum ClientError {
     Protocol(String),
     /// The daemon answered with an error: the request was understood and failed.
     #[error("{0}")]
-    Server(ErrorReply),
+    Server(Box<ErrorReply>),
 }
 
 impl ClientError {

@@ -167,13 +167,25 @@ mod tests {
 
     #[test]
     fn clean_close_and_truncation_differ() {
-        assert!(matches!(read_frame(&mut &b""[..], 10), Err(FrameError::Closed)));
-        assert!(matches!(read_frame(&mut &b"\x05\x00"[..], 10), Err(FrameError::Io(_))));
-        assert!(matches!(read_frame(&mut &b"\x05\x00\x00\x00ab"[..], 10), Err(FrameError::Io(_))));
+        assert!(matches!(
+            read_frame(&mut &b""[..], 10),
+            Err(FrameError::Closed)
+        ));
+        assert!(matches!(
+            read_frame(&mut &b"\x05\x00"[..], 10),
+            Err(FrameError::Io(_))
+        ));
+        assert!(matches!(
+            read_frame(&mut &b"\x05\x00\x00\x00ab"[..], 10),
+            Err(FrameError::Io(_))
+        ));
     }
 
     #[test]
     fn default_max_frame_fits_a_json_encoded_maximal_request() {
-        assert_eq!(MAX_FRAME_BYTES, 2 * (20 << 20) + 2 * (64 << 10) + (64 << 10));
+        assert_eq!(
+            MAX_FRAME_BYTES,
+            2 * (20 << 20) + 2 * (64 << 10) + (64 << 10)
+        );
     }
 }

@@ -208,9 +208,8 @@ impl fmt::Debug for JsonText<'_> {
 impl Serialize for JsonText<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if serializer.is_human_readable() {
-            let text = std::str::from_utf8(&self.0).map_err(|e| {
-                serde::ser::Error::custom(format!("JSON text is not UTF-8: {e}"))
-            })?;
+            let text = std::str::from_utf8(&self.0)
+                .map_err(|e| serde::ser::Error::custom(format!("JSON text is not UTF-8: {e}")))?;
             serializer.serialize_str(text)
         } else {
             serializer.serialize_bytes(&self.0)

@@ -132,7 +132,9 @@ impl StartupArgs {
                 .map_err(|e| format!("worker argument `{arg}`: {e}"))?;
             values[slot] = Some(value);
         }
-        let get = |i: usize| values[i].ok_or_else(|| format!("missing worker argument `{}`", Self::KEYS[i]));
+        let get = |i: usize| {
+            values[i].ok_or_else(|| format!("missing worker argument `{}`", Self::KEYS[i]))
+        };
         Ok(StartupArgs {
             parent_pid: u32::try_from(get(0)?).map_err(|e| format!("parent pid: {e}"))?,
             heap_bytes: get(1)?,

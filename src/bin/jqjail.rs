@@ -10,7 +10,10 @@ static ALLOC: jqjail_worker::WorkerAlloc = jqjail_worker::WorkerAlloc;
 fn main() -> ExitCode {
     jqjail_worker::run_if_worker();
     let mut args: Vec<_> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == jqjail_client::cli::DAEMON_SUBCOMMAND) {
+    if args
+        .get(1)
+        .is_some_and(|a| a == jqjail_client::cli::DAEMON_SUBCOMMAND)
+    {
         args.remove(1);
         return jqjail_supervisor::main_with_args(args);
     }

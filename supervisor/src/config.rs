@@ -171,8 +171,14 @@ impl FileConfig {
         set(&mut base.max_queue, self.workers.max_queue);
         let ms = Duration::from_millis;
         set(&mut base.idle_timeout, self.server.idle_timeout_ms.map(ms));
-        set(&mut base.frame_timeout, self.server.frame_timeout_ms.map(ms));
-        set(&mut base.drain_timeout, self.server.drain_timeout_ms.map(ms));
+        set(
+            &mut base.frame_timeout,
+            self.server.frame_timeout_ms.map(ms),
+        );
+        set(
+            &mut base.drain_timeout,
+            self.server.drain_timeout_ms.map(ms),
+        );
         if let Some(mode) = &self.server.socket_mode {
             base.socket_mode = parse_mode(mode)?;
         }
@@ -191,7 +197,11 @@ pub fn parse_mode(text: &str) -> Result<u32, ConfigError> {
     u32::from_str_radix(text.trim_start_matches("0o"), 8)
         .ok()
         .filter(|m| *m <= 0o777)
-        .ok_or_else(|| ConfigError::Invalid(format!("socket mode `{text}` is not an octal mode like 0660")))
+        .ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "socket mode `{text}` is not an octal mode like 0660"
+            ))
+        })
 }
 
 impl Config {

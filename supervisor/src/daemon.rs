@@ -96,7 +96,10 @@ impl Args {
         if let Some(mode) = &self.socket_mode {
             cfg.socket_mode = parse_mode(mode)?;
         }
-        cfg.idle_exit = self.idle_exit_ms.map(Duration::from_millis).or(cfg.idle_exit);
+        cfg.idle_exit = self
+            .idle_exit_ms
+            .map(Duration::from_millis)
+            .or(cfg.idle_exit);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -183,11 +186,17 @@ fn ensure_std_fds_open() -> anyhow::Result<()> {
     for fd in 0..3 {
         // SAFETY: F_GETFD only queries the descriptor table.
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-            let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+            let null = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")?;
             // SAFETY: dup2 onto a closed standard descriptor; `null` stays owned and is closed
             // when dropped, the duplicate lives for the process.
             if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), fd) } == -1 {
-                bail!("cannot reopen fd {fd} on /dev/null: {}", std::io::Error::last_os_error());
+                bail!(
+                    "cannot reopen fd {fd} on /dev/null: {}",
+                    std::io::Error::last_os_error()
+                );
             }
         }
     }
@@ -198,10 +207,16 @@ fn ensure_std_fds_open() -> anyhow::Result<()> {
 /// start-up), and posix_spawn cannot set it in the child: set it on the daemon, whose workers
 /// inherit it. The daemon's own threads have fixed stack sizes and are unaffected.
 fn set_worker_stack(bytes: u64) -> anyhow::Result<()> {
-    let (_, hard) = rlimit::Resource::STACK.get().context("reading RLIMIT_STACK")?;
+    let (_, hard) = rlimit::Resource::STACK
+        .get()
+        .context("reading RLIMIT_STACK")?;
     let soft = bytes.min(hard);
     if soft < bytes {
-        tracing::warn!(wanted = bytes, hard, "worker stack limited by the hard RLIMIT_STACK");
+        tracing::warn!(
+            wanted = bytes,
+            hard,
+            "worker stack limited by the hard RLIMIT_STACK"
+        );
     }
     rlimit::Resource::STACK
         .set(soft, hard)
@@ -241,7 +256,8 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
             }
         }
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("setting mode {mode:04o} on {}", path.display()))?;
     Ok(listener)

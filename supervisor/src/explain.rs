@@ -116,7 +116,9 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
 }
 
 fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message")
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message")
 }
 
 #[cfg(test)]
@@ -162,7 +164,10 @@ mod tests {
             killed_for_timeout: true,
             ..CTX
         };
-        assert_eq!(explain(&exit(Err(9), ""), &timed_out).code, ErrorCode::Timeout);
+        assert_eq!(
+            explain(&exit(Err(9), ""), &timed_out).code,
+            ErrorCode::Timeout
+        );
     }
 
     #[test]

@@ -107,7 +107,13 @@ impl Pool {
     }
 
     /// Runs one job on a fresh worker before `deadline`.
-    pub async fn execute(&self, job: &Job, input: &[u8], deadline: Instant, ctx: Context) -> Outcome {
+    pub async fn execute(
+        &self,
+        job: &Job,
+        input: &[u8],
+        deadline: Instant,
+        ctx: Context,
+    ) -> Outcome {
         let fail = |e: ErrorReply| Outcome {
             result: Err(e),
             cpu: Duration::ZERO,
@@ -117,22 +123,27 @@ impl Pool {
         let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
         if queued >= self.cfg.max_queue && self.slots.available_permits() == 0 {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return fail(ErrorReply::new(
-                ErrorCode::Overloaded,
-                format!(
-                    "{} requests are already waiting, the queue limit is {}; retry in a moment",
-                    grouped(queued as u64),
-                    grouped(self.cfg.max_queue as u64)
-                ),
-            )
-            .with_limit(self.cfg.max_queue as u64, queued as u64 + 1));
+            return fail(
+                ErrorReply::new(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "{} requests are already waiting, the queue limit is {}; retry in a moment",
+                        grouped(queued as u64),
+                        grouped(self.cfg.max_queue as u64)
+                    ),
+                )
+                .with_limit(self.cfg.max_queue as u64, queued as u64 + 1),
+            );
         }
         let permit = timeout_at(deadline.into(), self.slots.acquire()).await;
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         let _permit = match permit {
             Ok(Ok(p)) => p,
             Ok(Err(_closed)) => {
-                return fail(ErrorReply::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+                return fail(ErrorReply::new(
+                    ErrorCode::ShuttingDown,
+                    "the server is shutting down",
+                ));
             }
             Err(_) => {
                 return fail(ErrorReply::new(
@@ -146,7 +157,10 @@ impl Pool {
             }
         };
         self.stats.jobs.fetch_add(1, Ordering::Relaxed);
-        // A worker that died while idle fails at the job's first byte; that one is retried.
+        // A worker that died while idle fails at the job's first byte and is replaced by the
+        // next. Every idle worker may be dead (killed from outside), so allow one attempt more
+        // than the pool holds: the last one is a freshly started worker.
+        let max_attempts = self.cfg.prestart + 1;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -156,7 +170,7 @@ impl Pool {
             };
             match run_on(worker, job, input, deadline, ctx).await {
                 Attempt::Done(outcome) => return outcome,
-                Attempt::DeadBeforeJob(exit) if attempts < 2 => {
+                Attempt::DeadBeforeJob(exit) if attempts < max_attempts => {
                     tracing::warn!(?exit, "idle worker was dead; retrying on another");
                 }
                 Attempt::DeadBeforeJob(exit) => {
@@ -171,12 +185,22 @@ impl Pool {
     }
 
     async fn acquire(&self, deadline: Instant, ctx: &Context) -> Result<Worker, ErrorReply> {
-        let got = timeout_at(deadline.into(), async { self.ready.lock().await.recv().await }).await;
+        let got = timeout_at(deadline.into(), async {
+            self.ready.lock().await.recv().await
+        })
+        .await;
         match got {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => Err(ErrorReply::new(ErrorCode::ShuttingDown, "the server is shutting down")),
+            Ok(None) => Err(ErrorReply::new(
+                ErrorCode::ShuttingDown,
+                "the server is shutting down",
+            )),
             Err(_) => {
-                let last = self.last_start_error.lock().map(|l| l.clone()).unwrap_or(None);
+                let last = self
+                    .last_start_error
+                    .lock()
+                    .map(|l| l.clone())
+                    .unwrap_or(None);
                 Err(match last {
                     Some(why) => ErrorReply::new(
                         ErrorCode::Internal,
@@ -221,12 +245,21 @@ async fn reap(child: &mut Child) -> Exit {
     }
 }
 
-async fn run_on(mut w: Worker, job: &Job, input: &[u8], deadline: Instant, mut ctx: Context) -> Attempt {
+async fn run_on(
+    mut w: Worker,
+    job: &Job,
+    input: &[u8],
+    deadline: Instant,
+    mut ctx: Context,
+) -> Attempt {
     let header = match Encoding::Bincode.encode(job) {
         Ok(h) => h,
         Err(e) => {
             return Attempt::Done(Outcome {
-                result: Err(ErrorReply::new(ErrorCode::Internal, format!("cannot encode job: {e}"))),
+                result: Err(ErrorReply::new(
+                    ErrorCode::Internal,
+                    format!("cannot encode job: {e}"),
+                )),
                 cpu: Duration::ZERO,
                 peak_rss_bytes: 0,
             });
@@ -265,7 +298,10 @@ async fn run_on(mut w: Worker, job: &Job, input: &[u8], deadline: Instant, mut c
             }),
             Err(e) => {
                 w.child.kill();
-                Err(ErrorReply::new(ErrorCode::WorkerCrashed, format!("worker sent a malformed reply: {e}")))
+                Err(ErrorReply::new(
+                    ErrorCode::WorkerCrashed,
+                    format!("worker sent a malformed reply: {e}"),
+                ))
             }
         },
         Ok(Err(frame_error)) => {
@@ -301,9 +337,12 @@ async fn run_on(mut w: Worker, job: &Job, input: &[u8], deadline: Instant, mut c
 }
 
 async fn start_worker(program: &Program, startup: &StartupArgs) -> Result<Worker, String> {
-    let (mut child, sock) = spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
-    let mut sock = UnixStream::from_std(sock).map_err(|e| format!("registering worker socket: {e}"))?;
-    let ready = tokio::time::timeout(READY_TIMEOUT, read_frame(&mut sock, MAX_READY_FRAME_BYTES)).await;
+    let (mut child, sock) =
+        spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
+    let mut sock =
+        UnixStream::from_std(sock).map_err(|e| format!("registering worker socket: {e}"))?;
+    let ready =
+        tokio::time::timeout(READY_TIMEOUT, read_frame(&mut sock, MAX_READY_FRAME_BYTES)).await;
     let failure = match ready {
         Ok(Ok(frame)) => match Encoding::Bincode.decode::<Ready>(&frame) {
             Ok(_) => return Ok(Worker { child, sock }),
@@ -314,7 +353,10 @@ async fn start_worker(program: &Program, startup: &StartupArgs) -> Result<Worker
     };
     child.kill();
     let exit = reap(&mut child).await;
-    Err(format!("{failure} (exit {:?}, stderr: {})", exit.status, exit.stderr_tail))
+    Err(format!(
+        "{failure} (exit {:?}, stderr: {})",
+        exit.status, exit.stderr_tail
+    ))
 }
 
 async fn refill(

@@ -6,8 +6,8 @@ use crate::config::Config;
 use crate::explain::Context;
 use crate::pool::{Pool, PoolConfig};
 use crate::spawn::Program;
-use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::frame::tokio_io::write_frame;
+use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{Job, StartupArgs};
 use jqjail_protocol::{
@@ -99,14 +99,20 @@ pub async fn serve(
     }
     drop(listener);
     let in_flight = tasks.len();
-    tracing::info!(connections = in_flight, "shutting down: draining in-flight requests");
+    tracing::info!(
+        connections = in_flight,
+        "shutting down: draining in-flight requests"
+    );
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(shared.cfg.drain_timeout, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(remaining = tasks.len(), "drain timeout passed; aborting remaining connections");
+        tracing::warn!(
+            remaining = tasks.len(),
+            "drain timeout passed; aborting remaining connections"
+        );
         tasks.shutdown().await;
     }
     shared.pool.close();
@@ -209,7 +215,10 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             return;
         }
         Err(e) => {
-            let e = ErrorReply::new(ErrorCode::ProtocolError, format!("cannot decode hello: {e}"));
+            let e = ErrorReply::new(
+                ErrorCode::ProtocolError,
+                format!("cannot decode hello: {e}"),
+            );
             send(&mut wr, enc, &Response::Error(e)).await;
             return;
         }
@@ -296,7 +305,8 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
         Ok(l) => l,
         Err(e) => {
             return Response::Error(
-                ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()).with_limit(e.allowed, e.requested),
+                ErrorReply::new(ErrorCode::InvalidRequest, e.to_string())
+                    .with_limit(e.allowed, e.requested),
             );
         }
     };
@@ -324,7 +334,13 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
     match outcome.result {
         Ok(output) => {
             cost.output_bytes = output.len() as u64;
-            tracing::debug!(wall_us = cost.wall_us, cpu_us = cost.cpu_us, input_bytes = input_len, output_bytes = cost.output_bytes, "run ok");
+            tracing::debug!(
+                wall_us = cost.wall_us,
+                cpu_us = cost.cpu_us,
+                input_bytes = input_len,
+                output_bytes = cost.output_bytes,
+                "run ok"
+            );
             Response::Run(RunReply { output, cost })
         }
         Err(mut e) => {

@@ -81,7 +81,10 @@ fn errno(e: nix::Error) -> io::Error {
 }
 
 /// Starts one worker. Returns the child and the supervisor's end of its socketpair.
-pub fn spawn(program: &Program, startup: &StartupArgs) -> io::Result<(Child, std::os::unix::net::UnixStream)> {
+pub fn spawn(
+    program: &Program,
+    startup: &StartupArgs,
+) -> io::Result<(Child, std::os::unix::net::UnixStream)> {
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -99,16 +102,23 @@ pub fn spawn(program: &Program, startup: &StartupArgs) -> io::Result<(Child, std
     actions.add_dup2(null.as_raw_fd(), 0).map_err(errno)?;
     actions.add_dup2(null.as_raw_fd(), 1).map_err(errno)?;
     actions.add_dup2(err_write.as_raw_fd(), 2).map_err(errno)?;
-    actions.add_dup2(theirs.as_raw_fd(), WORKER_FD).map_err(errno)?;
+    actions
+        .add_dup2(theirs.as_raw_fd(), WORKER_FD)
+        .map_err(errno)?;
 
     let mut attr = PosixSpawnAttr::init().map_err(errno)?;
     attr.set_sigmask(&SigSet::empty()).map_err(errno)?;
     // The Rust runtime ignores SIGPIPE and ignored signals survive exec: reset them all.
     attr.set_sigdefault(&SigSet::all()).map_err(errno)?;
-    attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF)
-        .map_err(errno)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )
+    .map_err(errno)?;
 
-    let mut argv = vec![program.path.clone(), CString::new(WORKER_ARG).expect("no NUL")];
+    let mut argv = vec![
+        program.path.clone(),
+        CString::new(WORKER_ARG).expect("no NUL"),
+    ];
     for arg in startup.to_args() {
         argv.push(CString::new(arg).expect("numbers contain no NUL"));
     }
@@ -133,7 +143,8 @@ pub fn spawn(program: &Program, startup: &StartupArgs) -> io::Result<(Child, std
     }
     // SAFETY: `raw` is a fresh pidfd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    nix::fcntl::fcntl(&err_read, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(errno)?;
+    nix::fcntl::fcntl(&err_read, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+        .map_err(errno)?;
     // SAFETY: `pidfd` is an owned, valid descriptor that the AsyncFd takes ownership of; it is
     // neither replaced nor closed while registered.
     let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }

@@ -247,7 +247,12 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
         LAST_STDERR.with(|m| *m.borrow_mut() = Some(text));
         Box::new(core::iter::empty())
     };
-    [jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty))].into_iter()
+    [jaq_core::native::run::<Data>((
+        "stderr_empty",
+        v(0),
+        stderr_empty,
+    ))]
+    .into_iter()
 }
 
 /// A value as a message: strings raw, anything else as JSON text; cut to a bounded length.
@@ -353,7 +358,10 @@ mod tests {
         assert_eq!(eval("env", "null").unwrap(), "{}");
         assert_eq!(eval("$ENV", "null").unwrap(), "{}");
         assert_eq!(eval("[inputs]", "null").unwrap(), "[]");
-        assert_eq!(eval("input", "null").unwrap_err().code, ErrorCode::RuntimeError);
+        assert_eq!(
+            eval("input", "null").unwrap_err().code,
+            ErrorCode::RuntimeError
+        );
         assert_eq!(eval("0 | localtime | mktime", "null").unwrap(), "0");
         for f in [
             r#"include "a"; ."#,
@@ -380,7 +388,11 @@ mod tests {
         assert_eq!(err.message, "filter error: boom");
         let err = eval(".a | nosuch(1)", "null").unwrap_err();
         assert_eq!(err.code, ErrorCode::CompileError);
-        assert!(err.message.contains("undefined filter `nosuch`"), "{}", err.message);
+        assert!(
+            err.message.contains("undefined filter `nosuch`"),
+            "{}",
+            err.message
+        );
         assert!(err.message.contains("line 1, column 6"), "{}", err.message);
         let err = eval("[1,", "null").unwrap_err();
         assert_eq!(err.code, ErrorCode::CompileError);
@@ -393,22 +405,38 @@ mod tests {
         let input = || jaq_json::read::parse_single(b"[1,2,3]").unwrap();
         // "[1,2,3]" is 7 bytes.
         assert_eq!(engine.run(&f, input(), 7).unwrap(), "[1,2,3]");
-        assert_eq!(engine.run(&f, input(), 6).unwrap_err().code, ErrorCode::OutputTooLarge);
+        assert_eq!(
+            engine.run(&f, input(), 6).unwrap_err().code,
+            ErrorCode::OutputTooLarge
+        );
         let null = engine.compile("empty").unwrap();
-        assert_eq!(engine.run(&null, input(), 3).unwrap_err().code, ErrorCode::OutputTooLarge);
+        assert_eq!(
+            engine.run(&null, input(), 3).unwrap_err().code,
+            ErrorCode::OutputTooLarge
+        );
     }
 
     #[test]
     fn infinite_output_stops_at_the_cap() {
         let err = eval("repeat(1)", "null").unwrap_err();
         assert_eq!(err.code, ErrorCode::OutputTooLarge);
-        assert!(err.message.contains("100,000-byte limit"), "{}", err.message);
+        assert!(
+            err.message.contains("100,000-byte limit"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn non_json_output_is_refused() {
-        assert_eq!(eval("nan", "null").unwrap_err().code, ErrorCode::NonJsonOutput);
-        assert_eq!(eval("infinite", "null").unwrap_err().code, ErrorCode::NonJsonOutput);
+        assert_eq!(
+            eval("nan", "null").unwrap_err().code,
+            ErrorCode::NonJsonOutput
+        );
+        assert_eq!(
+            eval("infinite", "null").unwrap_err().code,
+            ErrorCode::NonJsonOutput
+        );
     }
 
     #[test]
@@ -417,6 +445,9 @@ mod tests {
             eval(".", "12345678901234567890").unwrap(),
             "12345678901234567890"
         );
-        assert_eq!(eval(".[0]", "[100000000000000000001]").unwrap(), "100000000000000000001");
+        assert_eq!(
+            eval(".[0]", "[100000000000000000001]").unwrap(),
+            "100000000000000000001"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! and the nesting depth — all checked before jaq's parser (which is recursive and accepts
 //! extensions such as `NaN` and comments) sees a byte.
 
+use jqjail_protocol::limits::grouped;
 use std::fmt;
 
 /// Why an input was refused.
@@ -46,10 +47,16 @@ impl ScanError {
                     "input is not valid JSON: expected {expected} at line {line}, column {col} (byte {offset}), found {found}"
                 )
             }
-            Self::TooDeep { limit, offset } => format!(
-                "input nests arrays and objects more than {limit} levels deep (level {} starts at byte {offset}), over the {limit}-level limit",
-                u64::from(limit) + 1
-            ),
+            Self::TooDeep { limit, offset } => {
+                let limit = u64::from(limit);
+                format!(
+                    "input nests arrays and objects more than {} levels deep (level {} starts at byte {}), over the {}-level limit",
+                    grouped(limit),
+                    grouped(limit + 1),
+                    grouped(offset as u64),
+                    grouped(limit)
+                )
+            }
         }
     }
 }
@@ -314,8 +321,18 @@ mod tests {
     #[test]
     fn accepts_rfc_8259() {
         for s in [
-            "0", "-0", "1.5e10", "-1E-2", "12345678901234567890", "\"\"", "\"a\\u00e9\\n\"",
-            "[]", "{}", " [1, {\"a\": [null, true, false]}] ", "\"é日本\"", "{\"\":{}}",
+            "0",
+            "-0",
+            "1.5e10",
+            "-1E-2",
+            "12345678901234567890",
+            "\"\"",
+            "\"a\\u00e9\\n\"",
+            "[]",
+            "{}",
+            " [1, {\"a\": [null, true, false]}] ",
+            "\"é日本\"",
+            "{\"\":{}}",
         ] {
             ok(s);
         }
@@ -324,9 +341,32 @@ mod tests {
     #[test]
     fn refuses_extensions_and_garbage() {
         for s in [
-            "", " ", "NaN", "Infinity", "-Infinity", "[1,]", "{\"a\":1,}", "01", "1.", ".5",
-            "+1", "1e", "[1 2]", "{a:1}", "{'a':1}", "\"\\x\"", "\"\\u12\"", "\"a\tb\"",
-            "# comment\n1", "1 2", "[", "{\"a\"}", "b\"x\"", "[1]]", "nul", "tru",
+            "",
+            " ",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "1e",
+            "[1 2]",
+            "{a:1}",
+            "{'a':1}",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"a\tb\"",
+            "# comment\n1",
+            "1 2",
+            "[",
+            "{\"a\"}",
+            "b\"x\"",
+            "[1]]",
+            "nul",
+            "tru",
         ] {
             bad(s);
         }

@@ -6,8 +6,8 @@ use crate::json;
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    EXIT_SETUP, Job, MAX_READY_FRAME_BYTES, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD,
-    WorkerError, max_job_frame_bytes,
+    EXIT_SETUP, Job, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
+    max_job_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode};
 use std::io::{Read, Write};
@@ -56,7 +56,6 @@ fn serve(startup: &StartupArgs) -> i32 {
         eprintln!("jqjail worker: cannot announce readiness: {why}");
         return EXIT_SETUP;
     }
-    debug_assert!(MAX_READY_FRAME_BYTES > 16);
 
     let reply = match read_job(&mut sock, startup) {
         Ok((job, input)) => match evaluate(&engine, &job, &input) {

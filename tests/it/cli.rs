@@ -1,0 +1,155 @@
+//! The `jqjail` command line: output, error format, exit statuses, and the private daemon it
+//! starts on a fresh machine.
+
+use crate::util::{CLI, Daemon, alive, repo_file, signal, wait_until};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn cli(args: &[&str], socket: &std::path::Path) -> Output {
+    Command::new(CLI)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("running jqjail")
+}
+
+#[test]
+fn prints_the_answer_and_classifies_errors() {
+    let d = Daemon::start();
+    let sample = repo_file("examples/issues.json");
+    let sample = sample.to_str().unwrap();
+    let out = cli(&[".[0].title", sample], &d.socket);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let title = String::from_utf8(out.stdout).unwrap();
+    assert!(title.starts_with('"') && title.ends_with("\"\n"), "{title}");
+
+    let cases: [(&[&str], &str, i32); 4] = [
+        (&[".[", sample], "jqjail: COMPILE_ERROR: ", 4),
+        (
+            &["error(\"x\")", sample],
+            "jqjail: RUNTIME_ERROR: filter error: x",
+            5,
+        ),
+        (
+            &["def f: f; f", sample, "--timeout", "200ms"],
+            "jqjail: TIMEOUT: ",
+            6,
+        ),
+        (
+            &[".", "/nonexistent/file.json"],
+            "jqjail: INPUT_UNREADABLE: ",
+            3,
+        ),
+    ];
+    for (args, prefix, status) in cases {
+        let out = cli(args, &d.socket);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with(prefix), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "printed once: {stderr}");
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn control_characters_in_messages_are_stripped() {
+    let d = Daemon::start();
+    let out = cli(&["error(\"a\\u001b[31mred\\u0007\")", "-"], &d.socket);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn reads_stdin_by_default() {
+    let d = Daemon::start();
+    let mut child = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg(".a")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"a":[1,2]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "[1,2]\n");
+}
+
+#[test]
+fn unreachable_socket_is_exit_8() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(&[".", "-"], &dir.path().join("none.sock"));
+    assert_eq!(out.status.code(), Some(8));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("jqjail: UNAVAILABLE: "));
+}
+
+/// The pid of the process listening on a Unix socket (SO_PEERCRED).
+fn listener_pid(socket: &std::path::Path) -> i32 {
+    let stream = UnixStream::connect(socket).unwrap();
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&stream),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0);
+    cred.pid
+}
+
+#[test]
+fn starts_a_private_daemon_when_none_is_running() {
+    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
+        eprintln!("skipped: a system jqjail daemon is installed; the CLI would use it");
+        return;
+    }
+    let runtime = tempfile::tempdir().unwrap();
+    let sample = repo_file("examples/issues.json");
+    let run = || {
+        Command::new(CLI)
+            .args([".[0].number", sample.to_str().unwrap()])
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env_remove("JQJAIL_SOCKET")
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let socket = runtime.path().join("jqjail/jqjail.sock");
+    assert!(socket.exists());
+    let pid = listener_pid(&socket);
+    // The second run reuses the same daemon.
+    let second = run();
+    assert_eq!(second.stdout, first.stdout);
+    assert_eq!(listener_pid(&socket), pid);
+    signal(pid, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}

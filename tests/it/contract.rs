@@ -1,0 +1,144 @@
+//! The run contract of SPEC §3: output shapes, quoting, errors, strict JSON, exact integers.
+
+use crate::util::Daemon;
+use jqjail_client::ErrorCode;
+
+#[test]
+fn output_shapes() {
+    let d = Daemon::start();
+    // One output: that value.
+    assert_eq!(d.ok(".a", r#"{"a":{"b":[1,2]}}"#), r#"{"b":[1,2]}"#);
+    // Several: an array of them.
+    assert_eq!(
+        d.ok(".[] | .id", r#"[{"id":1},{"id":2},{"id":3}]"#),
+        "[1,2,3]"
+    );
+    // One output that is itself an array stays one value.
+    assert_eq!(d.ok(".", "[1,2]"), "[1,2]");
+    // None: null.
+    assert_eq!(d.ok("empty", "{}"), "null");
+    assert_eq!(d.ok(".[] | select(. > 10)", "[1,2]"), "null");
+}
+
+#[test]
+fn strings_come_back_quoted() {
+    let d = Daemon::start();
+    assert_eq!(
+        d.ok(".name", r#"{"name":"jq \"jail\"\n"}"#),
+        r#""jq \"jail\"\n""#
+    );
+    assert_eq!(d.ok(r#""é日本""#, "null"), r#""é日本""#);
+    assert_eq!(d.ok(".[]", r#"["a","b"]"#), r#"["a","b"]"#);
+}
+
+#[test]
+fn compile_errors_name_the_position() {
+    let d = Daemon::start();
+    let msg = d.err(".a | nosuch", "{}", ErrorCode::CompileError);
+    assert!(msg.contains("undefined filter `nosuch`"), "{msg}");
+    assert!(msg.contains("line 1, column 6"), "{msg}");
+    let msg = d.err("[1,", "{}", ErrorCode::CompileError);
+    assert!(msg.contains("end of the filter"), "{msg}");
+}
+
+#[test]
+fn runtime_errors_carry_the_message() {
+    let d = Daemon::start();
+    let msg = d.err(r#"error("custom failure")"#, "{}", ErrorCode::RuntimeError);
+    assert_eq!(msg, "filter error: custom failure");
+    let msg = d.err(".a.b", r#"{"a":5}"#, ErrorCode::RuntimeError);
+    assert!(msg.contains("cannot index"), "{msg}");
+    // An error after some outputs fails the whole request: no partial answers.
+    d.err(r#"1, error("late")"#, "null", ErrorCode::RuntimeError);
+}
+
+#[test]
+fn big_integers_round_trip_exactly() {
+    let d = Daemon::start();
+    assert_eq!(d.ok(".", "12345678901234567890"), "12345678901234567890");
+    assert_eq!(
+        d.ok(".id", r#"{"id":123456789012345678901234567890}"#),
+        "123456789012345678901234567890"
+    );
+    assert_eq!(d.ok(".[1]", "[0, 9007199254740993]"), "9007199254740993");
+    // Decimal literals keep their text too.
+    assert_eq!(d.ok(".", "1.50"), "1.50");
+}
+
+#[test]
+fn nan_and_infinity_never_reach_the_output() {
+    let d = Daemon::start();
+    for input in ["NaN", "Infinity", "-Infinity", "[NaN]"] {
+        d.err(".", input, ErrorCode::InvalidJson);
+    }
+    for filter in ["nan", "infinite", "-infinite", "[1, nan]", "{a: nan}"] {
+        let msg = d.err(filter, "null", ErrorCode::NonJsonOutput);
+        assert!(msg.contains("no JSON form"), "{msg}");
+    }
+    // Byte strings and non-string keys have no JSON form either.
+    d.err(r#""ab" | tobytes"#, "null", ErrorCode::NonJsonOutput);
+}
+
+#[test]
+fn invalid_input_is_refused_with_position() {
+    let d = Daemon::start();
+    let msg = d.err(".", "{\"a\":1,}", ErrorCode::InvalidJson);
+    assert!(msg.contains("line 1, column 8"), "{msg}");
+    d.err(".", "", ErrorCode::InvalidJson);
+    d.err(".", "1 2", ErrorCode::InvalidJson);
+    d.err(".", "# comment\n1", ErrorCode::InvalidJson);
+    let bad_utf8 = d
+        .client()
+        .run(".", b"\"\xff\"", &Default::default())
+        .unwrap_err();
+    assert_eq!(bad_utf8.code(), Some(ErrorCode::InvalidJson));
+}
+
+#[test]
+fn every_answer_carries_its_cost() {
+    let d = Daemon::start();
+    let reply = d.run(".[0]", "[1,2,3]").unwrap();
+    assert_eq!(reply.output, "1");
+    assert_eq!(reply.cost.output_bytes, 1);
+    assert_eq!(reply.cost.input_bytes, 7);
+    assert!(reply.cost.wall_us > 0);
+    assert!(reply.cost.peak_rss_bytes > 0, "{:?}", reply.cost);
+    let err = d.run("error(1)", "null").unwrap_err();
+    match err {
+        jqjail_client::ClientError::Server(e) => {
+            let cost = e.cost.expect("errors from a worker carry a cost");
+            assert!(cost.peak_rss_bytes > 0);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn logs_carry_no_request_data() {
+    let d = Daemon::start_with(&[], &[("JQJAIL_LOG", "debug")]);
+    let marker = "zq7-private-marker";
+    d.ok(
+        &format!(r#"[., "{marker}-filter"]"#),
+        &format!(r#""{marker}-input""#),
+    );
+    d.err(
+        &format!(r#"error("{marker}-error")"#),
+        "null",
+        ErrorCode::RuntimeError,
+    );
+    d.err(
+        &format!("{marker}_undefined"),
+        "null",
+        ErrorCode::CompileError,
+    );
+    d.err(".", &format!("[\"{marker}\""), ErrorCode::InvalidJson);
+    let log = d.log();
+    assert!(
+        log.contains("run failed"),
+        "the log records outcomes:\n{log}"
+    );
+    assert!(
+        !log.contains(marker),
+        "request data leaked into the log:\n{log}"
+    );
+}

@@ -1,0 +1,203 @@
+//! The limits of SPEC §3 through the real daemon, each at the limit and just over it.
+
+use crate::util::{Daemon, expect_code};
+use jqjail_client::{ClientError, ErrorCode, LimitOverrides, RunOptions};
+use std::time::{Duration, Instant};
+
+fn with_timeout(ms: u64) -> RunOptions {
+    RunOptions {
+        limits: LimitOverrides {
+            timeout_ms: Some(ms),
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn default_deadline_stops_an_endless_filter() {
+    let d = Daemon::start();
+    let start = Instant::now();
+    let msg = d.err("def f: f; f", "null", ErrorCode::Timeout);
+    let took = start.elapsed();
+    assert!(msg.contains("5,000 ms"), "{msg}");
+    assert!(took >= Duration::from_millis(5000), "{took:?}");
+    assert!(took < Duration::from_millis(6500), "{took:?}");
+    assert_eq!(d.ok(".", "1"), "1");
+}
+
+#[test]
+fn per_request_deadline_and_the_daemon_keeps_serving() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    for filter in ["def f: f; f", "last(repeat(.))", "last(range(1e18))"] {
+        let start = Instant::now();
+        let msg = expect_code(
+            c.run(filter, b"null", &with_timeout(300)),
+            ErrorCode::Timeout,
+        );
+        let took = start.elapsed();
+        assert!(msg.contains("300 ms"), "{msg}");
+        assert!(took >= Duration::from_millis(300), "{filter}: {took:?}");
+        assert!(took < Duration::from_millis(1300), "{filter}: {took:?}");
+        // The same connection is still usable.
+        assert_eq!(c.run(".", b"7", &Default::default()).unwrap().output, "7");
+    }
+}
+
+#[test]
+fn overrides_may_only_lower_limits() {
+    let d = Daemon::start_with(&["--timeout-ms", "1000"], &[]);
+    let mut c = d.client();
+    assert_eq!(c.limits().timeout_ms, 1000);
+    let msg = expect_code(
+        c.run(".", b"1", &with_timeout(1001)),
+        ErrorCode::InvalidRequest,
+    );
+    assert!(msg.contains("above the server's 1000"), "{msg}");
+    // The server's own (lowered) default applies without an override.
+    let start = Instant::now();
+    expect_code(
+        c.run("def f: f; f", b"1", &Default::default()),
+        ErrorCode::Timeout,
+    );
+    assert!(start.elapsed() < Duration::from_millis(2000));
+}
+
+/// A JSON string input of exactly `len` bytes.
+fn string_input(len: usize) -> Vec<u8> {
+    let mut v = vec![b'a'; len];
+    v[0] = b'"';
+    v[len - 1] = b'"';
+    v
+}
+
+#[test]
+fn input_cap_at_limit_and_limit_plus_one() {
+    let d = Daemon::start();
+    let max = 20 * 1024 * 1024;
+    let mut c = d.client();
+    let reply = c
+        .run("length", &string_input(max), &Default::default())
+        .unwrap();
+    assert_eq!(reply.output, (max - 2).to_string());
+
+    let start = Instant::now();
+    let err = c
+        .run("length", &string_input(max + 1), &Default::default())
+        .unwrap_err();
+    match err {
+        ClientError::Server(e) => {
+            assert_eq!(e.code, ErrorCode::InputTooLarge);
+            assert_eq!(e.limit, Some(max as u64));
+            assert_eq!(e.actual, Some(max as u64 + 1));
+            assert!(
+                e.message
+                    .contains("20,971,521 bytes, over the 20,971,520-byte limit"),
+                "{}",
+                e.message
+            );
+            // Refused before any worker saw it: no worker cost was recorded.
+            assert_eq!(e.cost, None);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_eq!(c.run(".", b"1", &Default::default()).unwrap().output, "1");
+}
+
+#[test]
+fn output_cap_is_exact_and_stops_early() {
+    let d = Daemon::start();
+    // `"a" * n` is a string of n bytes, n + 2 with its quotes.
+    let exact = d.ok(r#""a" * 99998"#, "null");
+    assert_eq!(exact.len(), 100_000);
+    let msg = d.err(r#""a" * 99999"#, "null", ErrorCode::OutputTooLarge);
+    assert!(msg.contains("100,000-byte limit"), "{msg}");
+    // Array framing counts: 3 values of 33,332 bytes plus 2 commas and 2 brackets is 100,000.
+    let framed = d.ok(r#"("a" * 33330) | ., ., ."#, "null");
+    assert_eq!(framed.len(), 100_000);
+    d.err(
+        r#"("a" * 33331) | ., ., ."#,
+        "null",
+        ErrorCode::OutputTooLarge,
+    );
+    // An endless stream is stopped at the cap, not at the deadline.
+    let start = Instant::now();
+    d.err("range(1e9)", "null", ErrorCode::OutputTooLarge);
+    d.err("repeat(1)", "null", ErrorCode::OutputTooLarge);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    // A per-request lower cap.
+    let mut c = d.client();
+    let low = RunOptions {
+        limits: LimitOverrides {
+            max_output_bytes: Some(10),
+            ..Default::default()
+        },
+    };
+    assert_eq!(c.run(".", b"[1,2,3,4]", &low).unwrap().output, "[1,2,3,4]");
+    expect_code(c.run(".", b"[1,2,3,4,5]", &low), ErrorCode::OutputTooLarge);
+}
+
+#[test]
+fn input_nesting_at_limit_and_over() {
+    let d = Daemon::start();
+    let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    assert_eq!(d.ok("[paths] | length", &nest(1000)), "999");
+    let msg = d.err(".", &nest(1001), ErrorCode::InputTooDeep);
+    assert!(msg.contains("1,000-level limit"), "{msg}");
+    let msg = d.err(".", &nest(100_000), ErrorCode::InputTooDeep);
+    assert!(msg.contains("more than 1,000 levels"), "{msg}");
+    // Objects count the same as arrays.
+    let obj = format!("{}1{}", "{\"a\":".repeat(1001), "}".repeat(1001));
+    d.err(".", &obj, ErrorCode::InputTooDeep);
+}
+
+#[test]
+fn filter_length_at_limit_and_over() {
+    let d = Daemon::start();
+    let max = 64 * 1024;
+    // `.` followed by spaces: a valid filter of exactly `len` bytes.
+    let filter = |len: usize| format!(".{}", " ".repeat(len - 1));
+    assert_eq!(d.ok(&filter(max), "3"), "3");
+    let msg = d.err(&filter(max + 1), "3", ErrorCode::FilterTooLong);
+    assert!(
+        msg.contains("65,537 bytes, over the 65,536-byte limit"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn memory_limit_is_kernel_enforced_and_explained() {
+    let d = Daemon::start();
+    let start = Instant::now();
+    let err = d.run("[range(1e9)]", "null").unwrap_err();
+    let took = start.elapsed();
+    match err {
+        ClientError::Server(e) => {
+            assert_eq!(e.code, ErrorCode::MemoryLimit, "{}", e.message);
+            assert!(e.message.contains("256.0 MiB heap limit"), "{}", e.message);
+            let cost = e.cost.unwrap();
+            assert!(
+                cost.peak_rss_bytes <= 256 * 1024 * 1024 + 16 * 1024 * 1024,
+                "{cost:?}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert_eq!(d.ok(".", "1"), "1");
+}
+
+#[test]
+fn deep_recursion_is_a_stack_limit() {
+    let d = Daemon::start();
+    for filter in ["def f: [f]; f", "def f: 1 + f; f"] {
+        let msg = d.err(filter, "null", ErrorCode::StackLimit);
+        assert!(msg.contains("stack"), "{msg}");
+    }
+    assert_eq!(d.ok(".", "1"), "1");
+}

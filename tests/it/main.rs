@@ -1,0 +1,14 @@
+//! End-to-end tests: every test starts the real `jqjaild` on a socket in a temp dir and talks
+//! to it through the real client (or a raw JSON socket, or the `jqjail` binary).
+
+// Test modules share helpers through `pub` items; nothing here is a library.
+#![allow(unreachable_pub)]
+
+mod cli;
+mod conformance;
+mod contract;
+mod json_client;
+mod lifecycle;
+mod limits;
+mod sandbox;
+mod util;

@@ -1,0 +1,220 @@
+//! Shared helpers: a real `jqjaild` on a socket in a temp dir, and the real client.
+
+use jqjail_client::{Client, ClientError, ErrorCode, RunOptions, RunReply};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const DAEMON: &str = env!("CARGO_BIN_EXE_jqjaild");
+pub const CLI: &str = env!("CARGO_BIN_EXE_jqjail");
+
+/// A daemon started for one test; SIGTERMed and reaped on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Self::start_with(&[], &[])
+    }
+
+    /// Starts `jqjaild` with extra flags and environment, and returns once it has logged
+    /// that it is ready (its stderr is read, not slept on).
+    pub fn start_with(flags: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("jqjail.sock");
+        let mut cmd = Command::new(DAEMON);
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--store")
+            .arg(dir.path().join("store"))
+            .args(flags)
+            .env("JQJAIL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning jqjaild");
+        let stderr = child.stderr.take().expect("stderr pipe");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut ready_tx = Some(ready_tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("jqjaild ready")
+                    && let Some(tx) = ready_tx.take()
+                {
+                    let _ = tx.send(());
+                }
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("jqjaild did not get ready; log:\n{}", log.lock().unwrap());
+        }
+        Daemon {
+            child,
+            dir,
+            socket,
+            log,
+        }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.socket).expect("connecting to jqjaild")
+    }
+
+    /// Runs `filter` over `input` with default options on a new connection.
+    pub fn run(&self, filter: &str, input: &str) -> Result<RunReply, ClientError> {
+        self.client()
+            .run(filter, input.as_bytes(), &RunOptions::default())
+    }
+
+    /// Runs and expects success; returns the output text.
+    pub fn ok(&self, filter: &str, input: &str) -> String {
+        match self.run(filter, input) {
+            Ok(reply) => reply.output,
+            Err(e) => panic!("`{filter}` failed: {e}"),
+        }
+    }
+
+    /// Runs and expects the error `code`; returns the message.
+    pub fn err(&self, filter: &str, input: &str, code: ErrorCode) -> String {
+        expect_code(self.run(filter, input), code)
+    }
+
+    /// Everything the daemon has logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The daemon's child processes (its workers).
+    pub fn workers(&self) -> Vec<i32> {
+        children(self.pid())
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        signal(self.pid(), libc::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn expect_code(result: Result<RunReply, ClientError>, code: ErrorCode) -> String {
+    match result {
+        Err(ClientError::Server(e)) if e.code == code => e.message,
+        Err(e) => panic!("expected {code}, got error {e}"),
+        Ok(reply) => panic!("expected {code}, got output {}", reply.output),
+    }
+}
+
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill with a pid we started (or read from /proc) and a signal number.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Children of `pid`, from /proc (all threads' children lists).
+pub fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The one-letter state of a process (R, S, Z, …), if it exists.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.trim_start().chars().next()
+}
+
+/// CPU time (user + system) a process has used, in clock ticks (10 ms on Linux).
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some((_, after)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    // Fields after the command: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    tick(11) + tick(12)
+}
+
+/// Waits until one of the daemon's workers is busy evaluating (running, with at least
+/// 50 ms of CPU: far more than a worker's start-up), and returns it.
+pub fn busy_worker(d: &Daemon) -> Option<i32> {
+    let mut found = None;
+    wait_until(Duration::from_secs(5), || {
+        found = d
+            .workers()
+            .into_iter()
+            .find(|&p| state(p) == Some('R') && cpu_ticks(p) >= 5);
+        found.is_some()
+    });
+    found
+}
+
+pub fn alive(pid: i32) -> bool {
+    matches!(state(pid), Some(s) if s != 'Z' && s != 'X')
+}
+
+/// Polls `cond` every 2 ms until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cond()
+}
+
+pub fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
