@@ -1,0 +1,181 @@
+//! Golden bytes: the exact encodings PROTOCOL.md documents. A change here is a protocol
+//! change and needs a new protocol version.
+
+use jqjail_protocol::{
+    Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, Input, JsonText, Lang,
+    LimitOverrides, Limits, Request, Response, RunReply, RunRequest,
+};
+
+fn both(value_bincode: &[u8], value_json: &str, check: impl Fn(Encoding, &[u8])) {
+    check(Encoding::Bincode, value_bincode);
+    check(Encoding::Json, value_json.as_bytes());
+}
+
+#[test]
+fn hello() {
+    let msg = Request::Hello(Hello {
+        protocol: 1,
+        client: "c".into(),
+    });
+    both(
+        &[0x00, 0x01, 0x01, b'c'],
+        r#"{"hello":{"protocol":1,"client":"c"}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+}
+
+#[test]
+fn run_request() {
+    let msg = Request::Run(RunRequest {
+        filter: ".a".into(),
+        input: Input::Inline(JsonText::from(r#"{"a":1}"#)),
+        lang: Lang::Jq,
+        limits: LimitOverrides {
+            max_output_bytes: None,
+            timeout_ms: Some(300),
+            max_depth: None,
+        },
+    });
+    let mut bincode = vec![0x01, 0x02, b'.', b'a', 0x00, 0x07];
+    bincode.extend_from_slice(br#"{"a":1}"#);
+    // lang Jq, then three options: None, Some(300 as varint 0xfb 0x2c 0x01), None.
+    bincode.extend_from_slice(&[0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00]);
+    both(
+        &bincode,
+        r#"{"run":{"filter":".a","input":{"inline":"{\"a\":1}"},"lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null}}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+}
+
+#[test]
+fn json_run_request_with_optional_fields_left_out() {
+    let text = br#"{"run":{"filter":".","input":{"inline":"[1]"}}}"#;
+    let msg: Request<'_> = Encoding::Json.decode(text).unwrap();
+    assert_eq!(
+        msg,
+        Request::Run(RunRequest {
+            filter: ".".into(),
+            input: Input::Inline(JsonText::from("[1]")),
+            lang: Lang::Jq,
+            limits: LimitOverrides::default(),
+        })
+    );
+}
+
+#[test]
+fn bincode_input_is_borrowed_from_the_frame() {
+    let msg = Request::Run(RunRequest {
+        filter: ".".into(),
+        input: Input::Inline(JsonText::from("[1,2]")),
+        lang: Lang::Jq,
+        limits: LimitOverrides::default(),
+    });
+    let body = Encoding::Bincode.encode(&msg).unwrap();
+    let Request::Run(run) = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap() else {
+        panic!("not a run");
+    };
+    let Input::Inline(text) = run.input;
+    assert!(matches!(text.0, std::borrow::Cow::Borrowed(_)));
+}
+
+#[test]
+fn hello_reply() {
+    let msg = Response::Hello(HelloReply {
+        protocol: 1,
+        server: "s".into(),
+        limits: Limits::default(),
+    });
+    let bincode = [
+        0x00, 0x01, 0x01, b's', // variant, protocol, server
+        0xfc, 0x00, 0x00, 0x40, 0x01, // max_input_bytes 20971520 (u32 marker 0xfc)
+        0xfc, 0x00, 0x00, 0x01, 0x00, // max_filter_bytes 65536
+        0xfb, 0xe8, 0x03, // max_depth 1000 (u16 marker 0xfb)
+        0xfc, 0xa0, 0x86, 0x01, 0x00, // max_output_bytes 100000
+        0xfb, 0x88, 0x13, // timeout_ms 5000
+        0xfc, 0x00, 0x00, 0x00, 0x10, // max_heap_bytes 268435456
+    ];
+    both(
+        &bincode,
+        r#"{"hello":{"protocol":1,"server":"s","limits":{"max_input_bytes":20971520,"max_filter_bytes":65536,"max_depth":1000,"max_output_bytes":100000,"timeout_ms":5000,"max_heap_bytes":268435456}}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), msg);
+        },
+    );
+}
+
+#[test]
+fn run_reply() {
+    let msg = Response::Run(RunReply {
+        output: "42".into(),
+        cost: Cost {
+            wall_us: 900,
+            cpu_us: 250,
+            peak_rss_bytes: 0,
+            input_bytes: 7,
+            output_bytes: 2,
+        },
+    });
+    both(
+        &[
+            0x01, 0x02, b'4', b'2', 0xfb, 0x84, 0x03, 0xfa, 0x00, 0x07, 0x02,
+        ],
+        r#"{"run":{"output":"42","cost":{"wall_us":900,"cpu_us":250,"peak_rss_bytes":0,"input_bytes":7,"output_bytes":2}}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), msg);
+        },
+    );
+}
+
+#[test]
+fn error_reply() {
+    let msg = Response::Error(ErrorReply::new(ErrorCode::Timeout, "late").with_limit(200, 200));
+    both(
+        &[
+            0x02, 0x04, 0x04, b'l', b'a', b't', b'e', 0x01, 0xc8, 0x01, 0xc8, 0x00, 0x00,
+        ],
+        r#"{"error":{"code":"TIMEOUT","message":"late","limit":200,"actual":200,"detail":null,"cost":null}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), msg);
+        },
+    );
+    // JSON readers may omit the optional fields.
+    let short: Response = Encoding::Json
+        .decode(br#"{"error":{"code":"TIMEOUT","message":"late"}}"#)
+        .unwrap();
+    assert_eq!(
+        short,
+        Response::Error(ErrorReply::new(ErrorCode::Timeout, "late"))
+    );
+}
+
+#[test]
+fn encodings_are_told_apart_by_the_first_byte() {
+    let hello = Request::Hello(Hello {
+        protocol: 1,
+        client: String::new(),
+    });
+    for enc in [Encoding::Bincode, Encoding::Json] {
+        assert_eq!(Encoding::detect(&enc.encode(&hello).unwrap()), enc);
+    }
+}
+
+#[test]
+fn trailing_bytes_are_refused() {
+    let mut body = Encoding::Bincode
+        .encode(&Request::Hello(Hello {
+            protocol: 1,
+            client: String::new(),
+        }))
+        .unwrap();
+    body.push(0);
+    assert!(Encoding::Bincode.decode::<Request<'_>>(&body).is_err());
+}
