@@ -77,10 +77,21 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
             ErrorCode::Internal,
             format!("worker could not set itself up: {}", first_line(stderr)),
         )),
-        Err(libc::SIGSYS) => with_stderr(ErrorReply::new(
-            ErrorCode::SandboxViolation,
-            "worker made a system call outside its seccomp allowlist and was killed (SIGSYS)",
-        )),
+        Err(libc::SIGSYS) => {
+            let call = match exit.seccomp_syscall {
+                Some(nr) => match jqjail_worker::seccomp::syscall_name(nr) {
+                    Some(name) => format!("`{name}` (number {nr})"),
+                    None => format!("number {nr}"),
+                },
+                None => "a system call (the kernel log that names it is not readable)".into(),
+            };
+            with_stderr(ErrorReply::new(
+                ErrorCode::SandboxViolation,
+                format!(
+                    "worker attempted {call}, which its seccomp allowlist forbids, and was killed (SIGSYS)"
+                ),
+            ))
+        }
         Err(libc::SIGKILL) if exit.cpu.as_secs() > ctx.cpu_seconds => ErrorReply::new(
             ErrorCode::CpuLimit,
             format!(
@@ -132,6 +143,7 @@ mod tests {
             cpu: Duration::from_millis(10),
             peak_rss_bytes: 300 << 20,
             stderr_tail: stderr.into(),
+            seccomp_syscall: None,
         }
     }
 
@@ -168,6 +180,16 @@ mod tests {
             explain(&exit(Err(9), ""), &timed_out).code,
             ErrorCode::Timeout
         );
+    }
+
+    #[test]
+    fn sandbox_violations_name_the_syscall_when_known() {
+        let mut e = exit(Err(libc::SIGSYS), "");
+        e.seccomp_syscall = Some(libc::SYS_openat);
+        let msg = explain(&e, &CTX).message;
+        assert!(msg.contains("`openat` (number 257)"), "{msg}");
+        e.seccomp_syscall = None;
+        assert!(explain(&e, &CTX).message.contains("not readable"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod daemon;
 pub mod explain;
+pub mod kmsg;
 pub mod pool;
 pub mod server;
 pub mod spawn;

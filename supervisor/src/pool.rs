@@ -240,6 +240,7 @@ async fn reap(child: &mut Child) -> Exit {
                 cpu: Duration::ZERO,
                 peak_rss_bytes: 0,
                 stderr_tail: format!("could not reap worker: {e}"),
+                seccomp_syscall: None,
             })
         }
     }

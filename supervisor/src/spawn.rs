@@ -42,6 +42,8 @@ pub struct Exit {
     pub peak_rss_bytes: u64,
     /// The last bytes the worker wrote to stderr.
     pub stderr_tail: String,
+    /// For a SIGSYS death, the system call seccomp killed it for, if the kernel log says.
+    pub seccomp_syscall: Option<i64>,
 }
 
 /// The worker program: the absolute path of the running executable, resolved once.
@@ -212,12 +214,17 @@ impl Child {
         } else {
             Ok(libc::WEXITSTATUS(status))
         };
+        let seccomp_syscall = match status {
+            Err(libc::SIGSYS) => crate::kmsg::seccomp_syscall(self.pid),
+            _ => None,
+        };
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
         Ok(Some(Exit {
             status,
             cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
             peak_rss_bytes: (usage.ru_maxrss as u64) * 1024,
             stderr_tail: self.stderr_tail(),
+            seccomp_syscall,
         }))
     }
 

@@ -5,8 +5,10 @@
 #![allow(unreachable_pub)]
 
 mod cli;
+mod confinement;
 mod conformance;
 mod contract;
+mod hostile;
 mod json_client;
 mod lifecycle;
 mod limits;

@@ -10,7 +10,13 @@
 //! 6. rlimits: DATA (heap above the baseline measured now), CPU, CORE 0, FSIZE 0, NPROC 0,
 //!    NOFILE 4 — set last among the steps that open files, since NOFILE 4 forbids new fds.
 //!    RLIMIT_STACK is set by the supervisor before exec, because Rust's stack-overflow guard is
-//!    computed at exec.
+//!    computed at exec;
+//! 7. privileges dropped: every capability out of the bounding, ambient, effective,
+//!    permitted and inheritable sets, and, when started as root, uid and gid `nobody` with no
+//!    supplementary groups.
+//!
+//! no_new_privs and the seccomp allowlist come last (`crate::seccomp::install`), after the
+//! caller has done the work that still needs the kernel (see below).
 //!
 //! The caller then parses the jaq prelude and draws hash keys (both allocate and may touch the
 //! kernel) before the job is read.
@@ -122,6 +128,82 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     ];
     for (name, resource, soft, hard) in limits {
         resource.set(soft, hard).map_err(sys(name))?;
+    }
+
+    // 7.
+    drop_privileges()
+}
+
+/// The uid and gid a worker started as root switches to.
+pub const NOBODY: libc::uid_t = 65534;
+
+/// Highest capability number any kernel defines so far; PR_CAPBSET_DROP answers EINVAL past
+/// the running kernel's own last one, which ends the loop.
+const MAX_CAP: libc::c_ulong = 63;
+
+fn drop_privileges() -> Result<(), ConfineError> {
+    // Bounding set first: it takes CAP_SETPCAP, which the uid change below would remove.
+    // Without CAP_SETPCAP (a non-root daemon) the worker has no capabilities to begin with.
+    for cap in 0..=MAX_CAP {
+        // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINVAL) => break,
+                Some(libc::EPERM) => break,
+                _ => return Err(sys("prctl(PR_CAPBSET_DROP)")(io::Error::last_os_error())),
+            }
+        }
+    }
+    // SAFETY: clears the ambient set; no memory involved.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        // SAFETY: setgroups with an empty list (no pointer is read), then plain id changes.
+        let failed = unsafe {
+            libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(NOBODY, NOBODY, NOBODY) != 0
+                || libc::setresuid(NOBODY, NOBODY, NOBODY) != 0
+        };
+        if failed {
+            return Err(sys("switching to uid/gid nobody")(
+                io::Error::last_os_error(),
+            ));
+        }
+    }
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads one header and two data structs (version 3 layout), which live on
+    // this stack frame for the duration of the call.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
+        return Err(sys("capset")(io::Error::last_os_error()));
     }
     Ok(())
 }

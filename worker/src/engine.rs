@@ -6,7 +6,9 @@
 //! - `input` fails with a clear error and `inputs` yields nothing (one input per request);
 //! - `include`/`import` fail (the loader reads no files) and data imports are refused before
 //!   compiling (jaq would otherwise panic or bind the wrong value);
-//! - `localtime` and `strflocaltime` are UTC (`gmtime`, `strftime`): no time-zone files;
+//! - `localtime` and `strflocaltime` are UTC (`gmtime`, `strftime`), and `strptime` resolves
+//!   no IANA zone names: no time-zone files are ever read (jaq-std's `strptime` would open the
+//!   system zoneinfo database);
 //! - `debug` and `stderr` write nowhere (no logger is installed); the last `stderr` message is
 //!   kept (bounded) so that `halt_error` can report it;
 //! - `halt` ends the run with the outputs so far; `halt_error` becomes an error.
@@ -33,7 +35,13 @@ def strflocaltime($fmt): strftime($fmt);
 "#;
 
 /// Natives removed from jaq's set; `SANDBOX_DEFS` or [`sandbox_natives`] replace them.
-const REMOVED_NATIVES: [&str; 4] = ["env", "localtime", "strflocaltime", "stderr_empty"];
+const REMOVED_NATIVES: [&str; 5] = [
+    "env",
+    "localtime",
+    "strflocaltime",
+    "stderr_empty",
+    "strptime",
+];
 
 /// The longest message text kept from a filter (`error(…)`, `halt_error`).
 const MAX_MESSAGE_BYTES: usize = 4096;
@@ -247,12 +255,58 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
         LAST_STDERR.with(|m| *m.borrow_mut() = Some(text));
         Box::new(core::iter::empty())
     };
-    [jaq_core::native::run::<Data>((
-        "stderr_empty",
-        v(0),
-        stderr_empty,
-    ))]
+    let strptime: jaq_core::RunPtr<Data> =
+        |cv| jaq_core::native::unary(cv, |v, fmt| strptime_utc(&v, &fmt));
+    [
+        jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty)),
+        jaq_core::native::run::<Data>(("strptime", v(1), strptime)),
+    ]
     .into_iter()
+}
+
+/// jq's `strptime`: parses `text` with `fmt` into a broken-down time, in UTC unless the text
+/// carries an offset. Unlike jaq-std's, it resolves time zones against an empty database, so
+/// it never opens the system's zoneinfo files (which the worker's allowlist forbids).
+fn strptime_utc(text: &Val, fmt: &Val) -> jaq_core::ValR<Val> {
+    use jiff::fmt::strtime::BrokenDownTime;
+    use jiff::tz::{Offset, TimeZoneDatabase};
+    let as_str = |v: &Val| match v {
+        Val::TStr(s) => std::str::from_utf8(s)
+            .map(str::to_owned)
+            .map_err(|_| jaq_core::Error::str("strptime/1: string is not valid UTF-8")),
+        other => Err(jaq_core::Error::str(format!(
+            "strptime/1 requires string input and format, got a {}",
+            crate::output::type_name(other)
+        ))),
+    };
+    let (text, fmt) = (as_str(text)?, as_str(fmt)?);
+    let mut parsed = BrokenDownTime::parse(&fmt, &text).map_err(jaq_core::Error::str)?;
+    if parsed.offset().is_none() && parsed.iana_time_zone().is_none() {
+        parsed.set_offset(Some(Offset::UTC));
+    }
+    let dt = parsed
+        .to_zoned_with(&TimeZoneDatabase::none())
+        .map_err(jaq_core::Error::str)?
+        .datetime();
+    let int = |n: i64| Val::Num(jaq_json::Num::Int(n as isize));
+    let second = if dt.subsec_nanosecond() > 0 {
+        Val::Num(jaq_json::Num::Float(
+            f64::from(dt.second()) + f64::from(dt.subsec_nanosecond()) / 1e9,
+        ))
+    } else {
+        int(dt.second().into())
+    };
+    let parts = vec![
+        int(dt.year().into()),
+        int(i64::from(dt.month()) - 1),
+        int(dt.day().into()),
+        int(dt.hour().into()),
+        int(dt.minute().into()),
+        second,
+        int(dt.weekday().to_sunday_zero_offset().into()),
+        int(i64::from(dt.day_of_year()) - 1),
+    ];
+    Ok(Val::Arr(jaq_json::Rc::new(parts)))
 }
 
 /// A value as a message: strings raw, anything else as JSON text; cut to a bounded length.
@@ -363,6 +417,14 @@ mod tests {
             ErrorCode::RuntimeError
         );
         assert_eq!(eval("0 | localtime | mktime", "null").unwrap(), "0");
+        assert_eq!(
+            eval(
+                r#"strptime("%Y-%m-%dT%H:%M:%SZ") | mktime"#,
+                r#""2015-03-05T23:51:47Z""#
+            )
+            .unwrap(),
+            "1425599507"
+        );
         for f in [
             r#"include "a"; ."#,
             r#"import "a" as a; ."#,

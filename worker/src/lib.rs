@@ -12,6 +12,7 @@ pub mod confine;
 pub mod engine;
 pub mod json;
 pub mod output;
+pub mod seccomp;
 pub mod serve;
 
 pub use alloc::WorkerAlloc;

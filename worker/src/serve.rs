@@ -10,9 +10,9 @@ use jqjail_protocol::worker::{
     max_job_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
-use std::os::unix::net::UnixStream;
 
 /// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
 /// exits; otherwise returns at once. Call it first thing in `main` of every binary that can
@@ -35,16 +35,27 @@ pub fn run_if_worker() {
     unsafe { libc::_exit(code) }
 }
 
-fn serve(startup: &StartupArgs) -> i32 {
+/// Confines the process, prepares the engine, installs the seccomp allowlist and announces
+/// readiness: everything a worker does before its job. On failure, returns the exit status.
+/// Public so that the escape probes apply exactly this sequence.
+pub fn start(startup: &StartupArgs) -> Result<(Engine, File), i32> {
     if let Err(why) = confine(startup) {
         eprintln!("jqjail worker: confinement failed: {why}");
-        return EXIT_SETUP;
+        return Err(EXIT_SETUP);
     }
-    // Work that allocates or may touch the kernel in new ways happens before the job.
+    // Work that allocates or may touch the kernel in new ways happens before the allowlist:
+    // the jaq prelude, and std's per-thread hash keys (which would otherwise need getrandom
+    // the first time a filter builds a HashMap, e.g. in regex functions).
     let engine = Engine::new();
     let _ = std::collections::hash_map::RandomState::new();
+    if let Err(why) = crate::seccomp::install() {
+        eprintln!("jqjail worker: installing the seccomp allowlist failed: {why}");
+        return Err(EXIT_SETUP);
+    }
+    // A File, not a UnixStream: std's socket I/O uses send/recv (sendto/recvfrom), which the
+    // allowlist does not contain; a File uses plain read/write.
     // SAFETY: fd 3 was checked to be a socket by `confine` and nothing else owns it.
-    let mut sock = unsafe { UnixStream::from_raw_fd(WORKER_FD) };
+    let mut sock = unsafe { File::from_raw_fd(WORKER_FD) };
     let ready = Ready {
         pid: std::process::id(),
     };
@@ -54,9 +65,16 @@ fn serve(startup: &StartupArgs) -> i32 {
         .and_then(|body| write_frame(&mut sock, &body).map_err(|e| e.to_string()));
     if let Err(why) = sent {
         eprintln!("jqjail worker: cannot announce readiness: {why}");
-        return EXIT_SETUP;
+        return Err(EXIT_SETUP);
     }
+    Ok((engine, sock))
+}
 
+fn serve(startup: &StartupArgs) -> i32 {
+    let (engine, mut sock) = match start(startup) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
     let reply = match read_job(&mut sock, startup) {
         Ok((job, input)) => match evaluate(&engine, &job, &input) {
             Ok(output) => Reply::Output(output),
@@ -93,7 +111,8 @@ fn protocol_error(message: String) -> WorkerError {
     }
 }
 
-fn read_job(sock: &mut UnixStream, startup: &StartupArgs) -> Result<(Job, Vec<u8>), WorkerError> {
+/// Reads the job frame and exactly its input bytes, checking both lengths first.
+pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>), WorkerError> {
     let frame = read_frame(sock, max_job_frame_bytes(startup.max_filter_bytes))
         .map_err(|e| protocol_error(format!("reading the job: {e}")))?;
     let job: Job = Encoding::Bincode

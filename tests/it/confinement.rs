@@ -1,0 +1,86 @@
+//! A live worker seen from outside: its kernel-enforced limits and privileges.
+
+use crate::util::{Daemon, wait_until};
+use std::time::Duration;
+
+fn field<'a>(status: &'a str, name: &str) -> &'a str {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {name} in /proc status"))
+}
+
+#[test]
+fn an_idle_worker_is_confined() {
+    let d = Daemon::start_with(
+        &[
+            "--max-heap-bytes",
+            "100000000",
+            "--cpu-seconds",
+            "3",
+            "--stack-bytes",
+            "33554432",
+        ],
+        &[("JQJAIL_TEST_SECRET", "s3cret")],
+    );
+    assert!(wait_until(Duration::from_secs(5), || !d
+        .workers()
+        .is_empty()));
+    let pid = d.workers()[0];
+    // A worker is idle and ready once it blocks in read() on its socket.
+    assert!(wait_until(Duration::from_secs(5), || crate::util::state(
+        pid
+    ) == Some('S')));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!(field(&status, "NoNewPrivs:"), "1");
+    assert_eq!(field(&status, "Seccomp:"), "2");
+    assert_eq!(field(&status, "Threads:"), "1");
+    for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(field(&status, "CapBnd:"), "0000000000000000");
+        let uid = field(&status, "Uid:");
+        assert!(uid.split_whitespace().all(|u| u == "65534"), "Uid: {uid}");
+        assert_eq!(field(&status, "Groups:"), "");
+    } else {
+        eprintln!("not root: the uid switch and bounding-set drop are not exercised");
+    }
+
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let limit = |name: &str| -> (String, String) {
+        let line = limits.lines().find(|l| l.starts_with(name)).unwrap();
+        let mut cols = line[name.len()..].split_whitespace();
+        (cols.next().unwrap().into(), cols.next().unwrap().into())
+    };
+    assert_eq!(limit("Max cpu time"), ("3".into(), "4".into()));
+    assert_eq!(limit("Max file size"), ("0".into(), "0".into()));
+    assert_eq!(limit("Max core file size"), ("0".into(), "0".into()));
+    assert_eq!(limit("Max processes"), ("0".into(), "0".into()));
+    assert_eq!(limit("Max open files"), ("4".into(), "4".into()));
+    assert_eq!(limit("Max stack size").0, "33554432");
+    let data: u64 = limit("Max data size").0.parse().unwrap();
+    assert!(
+        (100_000_000..100_000_000 + (64 << 20)).contains(&data),
+        "RLIMIT_DATA {data}"
+    );
+
+    // Empty environment, four descriptors.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        environ.is_empty(),
+        "environment: {}",
+        String::from_utf8_lossy(&environ)
+    );
+    let fds: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .collect();
+    assert_eq!(fds.len(), 4);
+    let target = |fd: u32| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
+    assert_eq!(target(0), std::path::Path::new("/dev/null"));
+    assert_eq!(target(1), std::path::Path::new("/dev/null"));
+    assert!(target(2).to_string_lossy().starts_with("pipe:"));
+    assert!(target(3).to_string_lossy().starts_with("socket:"));
+}

@@ -1,0 +1,376 @@
+//! The hostile-filter suite: each case runs through the real daemon while another client
+//! keeps sending a benign request; each asserts its outcome, that it was answered within its
+//! limit plus a margin, and that the benign client was answered correctly all along.
+
+use crate::util::Daemon;
+use jqjail_client::{Client, ClientError, ErrorCode, LimitOverrides, RunOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+enum Expect {
+    Code(ErrorCode),
+    Output(&'static str),
+}
+
+struct Case {
+    name: &'static str,
+    filter: String,
+    input: Vec<u8>,
+    timeout_ms: Option<u64>,
+    expect: Expect,
+    /// Longest acceptable time to the answer.
+    within: Duration,
+}
+
+/// The wall-clock limit the endless cases run under: short, to keep the suite quick.
+const TIMEOUT_MS: u64 = 1000;
+/// Slack on top of a limit for the answer to arrive (kill, reap, reply) on a loaded machine.
+const MARGIN: Duration = Duration::from_millis(700);
+
+fn case(name: &'static str, filter: &str, input: &str, expect: Expect) -> Case {
+    let within = match expect {
+        Expect::Code(ErrorCode::Timeout) => Duration::from_millis(TIMEOUT_MS) + MARGIN,
+        // Memory cases run under the default 5 s deadline; hitting the heap limit first is
+        // what the code asserts, so the bound is that deadline plus the margin.
+        Expect::Code(ErrorCode::MemoryLimit) => Duration::from_secs(5) + MARGIN,
+        _ => Duration::from_secs(2),
+    };
+    Case {
+        name,
+        filter: filter.to_string(),
+        input: input.as_bytes().to_vec(),
+        timeout_ms: matches!(expect, Expect::Code(ErrorCode::Timeout)).then_some(TIMEOUT_MS),
+        expect,
+        within,
+    }
+}
+
+fn raw(name: &'static str, filter: &str, input: Vec<u8>, expect: Expect) -> Case {
+    Case {
+        input,
+        ..case(name, filter, "null", expect)
+    }
+}
+
+fn nest(n: usize) -> String {
+    format!("{}{}", "[".repeat(n), "]".repeat(n))
+}
+
+fn string_of(len: usize) -> Vec<u8> {
+    let mut v = vec![b'a'; len];
+    v[0] = b'"';
+    v[len - 1] = b'"';
+    v
+}
+
+fn cases() -> Vec<Case> {
+    use ErrorCode::*;
+    use Expect::{Code, Output};
+    const MAX_INPUT: usize = 20 * 1024 * 1024;
+    const MAX_FILTER: usize = 64 * 1024;
+    vec![
+        // Memory.
+        case(
+            "range into an array",
+            "[range(1e9)]",
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "repeat into an array",
+            r#"[limit(1e9; repeat("x"))]"#,
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "string doubling",
+            r#"reduce range(40) as $i ("x"; . + .)"#,
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "object growth",
+            r#"reduce range(1e9) as $i ({}; .["k\($i)"] = $i)"#,
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "sort of a huge array",
+            "[range(1e8)] | sort",
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "group_by of a huge array",
+            "[range(3e6)] | group_by(. % 7)",
+            "null",
+            Code(MemoryLimit),
+        ),
+        case(
+            "huge tostring",
+            "[range(1e7)] | tostring | length",
+            "null",
+            Code(MemoryLimit),
+        ),
+        // Time.
+        case("tail recursion", "def f: f; f", "null", Code(Timeout)),
+        case(
+            "endless reduce growth",
+            "reduce range(1e9) as $i ([]; . + [$i])",
+            "null",
+            Code(Timeout),
+        ),
+        case(
+            "last of an endless range",
+            "last(range(1e18))",
+            "null",
+            Code(Timeout),
+        ),
+        case("last of repeat", "last(repeat(.))", "null", Code(Timeout)),
+        case("until false", "until(false; .)", "null", Code(Timeout)),
+        case(
+            "recursive argument",
+            "def f(x): x | f(x + 1); f(0)",
+            "null",
+            Code(Timeout),
+        ),
+        // Stack.
+        case("array recursion", "def f: [f]; f", "null", Code(StackLimit)),
+        case(
+            "arithmetic recursion",
+            "def f: 1 + f; f",
+            "null",
+            Code(StackLimit),
+        ),
+        case(
+            "tojson of a deep value",
+            "reduce range(100000) as $i (0; [.]) | tojson",
+            "null",
+            Code(StackLimit),
+        ),
+        // Output.
+        case("endless output", "repeat(.)", "1", Code(OutputTooLarge)),
+        case("huge output", "[range(1e6)]", "null", Code(OutputTooLarge)),
+        case("many outputs", "range(1e9)", "null", Code(OutputTooLarge)),
+        case("output at the cap", r#""a" * 99998"#, "null", Output("")),
+        case(
+            "output at the cap + 1",
+            r#""a" * 99999"#,
+            "null",
+            Code(OutputTooLarge),
+        ),
+        case("NaN output", "nan", "null", Code(NonJsonOutput)),
+        case(
+            "byte string output",
+            r#""x" | tobytes"#,
+            "null",
+            Code(NonJsonOutput),
+        ),
+        case(
+            "non-string key",
+            "{} | .[1] = 1",
+            "null",
+            Code(NonJsonOutput),
+        ),
+        // The outside world.
+        case("env", "env", "null", Output("{}")),
+        case("$ENV", "$ENV", "null", Output("{}")),
+        case("input", "input", "null", Code(RuntimeError)),
+        case("inputs", "[inputs]", "null", Output("[]")),
+        case(
+            "include /etc/passwd",
+            r#"include "/etc/passwd"; ."#,
+            "null",
+            Code(CompileError),
+        ),
+        case(
+            "data import",
+            r#"import "a" as $a; $a"#,
+            "null",
+            Code(CompileError),
+        ),
+        case(
+            "module import",
+            r#"import "a" as a; a::f"#,
+            "null",
+            Code(CompileError),
+        ),
+        case("localtime", "0 | localtime | mktime", "null", Output("0")),
+        case(
+            "strptime with a zone name",
+            r#""UTC" | strptime("%Q")"#,
+            "null",
+            Code(RuntimeError),
+        ),
+        case("halt", "1, halt, 2", "null", Output("1")),
+        case(
+            "halt_error",
+            r#""bye" | halt_error"#,
+            "null",
+            Code(RuntimeError),
+        ),
+        case(
+            "debug flood",
+            "[range(1e6)] | map(debug) | length",
+            "null",
+            Output("1000000"),
+        ),
+        case(
+            "stderr flood",
+            "[range(1e5) | stderr] | length",
+            "null",
+            Output("100000"),
+        ),
+        case("$__loc__", "$__loc__", "null", Code(CompileError)),
+        case("input_filename", "input_filename", "null", Output("null")),
+        case(
+            "catastrophic regex",
+            r#""a" * 100000 | test("(a*)*b")"#,
+            "null",
+            Output("false"),
+        ),
+        case(
+            "invalid code point",
+            "[1114112] | implode",
+            "null",
+            Code(RuntimeError),
+        ),
+        case(
+            "string times 1e10",
+            r#""x" * 1e10"#,
+            "null",
+            Code(RuntimeError),
+        ),
+        // Inputs and sizes.
+        raw(
+            "invalid UTF-8 input",
+            ".",
+            b"\"\xff\xfe\"".to_vec(),
+            Code(InvalidJson),
+        ),
+        case("NaN input", ".", "NaN", Code(InvalidJson)),
+        case("100k-deep input", ".", &nest(100_000), Code(InputTooDeep)),
+        case(
+            "depth at the limit",
+            "[paths] | length",
+            &nest(1000),
+            Output("999"),
+        ),
+        case(
+            "depth at the limit + 1",
+            ".",
+            &nest(1001),
+            Code(InputTooDeep),
+        ),
+        raw(
+            "input at the limit",
+            "length",
+            string_of(MAX_INPUT),
+            Output("20971518"),
+        ),
+        raw(
+            "input at the limit + 1",
+            "length",
+            string_of(MAX_INPUT + 1),
+            Code(InputTooLarge),
+        ),
+        case(
+            "filter at the limit",
+            &format!(".{}", " ".repeat(MAX_FILTER - 1)),
+            "7",
+            Output("7"),
+        ),
+        case(
+            "filter at the limit + 1",
+            &format!(".{}", " ".repeat(MAX_FILTER)),
+            "7",
+            Code(FilterTooLong),
+        ),
+        case(
+            "deeply nested filter",
+            &format!("{}1{}", "[".repeat(30_000), "]".repeat(30_000)),
+            "null",
+            Code(StackLimit),
+        ),
+    ]
+}
+
+/// Keeps a benign client busy until stopped; returns how many correct answers it got.
+fn benign(d: &Daemon, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    let socket = d.socket.clone();
+    std::thread::spawn(move || {
+        let mut client = Client::connect(&socket).expect("benign client connects");
+        let mut answered = 0;
+        let mut i = 0u64;
+        loop {
+            let input = format!(r#"{{"items":[{{"id":{i}}},{{"id":{}}}]}}"#, i + 1);
+            let reply = client
+                .run(
+                    ".items | map(.id) | add",
+                    input.as_bytes(),
+                    &RunOptions::default(),
+                )
+                .expect("the benign request succeeds");
+            assert_eq!(reply.output, (2 * i + 1).to_string(), "benign answer");
+            answered += 1;
+            i += 1;
+            if stop.load(Ordering::SeqCst) {
+                return answered;
+            }
+        }
+    })
+}
+
+#[test]
+fn hostile_filters_are_stopped_and_explained_while_others_are_served() {
+    let d = Daemon::start();
+    let cases = cases();
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    let mut failures = Vec::new();
+    let mut hostile = d.client();
+    for case in &cases {
+        let stop = Arc::new(AtomicBool::new(false));
+        let bystander = benign(&d, stop.clone());
+        let options = RunOptions {
+            limits: LimitOverrides {
+                timeout_ms: case.timeout_ms,
+                ..Default::default()
+            },
+        };
+        let start = Instant::now();
+        let result = hostile.run(&case.filter, &case.input, &options);
+        let took = start.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        let answered = bystander.join().expect("the benign client never failed");
+        let outcome = match (&case.expect, &result) {
+            (Expect::Code(code), Err(ClientError::Server(e))) if e.code == *code => Ok(()),
+            (Expect::Output(""), Ok(reply)) if reply.output.len() == 100_000 => Ok(()),
+            (Expect::Output(want), Ok(reply)) if reply.output == *want => Ok(()),
+            _ => Err(match &result {
+                Ok(reply) => format!("output {}", &reply.output[..reply.output.len().min(80)]),
+                Err(e) => format!("error {e}"),
+            }),
+        };
+        if let Err(got) = outcome {
+            failures.push(format!("{}: got {got}", case.name));
+        } else if took > case.within {
+            failures.push(format!(
+                "{}: answered after {took:?}, over {:?}",
+                case.name, case.within
+            ));
+        }
+        assert!(
+            answered >= 1,
+            "{}: the benign client got no answer",
+            case.name
+        );
+        eprintln!(
+            "{:<28} {:>6} ms, benign answers meanwhile: {answered}",
+            case.name,
+            took.as_millis()
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(d.ok(".", "1"), "1");
+}

@@ -1,0 +1,250 @@
+//! The worker's system-call allowlist. This module is the only place it is defined.
+//!
+//! After the allowlist is installed, a worker can read its job from fd 3, write its reply to
+//! fd 3 and messages to fd 2, manage memory without ever making it executable, and exit. Any
+//! other system call, or an allowed one with other arguments, kills the whole process with
+//! SIGSYS (SECCOMP_RET_KILL_PROCESS). The supervisor reports that as `SANDBOX_VIOLATION`.
+//!
+//! Why each entry is there:
+//!
+//! | syscall | needed by | argument check |
+//! |---|---|---|
+//! | read | the job and its input | fd 3 only |
+//! | write | the reply; Rust's panic and stack-overflow messages | fd 3 or fd 2 |
+//! | mmap | large allocations (glibc malloc) | never PROT_EXEC |
+//! | munmap, mremap, brk | freeing and growing the heap | – |
+//! | exit_group | the end of every worker | – |
+//! | sigaltstack | Rust's main-thread clean-up on a normal return from main | – |
+//! | rt_sigprocmask, getpid, gettid | abort() after a stack overflow or allocation failure | – |
+//! | tgkill | abort() raising SIGABRT | own pid, SIGABRT only |
+//! | futex | the panic path's lock wake-up | – |
+//! | close | dropping the job socket on the panic path | fd 3 only |
+//! | clock_gettime | `now`, where the vDSO falls back to the system call | – |
+//!
+//! Hash keys (std's RandomState) and the jaq prelude are drawn and parsed before
+//! installation, so neither getrandom nor any file access is needed afterwards.
+
+use jqjail_protocol::worker::WORKER_FD;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+use std::collections::BTreeMap;
+
+/// The allowlist may not grow past this many system calls (SPEC §6).
+pub const MAX_SYSCALLS: usize = 20;
+
+/// A failure to build or install the filter.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// This architecture has no allowlist.
+    #[error("no seccomp allowlist for architecture {0}")]
+    UnsupportedArch(&'static str),
+    /// seccompiler refused the rules or the kernel refused the program.
+    #[error("seccomp: {0}")]
+    Seccomp(#[from] seccompiler::Error),
+    /// seccompiler's backend refused the rules.
+    #[error("seccomp rules: {0}")]
+    Backend(#[from] seccompiler::BackendError),
+}
+
+fn arg_eq(index: u8, value: u64) -> SeccompCondition {
+    SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+        .expect("argument index below 6")
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
+    SeccompRule::new(conditions).expect("a rule with at least one condition")
+}
+
+/// The allowlist: name, number, and the argument rules (empty: any arguments; several: any
+/// one of them). `pid` is the worker's own pid, the only target tgkill may name.
+pub fn allowlist(pid: u32) -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
+    let fd = |n: i32| arg_eq(0, n as u64);
+    let no_exec = SeccompCondition::new(
+        2,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(libc::PROT_EXEC as u64),
+        0,
+    )
+    .expect("argument index below 6");
+    vec![
+        ("read", libc::SYS_read, vec![rule(vec![fd(WORKER_FD)])]),
+        (
+            "write",
+            libc::SYS_write,
+            vec![rule(vec![fd(WORKER_FD)]), rule(vec![fd(2)])],
+        ),
+        ("mmap", libc::SYS_mmap, vec![rule(vec![no_exec])]),
+        ("munmap", libc::SYS_munmap, vec![]),
+        ("mremap", libc::SYS_mremap, vec![]),
+        ("brk", libc::SYS_brk, vec![]),
+        ("exit_group", libc::SYS_exit_group, vec![]),
+        ("sigaltstack", libc::SYS_sigaltstack, vec![]),
+        ("rt_sigprocmask", libc::SYS_rt_sigprocmask, vec![]),
+        ("getpid", libc::SYS_getpid, vec![]),
+        ("gettid", libc::SYS_gettid, vec![]),
+        (
+            "tgkill",
+            libc::SYS_tgkill,
+            vec![rule(vec![
+                arg_eq(0, u64::from(pid)),
+                arg_eq(2, libc::SIGABRT as u64),
+            ])],
+        ),
+        ("futex", libc::SYS_futex, vec![]),
+        ("close", libc::SYS_close, vec![rule(vec![fd(WORKER_FD)])]),
+        ("clock_gettime", libc::SYS_clock_gettime, vec![]),
+    ]
+}
+
+/// The compiled BPF program for this process.
+pub fn program(pid: u32) -> Result<BpfProgram, SeccompError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SeccompError::UnsupportedArch(std::env::consts::ARCH))?;
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = allowlist(pid)
+        .into_iter()
+        .map(|(_, nr, rules)| (nr, rules))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::KillProcess,
+        SeccompAction::Allow,
+        arch,
+    )?;
+    Ok(filter.try_into()?)
+}
+
+/// Sets no_new_privs and installs the allowlist on the calling (only) thread. From here on
+/// the process can do nothing but what the table above lists.
+pub fn install() -> Result<(), SeccompError> {
+    let prog = program(std::process::id())?;
+    seccompiler::apply_filter(&prog)?;
+    Ok(())
+}
+
+/// The name of a system call number, where it is one the worker is known to attempt or to
+/// be probed with; for messages about sandbox violations.
+pub fn syscall_name(nr: i64) -> Option<&'static str> {
+    if let Some((name, _, _)) = allowlist(0).into_iter().find(|(_, n, _)| *n == nr) {
+        return Some(name);
+    }
+    let known: &[(&str, i64)] = &[
+        ("open", libc::SYS_open),
+        ("openat", libc::SYS_openat),
+        ("openat2", libc::SYS_openat2),
+        ("stat", libc::SYS_stat),
+        ("newfstatat", libc::SYS_newfstatat),
+        ("readlink", libc::SYS_readlink),
+        ("getdents64", libc::SYS_getdents64),
+        ("socket", libc::SYS_socket),
+        ("connect", libc::SYS_connect),
+        ("execve", libc::SYS_execve),
+        ("execveat", libc::SYS_execveat),
+        ("fork", libc::SYS_fork),
+        ("vfork", libc::SYS_vfork),
+        ("clone", libc::SYS_clone),
+        ("clone3", libc::SYS_clone3),
+        ("ptrace", libc::SYS_ptrace),
+        ("kill", libc::SYS_kill),
+        ("tkill", libc::SYS_tkill),
+        ("prctl", libc::SYS_prctl),
+        ("seccomp", libc::SYS_seccomp),
+        ("unshare", libc::SYS_unshare),
+        ("setns", libc::SYS_setns),
+        ("mount", libc::SYS_mount),
+        ("mprotect", libc::SYS_mprotect),
+        ("madvise", libc::SYS_madvise),
+        ("prlimit64", libc::SYS_prlimit64),
+        ("setrlimit", libc::SYS_setrlimit),
+        ("io_uring_setup", libc::SYS_io_uring_setup),
+        ("memfd_create", libc::SYS_memfd_create),
+        ("ioctl", libc::SYS_ioctl),
+        ("getrandom", libc::SYS_getrandom),
+        ("rt_sigaction", libc::SYS_rt_sigaction),
+        ("rt_sigreturn", libc::SYS_rt_sigreturn),
+        ("exit", libc::SYS_exit),
+        ("bpf", libc::SYS_bpf),
+        ("userfaultfd", libc::SYS_userfaultfd),
+        ("perf_event_open", libc::SYS_perf_event_open),
+        ("process_vm_readv", libc::SYS_process_vm_readv),
+        ("chroot", libc::SYS_chroot),
+        ("setuid", libc::SYS_setuid),
+        ("sendmsg", libc::SYS_sendmsg),
+        ("dup2", libc::SYS_dup2),
+        ("pipe2", libc::SYS_pipe2),
+        ("lseek", libc::SYS_lseek),
+        ("fstat", libc::SYS_fstat),
+        ("sched_yield", libc::SYS_sched_yield),
+        ("nanosleep", libc::SYS_nanosleep),
+        ("clock_nanosleep", libc::SYS_clock_nanosleep),
+        ("keyctl", libc::SYS_keyctl),
+    ];
+    known.iter().find(|(_, n)| *n == nr).map(|(name, _)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allowlist_does_not_grow() {
+        let list = allowlist(1);
+        assert!(list.len() <= MAX_SYSCALLS);
+        // Growing the list is a security decision: change this number, and the table in the
+        // module documentation, in the same commit, with the reason.
+        assert_eq!(list.len(), 15, "allowlist changed: {:?}", names(&list));
+    }
+
+    fn names(list: &[(&'static str, i64, Vec<SeccompRule>)]) -> Vec<&'static str> {
+        list.iter().map(|(n, _, _)| *n).collect()
+    }
+
+    #[test]
+    fn no_duplicates_and_the_program_compiles() {
+        let list = allowlist(1);
+        let mut numbers: Vec<i64> = list.iter().map(|(_, n, _)| *n).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), list.len());
+        let prog = program(1).unwrap();
+        assert!(!prog.is_empty());
+    }
+
+    #[test]
+    fn dangerous_calls_are_absent() {
+        let names = names(&allowlist(1));
+        for forbidden in [
+            "open",
+            "openat",
+            "socket",
+            "connect",
+            "execve",
+            "fork",
+            "clone",
+            "clone3",
+            "ptrace",
+            "kill",
+            "prctl",
+            "seccomp",
+            "unshare",
+            "mount",
+            "mprotect",
+            "prlimit64",
+            "io_uring_setup",
+            "memfd_create",
+            "ioctl",
+            "getrandom",
+            "rt_sigaction",
+        ] {
+            assert!(!names.contains(&forbidden), "{forbidden} is allowed");
+        }
+    }
+
+    #[test]
+    fn names_are_known_for_probed_calls() {
+        assert_eq!(syscall_name(libc::SYS_openat), Some("openat"));
+        assert_eq!(syscall_name(libc::SYS_read), Some("read"));
+        assert_eq!(syscall_name(99_999), None);
+    }
+}
