@@ -243,6 +243,7 @@ fn runner() -> ExitCode {
         cpu_seconds: 5,
         max_input_bytes: 1 << 20,
         max_filter_bytes: 4096,
+        isolation: jqjail_supervisor::config::DEFAULT_ISOLATION,
     };
     let kmsg_readable = std::fs::File::open("/dev/kmsg").is_ok();
     if !kmsg_readable {

@@ -94,10 +94,74 @@ pub struct StartupArgs {
     pub max_input_bytes: u64,
     /// Longest filter the worker accepts.
     pub max_filter_bytes: u64,
+    /// Which namespaces and root isolation to apply, as [`Isolation`] bits.
+    pub isolation: Isolation,
+}
+
+/// Defence-in-depth isolation a worker applies at start-up, beyond rlimits and seccomp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Isolation {
+    /// A new user namespace (the worker is root only inside it, mapped to an unprivileged uid).
+    pub user: bool,
+    /// New IPC and UTS namespaces.
+    pub ipc_uts: bool,
+    /// A new, empty network namespace.
+    pub net: bool,
+    /// A new mount namespace whose root is an empty, read-only tmpfs.
+    pub empty_root: bool,
+}
+
+impl Isolation {
+    /// Everything off.
+    pub const NONE: Isolation = Isolation {
+        user: false,
+        ipc_uts: false,
+        net: false,
+        empty_root: false,
+    };
+
+    /// The names of the parts, as logs and the worker's errors spell them.
+    pub const NAMES: [&'static str; 4] = ["user", "ipc_uts", "net", "empty_root"];
+
+    fn to_bits(self) -> u64 {
+        [self.user, self.ipc_uts, self.net, self.empty_root]
+            .iter()
+            .enumerate()
+            .map(|(i, on)| u64::from(*on) << i)
+            .sum()
+    }
+
+    fn from_bits(bits: u64) -> Isolation {
+        let on = |i: u32| bits & (1 << i) != 0;
+        Isolation {
+            user: on(0),
+            ipc_uts: on(1),
+            net: on(2),
+            empty_root: on(3),
+        }
+    }
+
+    /// This set with the part called `name` turned off.
+    pub fn without(self, name: &str) -> Isolation {
+        let mut out = self;
+        match name {
+            "user" => out.user = false,
+            "ipc_uts" => out.ipc_uts = false,
+            "net" => out.net = false,
+            "empty_root" => out.empty_root = false,
+            _ => {}
+        }
+        out
+    }
+
+    /// Whether the part called `name` is on.
+    pub fn has(self, name: &str) -> bool {
+        self.without(name) != self
+    }
 }
 
 impl StartupArgs {
-    const KEYS: [&'static str; 5] = ["parent", "heap", "cpu", "input", "filter"];
+    const KEYS: [&'static str; 6] = ["parent", "heap", "cpu", "input", "filter", "isolation"];
 
     /// The arguments that follow [`WORKER_ARG`].
     pub fn to_args(&self) -> Vec<String> {
@@ -107,6 +171,7 @@ impl StartupArgs {
             self.cpu_seconds,
             self.max_input_bytes,
             self.max_filter_bytes,
+            self.isolation.to_bits(),
         ];
         Self::KEYS
             .iter()
@@ -117,7 +182,7 @@ impl StartupArgs {
 
     /// Parses the arguments that follow [`WORKER_ARG`].
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<StartupArgs, String> {
-        let mut values = [None; 5];
+        let mut values = [None; 6];
         for arg in args {
             let arg = arg.as_ref();
             let (key, value) = arg
@@ -141,6 +206,7 @@ impl StartupArgs {
             cpu_seconds: get(2)?,
             max_input_bytes: get(3)?,
             max_filter_bytes: get(4)?,
+            isolation: Isolation::from_bits(get(5)?),
         })
     }
 }
@@ -157,6 +223,12 @@ mod tests {
             cpu_seconds: 6,
             max_input_bytes: 20 << 20,
             max_filter_bytes: 65536,
+            isolation: Isolation {
+                user: true,
+                ipc_uts: false,
+                net: true,
+                empty_root: true,
+            },
         };
         assert_eq!(StartupArgs::parse(&args.to_args()), Ok(args));
         assert!(StartupArgs::parse(&["parent=1"]).is_err());

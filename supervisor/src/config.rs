@@ -2,6 +2,7 @@
 //! Every limit is configurable; the effective set is logged at start-up.
 
 use jqjail_protocol::Limits;
+use jqjail_protocol::worker::Isolation;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,6 +38,40 @@ pub struct Config {
     pub idle_exit: Option<Duration>,
     /// Permission bits of the socket file.
     pub socket_mode: u32,
+    /// Namespaces and empty root for workers; parts the host refuses are turned off (and
+    /// logged) at start-up.
+    pub isolation: Isolation,
+}
+
+/// The default isolation: user, IPC/UTS namespaces and the empty root. The network namespace
+/// is off by default: seccomp already forbids `socket`, and creating and tearing down a
+/// network namespace per worker costs about 1 ms and loads the kernel's cleanup work queue at
+/// hundreds of workers a second (research/feasibility.md §6).
+pub const DEFAULT_ISOLATION: Isolation = Isolation {
+    user: true,
+    ipc_uts: true,
+    net: false,
+    empty_root: true,
+};
+
+/// Parses `user,ipc_uts,net,empty_root` (any subset) or `none`.
+pub fn parse_isolation(text: &str) -> Result<Isolation, ConfigError> {
+    let mut out = Isolation::NONE;
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part {
+            "none" => {}
+            "user" => out.user = true,
+            "ipc_uts" => out.ipc_uts = true,
+            "net" => out.net = true,
+            "empty_root" => out.empty_root = true,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "unknown isolation part `{other}`; use any of user, ipc_uts, net, empty_root, or none"
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 impl Default for Config {
@@ -55,6 +90,7 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(10),
             idle_exit: None,
             socket_mode: 0o600,
+            isolation: DEFAULT_ISOLATION,
         }
     }
 }
@@ -76,6 +112,20 @@ pub struct FileConfig {
     /// `[server]`
     #[serde(default)]
     pub server: FileServer,
+    /// `[isolation]`
+    #[serde(default)]
+    pub isolation: FileIsolation,
+}
+
+/// `[isolation]` of the TOML file: each part on or off.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct FileIsolation {
+    pub user: Option<bool>,
+    pub ipc_uts: Option<bool>,
+    pub net: Option<bool>,
+    pub empty_root: Option<bool>,
 }
 
 /// `[limits]` of the TOML file.
@@ -182,6 +232,11 @@ impl FileConfig {
         if let Some(mode) = &self.server.socket_mode {
             base.socket_mode = parse_mode(mode)?;
         }
+        let iso = &self.isolation;
+        set(&mut base.isolation.user, iso.user);
+        set(&mut base.isolation.ipc_uts, iso.ipc_uts);
+        set(&mut base.isolation.net, iso.net);
+        set(&mut base.isolation.empty_root, iso.empty_root);
         Ok(base)
     }
 }
@@ -254,6 +309,17 @@ mod tests {
         assert_eq!(cfg.prestart, 3);
         assert_eq!(cfg.socket_mode, 0o660);
         assert!(toml::from_str::<FileConfig>("[limits]\nmax_ouput_bytes = 1\n").is_err());
+        let file: FileConfig = toml::from_str("[isolation]\nnet = true\nuser = false\n").unwrap();
+        let cfg = file.apply(Config::default()).unwrap();
+        assert!(cfg.isolation.net && !cfg.isolation.user && cfg.isolation.empty_root);
+    }
+
+    #[test]
+    fn isolation_lists() {
+        assert_eq!(parse_isolation("none").unwrap(), Isolation::NONE);
+        let all = parse_isolation("user, ipc_uts,net,empty_root").unwrap();
+        assert!(all.user && all.ipc_uts && all.net && all.empty_root);
+        assert!(parse_isolation("pid").is_err());
     }
 
     #[test]

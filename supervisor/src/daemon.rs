@@ -1,6 +1,6 @@
 //! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
 
-use crate::config::{Config, FileConfig, parse_mode};
+use crate::config::{Config, FileConfig, parse_isolation, parse_mode};
 use crate::server::serve;
 use crate::spawn::Program;
 use anyhow::{Context as _, bail};
@@ -64,6 +64,10 @@ pub struct Args {
     /// Exit after this many milliseconds without a connection.
     #[arg(long)]
     pub idle_exit_ms: Option<u64>,
+    /// Worker isolation beyond rlimits and seccomp: a comma-separated subset of
+    /// user, ipc_uts, net, empty_root, or `none` (default: user,ipc_uts,empty_root).
+    #[arg(long)]
+    pub isolation: Option<String>,
 }
 
 impl Args {
@@ -100,6 +104,9 @@ impl Args {
             .idle_exit_ms
             .map(Duration::from_millis)
             .or(cfg.idle_exit);
+        if let Some(list) = &self.isolation {
+            cfg.isolation = parse_isolation(list)?;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -153,16 +160,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     runtime.block_on(async {
         let listener = bind(&args.socket, cfg.socket_mode)?;
-        tracing::info!(
-            socket = %args.socket.display(),
-            worker = %program.display(),
-            limits = ?cfg.limits,
-            stack_bytes = cfg.stack_bytes,
-            cpu_seconds = cfg.cpu_seconds,
-            prestart = cfg.prestart,
-            max_concurrent = cfg.max_concurrent,
-            "jqjaild ready"
-        );
+        tracing::info!(socket = %args.socket.display(), "listening");
         let result = serve(listener, cfg, program, shutdown_signal()).await;
         let _ = std::fs::remove_file(&args.socket);
         result.context("serving")

@@ -337,6 +337,42 @@ async fn run_on(
     })
 }
 
+/// Starts one worker with `startup`'s isolation; while a part of it is refused by this host,
+/// turns that part off, logs why, and tries again. Logs the isolation workers will run with.
+pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) -> StartupArgs {
+    use jqjail_protocol::worker::Isolation;
+    loop {
+        match start_worker(program, &startup).await {
+            Ok(worker) => {
+                drop(worker);
+                break;
+            }
+            Err(why) => {
+                let refused = Isolation::NAMES
+                    .iter()
+                    .find(|part| why.contains(&format!("isolation {part}:")));
+                match refused {
+                    Some(part) if startup.isolation.has(part) => {
+                        tracing::warn!(part, reason = %why, "worker isolation part unavailable on this host; continuing without it");
+                        startup.isolation = startup.isolation.without(part);
+                    }
+                    // Not an isolation problem: the pool will report it on every start.
+                    _ => break,
+                }
+            }
+        }
+    }
+    let iso = startup.isolation;
+    tracing::info!(
+        user_namespace = iso.user,
+        ipc_uts_namespaces = iso.ipc_uts,
+        net_namespace = iso.net,
+        empty_root = iso.empty_root,
+        "worker isolation (always: rlimits, no capabilities, seccomp allowlist)"
+    );
+    startup
+}
+
 async fn start_worker(program: &Program, startup: &StartupArgs) -> Result<Worker, String> {
     let (mut child, sock) =
         spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;

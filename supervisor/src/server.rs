@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::explain::Context;
-use crate::pool::{Pool, PoolConfig};
+use crate::pool::{Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::Program;
 use jqjail_protocol::frame::tokio_io::write_frame;
 use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
@@ -48,7 +48,18 @@ pub async fn serve(
         cpu_seconds: cfg.cpu_seconds,
         max_input_bytes: cfg.limits.max_input_bytes,
         max_filter_bytes: cfg.limits.max_filter_bytes,
+        isolation: cfg.isolation,
     };
+    let startup = negotiate_isolation(&program, startup).await;
+    tracing::info!(
+        worker = %program.display(),
+        limits = ?cfg.limits,
+        stack_bytes = cfg.stack_bytes,
+        cpu_seconds = cfg.cpu_seconds,
+        prestart = cfg.prestart,
+        max_concurrent = cfg.max_concurrent,
+        "jqjaild ready"
+    );
     let pool = Pool::start(PoolConfig {
         program,
         startup,

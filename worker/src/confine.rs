@@ -7,13 +7,14 @@
 //! 3. environment emptied (the supervisor already execs with none; this is the backstop);
 //! 4. parent-death signal, then a check that the parent is still the supervisor;
 //! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
-//! 6. rlimits: DATA (heap above the baseline measured now), CPU, CORE 0, FSIZE 0, NPROC 0,
-//!    NOFILE 4 — set last among the steps that open files, since NOFILE 4 forbids new fds.
-//!    RLIMIT_STACK is set by the supervisor before exec, because Rust's stack-overflow guard is
-//!    computed at exec;
-//! 7. privileges dropped: every capability out of the bounding, ambient, effective,
-//!    permitted and inheritable sets, and, when started as root, uid and gid `nobody` with no
-//!    supplementary groups.
+//! 6. the data-segment baseline read from /proc (before the root disappears);
+//! 7. namespaces and the empty root, as configured (`crate::isolate`);
+//! 8. rlimits: DATA (heap above the baseline), CPU, CORE 0, FSIZE 0, NPROC 0, NOFILE 4 — set
+//!    after the steps that open files, since NOFILE 4 forbids new fds. RLIMIT_STACK is set by
+//!    the supervisor before exec, because Rust's stack-overflow guard is computed at exec;
+//! 9. privileges dropped: every capability out of the bounding, ambient, effective,
+//!    permitted and inheritable sets, and, when started as root outside a user namespace, uid
+//!    and gid `nobody` with no supplementary groups.
 //!
 //! no_new_privs and the seccomp allowlist come last (`crate::seccomp::install`), after the
 //! caller has done the work that still needs the kernel (see below).
@@ -39,6 +40,14 @@ pub enum ConfineError {
         expected: u32,
         /// The parent now.
         actual: u32,
+    },
+    /// A part of the isolation is not available on this host.
+    #[error("isolation {part}: {source}")]
+    Isolation {
+        /// Which part (see [`jqjail_protocol::worker::Isolation::NAMES`]).
+        part: &'static str,
+        /// Why.
+        source: io::Error,
     },
     /// A system call of the set-up failed.
     #[error("{step}: {source}")]
@@ -116,6 +125,11 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
 
     // 6.
     let baseline = data_baseline_bytes().map_err(sys("read /proc/self/status"))?;
+
+    // 7.
+    let in_user_namespace = crate::isolate::isolate(args.isolation)?;
+
+    // 8.
     let data = baseline.saturating_add(args.heap_bytes);
     let cpu = args.cpu_seconds.max(1);
     let limits = [
@@ -130,8 +144,8 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
         resource.set(soft, hard).map_err(sys(name))?;
     }
 
-    // 7.
-    drop_privileges()
+    // 9.
+    drop_privileges(in_user_namespace)
 }
 
 /// The uid and gid a worker started as root switches to.
@@ -141,7 +155,7 @@ pub const NOBODY: libc::uid_t = 65534;
 /// the running kernel's own last one, which ends the loop.
 const MAX_CAP: libc::c_ulong = 63;
 
-fn drop_privileges() -> Result<(), ConfineError> {
+fn drop_privileges(in_user_namespace: bool) -> Result<(), ConfineError> {
     // Bounding set first: it takes CAP_SETPCAP, which the uid change below would remove.
     // Without CAP_SETPCAP (a non-root daemon) the worker has no capabilities to begin with.
     for cap in 0..=MAX_CAP {
@@ -164,8 +178,10 @@ fn drop_privileges() -> Result<(), ConfineError> {
             0,
         )
     };
+    // Inside its own user namespace the worker is "root" mapped to an unprivileged uid (or
+    // `nobody`, see crate::isolate); `nobody` is not mapped there, and nothing is gained.
     // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if !in_user_namespace && unsafe { libc::geteuid() } == 0 {
         // SAFETY: setgroups with an empty list (no pointer is read), then plain id changes.
         let failed = unsafe {
             libc::setgroups(0, std::ptr::null()) != 0

@@ -10,6 +10,7 @@
 pub mod alloc;
 pub mod confine;
 pub mod engine;
+pub mod isolate;
 pub mod json;
 pub mod output;
 pub mod seccomp;
