@@ -1,0 +1,714 @@
+//! `jqjail-bench`: jqjail against the alternatives a user would pick, measured side by side
+//! in one run, interleaved. `cargo run --release -p jqjail-bench [-- --smoke] [--out FILE]`.
+//!
+//! For every input (2 KiB, 1 MiB, 20 MiB of GitHub-issues-like JSON) and filter it measures:
+//! (a) jqjail through the Rust client against a real daemon; (b) the same evaluation in-process
+//! (jqjail's own engine: compile, strict scan, parse, run, write), the floor; (c) one CLI
+//! process per request for `jq`, `gojq` and `jaq` where they are on PATH. Then throughput at
+//! several concurrencies, the daemon's and workers' memory, worker start-up, and the memory
+//! limit's reaction time. It prints a markdown report and writes the numbers as JSON.
+//!
+//! The binary is also a jqjail daemon and worker (`jqjail-bench daemon …`), so the daemon it
+//! measures is exactly the code it was built with.
+
+mod corpus;
+
+use jqjail_client::{Client, ClientError, RunOptions};
+use jqjail_protocol::worker::{Isolation, Job, StartupArgs};
+use jqjail_worker::Engine;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOC: jqjail_worker::WorkerAlloc = jqjail_worker::WorkerAlloc;
+
+/// The daemon's output cap during the benchmark: large, so that every tool prints the same
+/// answer and `.` on 20 MiB is measured, not refused. (The default cap is 100,000 bytes.)
+const BENCH_MAX_OUTPUT: u64 = 32 << 20;
+
+const FILTERS: [(&str, &str); 6] = [
+    ("identity", "."),
+    ("first", ".[0]"),
+    ("length", "length"),
+    ("ids", "map(.id)"),
+    (
+        "select bug",
+        r#"[.[] | select(.labels | map(.name) | index("bug"))] | length"#,
+    ),
+    ("summary", "map({id,title}) | .[:50]"),
+];
+
+const CLIS: [&str; 3] = ["jq", "gojq", "jaq"];
+
+struct Opts {
+    smoke: bool,
+    out: PathBuf,
+}
+
+fn main() -> ExitCode {
+    jqjail_worker::run_if_worker();
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "daemon") {
+        args.remove(1);
+        return jqjail_supervisor::main_with_args(args);
+    }
+    let mut opts = Opts {
+        smoke: false,
+        out: PathBuf::from("target/bench/results.json"),
+    };
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        match arg.to_str() {
+            Some("--smoke") => opts.smoke = true,
+            Some("--out") => match rest.next() {
+                Some(p) => opts.out = PathBuf::from(p),
+                None => return usage("--out needs a file"),
+            },
+            _ => return usage(&format!("unknown argument {}", arg.to_string_lossy())),
+        }
+    }
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jqjail-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage(why: &str) -> ExitCode {
+    eprintln!("jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--out FILE]");
+    ExitCode::from(2)
+}
+
+/// A daemon started from this binary on a socket in a temp dir.
+struct Daemon {
+    child: std::process::Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start() -> Result<Daemon, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let socket = dir.path().join("bench.sock");
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--store")
+            .arg(dir.path().join("store"))
+            .args(["--max-output-bytes", &BENCH_MAX_OUTPUT.to_string()])
+            .args([
+                "--prestart",
+                "4",
+                "--max-concurrent",
+                "8",
+                "--max-queue",
+                "4096",
+            ])
+            .env("JQJAIL_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting the daemon: {e}"))?;
+        let start = Instant::now();
+        while Client::connect(&socket).is_err() {
+            if start.elapsed() > Duration::from_secs(20) {
+                return Err("the daemon did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(Daemon {
+            child,
+            socket,
+            _dir: dir,
+        })
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: SIGTERM to the daemon we started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Default, Clone)]
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn push(&mut self, d: Duration) {
+        self.0.push(d.as_secs_f64() * 1000.0);
+    }
+    fn quantile(&self, q: f64) -> f64 {
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((v.len() - 1) as f64 * q).round() as usize;
+        v[i]
+    }
+    fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+    fn p99(&self) -> f64 {
+        self.quantile(0.99)
+    }
+    fn json(&self) -> Value {
+        json!({"median_ms": self.median(), "p99_ms": self.p99(), "n": self.0.len()})
+    }
+}
+
+fn on_path(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(tool))
+            .find(|p| p.is_file())
+    })
+}
+
+struct Cell {
+    input: &'static str,
+    filter: &'static str,
+    jqjail: Samples,
+    in_process: Samples,
+    clis: Vec<(&'static str, Samples)>,
+    outcome: String,
+    worker_peak_rss: u64,
+}
+
+fn run(opts: &Opts) -> Result<(), String> {
+    let started = Instant::now();
+    let sizes: Vec<(&'static str, usize, usize)> = if opts.smoke {
+        vec![("2 KiB", 2048, 5), ("1 MiB", 1 << 20, 2)]
+    } else {
+        vec![
+            ("2 KiB", 2048, 200),
+            ("1 MiB", 1 << 20, 30),
+            ("20 MiB", 20_900_000, 8),
+        ]
+    };
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let clis: Vec<(&'static str, PathBuf)> = CLIS
+        .iter()
+        .filter_map(|t| on_path(t).map(|p| (*t, p)))
+        .collect();
+    let mut notes = Vec::new();
+    for t in CLIS {
+        if !clis.iter().any(|(n, _)| *n == t) {
+            notes.push(format!("`{t}` is not on PATH: its column is empty"));
+        }
+    }
+    let daemon = Daemon::start()?;
+    let engine = Engine::new();
+    let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
+    let mut cells = Vec::new();
+    for (name, size, iters) in &sizes {
+        let input = corpus::issues(*size);
+        let path = dir.path().join(format!("{}.json", name.replace(' ', "")));
+        std::fs::write(&path, &input).map_err(|e| e.to_string())?;
+        eprintln!("input {name}: {} bytes", input.len());
+        for (_label, filter) in FILTERS {
+            let cell = measure(
+                name,
+                filter,
+                &input,
+                &path,
+                *iters,
+                &engine,
+                &mut client,
+                &clis,
+            );
+            eprintln!(
+                "  {filter:<60} jqjail {:>8.2} ms  in-process {:>8.2} ms  {}",
+                cell.jqjail.median(),
+                cell.in_process.median(),
+                cell.outcome
+            );
+            cells.push(cell);
+        }
+    }
+    let throughput = throughput(&daemon, if opts.smoke { 0.3 } else { 3.0 });
+    let stream_rss = stream_big(&daemon, opts.smoke);
+    let supervisor_peak_kib = daemon.status_kib("VmHWM:");
+    let memory_limit = memory_limit(&mut client, if opts.smoke { 1 } else { 5 });
+    let startup = worker_startup(if opts.smoke { 5 } else { 50 });
+    drop(daemon);
+
+    let report = render(
+        &cells,
+        &throughput,
+        &stream_rss,
+        supervisor_peak_kib,
+        &memory_limit,
+        &startup,
+        &notes,
+    );
+    println!("{report}");
+    let results = json!({
+        "smoke": opts.smoke,
+        "machine": machine(),
+        "cells": cells.iter().map(|c| json!({
+            "input": c.input, "filter": c.filter, "outcome": c.outcome,
+            "jqjail": c.jqjail.json(), "in_process": c.in_process.json(),
+            "worker_peak_rss_bytes": c.worker_peak_rss,
+            "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+        "throughput_rps": throughput.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
+        "supervisor_rss_kib_streaming_20mib": stream_rss.iter().map(|(c, r)| json!({"concurrency": c, "vm_hwm_kib": r})).collect::<Vec<_>>(),
+        "supervisor_peak_rss_kib": supervisor_peak_kib,
+        "memory_limit": memory_limit.iter().map(|(ms, rss, code)| json!({"ms": ms, "peak_rss_bytes": rss, "code": code})).collect::<Vec<_>>(),
+        "worker_startup_ms": startup.iter().map(|(n, s)| (n.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    if let Some(parent) = opts.out.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    std::fs::write(&opts.out, serde_json::to_vec_pretty(&results).unwrap())
+        .map_err(|e| format!("writing {}: {e}", opts.out.display()))?;
+    eprintln!(
+        "wrote {} in {:.1} s",
+        opts.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    input_name: &'static str,
+    filter: &'static str,
+    input: &[u8],
+    path: &Path,
+    iters: usize,
+    engine: &Engine,
+    client: &mut Client,
+    clis: &[(&'static str, PathBuf)],
+) -> Cell {
+    let job = Job {
+        filter: filter.to_string(),
+        input_bytes: input.len() as u64,
+        max_depth: 1000,
+        max_output_bytes: BENCH_MAX_OUTPUT,
+    };
+    let mut cell = Cell {
+        input: input_name,
+        filter,
+        jqjail: Samples::default(),
+        in_process: Samples::default(),
+        clis: clis.iter().map(|(t, _)| (*t, Samples::default())).collect(),
+        outcome: String::new(),
+        worker_peak_rss: 0,
+    };
+    let options = RunOptions::default();
+    // One warm-up of each, then interleaved rounds: every tool sees the same machine state.
+    let _ = client.run(filter, input, &options);
+    let _ = in_process(engine, &job, input);
+    for round in 0..iters {
+        let t = Instant::now();
+        let result = client.run(filter, input, &options);
+        cell.jqjail.push(t.elapsed());
+        match result {
+            Ok(reply) => {
+                cell.worker_peak_rss = cell.worker_peak_rss.max(reply.cost.peak_rss_bytes);
+                cell.outcome = format!("{} output bytes", reply.cost.output_bytes);
+            }
+            Err(ClientError::Server(e)) => cell.outcome = e.code.to_string(),
+            Err(e) => cell.outcome = format!("transport: {e}"),
+        }
+        let t = Instant::now();
+        let _ = in_process(engine, &job, input);
+        cell.in_process.push(t.elapsed());
+        // CLIs are slow on big inputs; a third of the rounds is enough for their medians.
+        if input.len() < (1 << 20) || round % 3 == 0 {
+            for ((_, exe), (_, samples)) in clis.iter().zip(cell.clis.iter_mut()) {
+                let t = Instant::now();
+                let _ = Command::new(exe)
+                    .args(["-c", filter])
+                    .arg(path)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                samples.push(t.elapsed());
+            }
+        }
+    }
+    cell
+}
+
+/// The in-process floor: the worker's evaluation (compile, strict scan, parse, run, write),
+/// minus freeing the parsed input, which a worker never does either (it exits instead).
+fn in_process(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, String> {
+    let filter = engine.compile(&job.filter).map_err(|e| e.message)?;
+    jqjail_worker::json::scan(input, job.max_depth).map_err(|e| e.to_string())?;
+    let value = jaq_json::read::parse_single(input).map_err(|e| e.to_string())?;
+    let result = engine.run(&filter, value.clone(), job.max_output_bytes);
+    std::mem::forget(value);
+    result.map_err(|e| e.message)
+}
+
+fn throughput(daemon: &Daemon, seconds: f64) -> Vec<(usize, f64)> {
+    let input = corpus::issues(2048);
+    let mut out = Vec::new();
+    for concurrency in [1usize, 4, 16, 64] {
+        let done = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = (0..concurrency)
+            .map(|_| {
+                let (done, stop, socket, input) = (
+                    done.clone(),
+                    stop.clone(),
+                    daemon.socket.clone(),
+                    input.clone(),
+                );
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(&socket).expect("connect");
+                    while !stop.load(Ordering::Relaxed) {
+                        if c.run(".[0]", &input, &RunOptions::default()).is_ok() {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        let elapsed = t.elapsed().as_secs_f64();
+        let count = done.load(Ordering::Relaxed);
+        for th in threads {
+            let _ = th.join();
+        }
+        eprintln!(
+            "throughput at {concurrency}: {:.0} req/s",
+            count as f64 / elapsed
+        );
+        out.push((concurrency, count as f64 / elapsed));
+    }
+    out
+}
+
+/// The daemon's peak RSS while 20 MiB inputs stream through it at concurrency 1 and 4.
+fn stream_big(daemon: &Daemon, smoke: bool) -> Vec<(usize, u64)> {
+    let input = Arc::new(corpus::issues(if smoke { 1 << 20 } else { 20_900_000 }));
+    let mut out = Vec::new();
+    for concurrency in [1usize, 4] {
+        let threads: Vec<_> = (0..concurrency)
+            .map(|_| {
+                let (socket, input) = (daemon.socket.clone(), input.clone());
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(&socket).expect("connect");
+                    for _ in 0..3 {
+                        let _ = c.run(".[0]", &input, &RunOptions::default());
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            let _ = th.join();
+        }
+        out.push((concurrency, daemon.status_kib("VmHWM:")));
+    }
+    out
+}
+
+fn memory_limit(client: &mut Client, runs: usize) -> Vec<(f64, u64, String)> {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let result = client.run("[range(1e9)]", b"null", &RunOptions::default());
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            match result {
+                Err(ClientError::Server(e)) => (
+                    ms,
+                    e.cost.map_or(0, |c| c.peak_rss_bytes),
+                    e.code.to_string(),
+                ),
+                Ok(_) => (ms, 0, "OK".into()),
+                Err(e) => (ms, 0, e.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Spawn → confined and ready, measured with the daemon's own spawn code.
+fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
+    use jqjail_protocol::frame::tokio_io::read_frame;
+    use jqjail_supervisor::spawn::{Program, spawn};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let program = Program::current_exe().expect("own executable");
+    let variants = [
+        (
+            "default isolation",
+            jqjail_supervisor::config::DEFAULT_ISOLATION,
+        ),
+        ("no namespaces", Isolation::NONE),
+    ];
+    variants
+        .into_iter()
+        .map(|(name, isolation)| {
+            let startup = StartupArgs {
+                parent_pid: std::process::id(),
+                heap_bytes: 256 << 20,
+                cpu_seconds: 6,
+                max_input_bytes: 20 << 20,
+                max_filter_bytes: 65536,
+                isolation,
+            };
+            let mut samples = Samples::default();
+            for _ in 0..runs {
+                rt.block_on(async {
+                    let t = Instant::now();
+                    let (mut child, sock) = spawn(&program, &startup).expect("spawn");
+                    let mut sock = tokio::net::UnixStream::from_std(sock).expect("socket");
+                    let ready = read_frame(&mut sock, 256).await;
+                    samples.push(t.elapsed());
+                    assert!(ready.is_ok(), "worker did not get ready");
+                    child.kill();
+                    let _ = child.wait().await;
+                });
+            }
+            (name, samples)
+        })
+        .collect()
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    json!({"cpu": cpu, "cores": cores, "kernel": kernel.trim()})
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "–".into()
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else if v < 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    cells: &[Cell],
+    throughput: &[(usize, f64)],
+    stream_rss: &[(usize, u64)],
+    supervisor_peak_kib: u64,
+    memory_limit: &[(f64, u64, String)],
+    startup: &[(&str, Samples)],
+    notes: &[String],
+) -> String {
+    let mut r = String::new();
+    let m = machine();
+    let _ = writeln!(
+        r,
+        "Machine: {}, {} cores, kernel {}.\n",
+        m["cpu"].as_str().unwrap_or("?"),
+        m["cores"],
+        m["kernel"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(r, "### Latency per request, median / p99 ms\n");
+    let mut header = String::from("| input | filter | answer | jqjail | in-process |");
+    let mut rule = String::from("|---|---|---|---|---|");
+    for t in CLIS {
+        let _ = write!(header, " {t} |");
+        rule.push_str("---|");
+    }
+    header.push_str(" jqjail / in-process |");
+    rule.push_str("---|");
+    for t in CLIS {
+        let _ = write!(header, " jqjail / {t} |");
+        rule.push_str("---|");
+    }
+    let _ = writeln!(r, "{header}\n{rule}");
+    for c in cells {
+        let mut row = format!(
+            "| {} | `{}` | {} | {} / {} | {} / {} |",
+            c.input,
+            c.filter.replace('|', "\\|"),
+            c.outcome,
+            ms(c.jqjail.median()),
+            ms(c.jqjail.p99()),
+            ms(c.in_process.median()),
+            ms(c.in_process.p99())
+        );
+        let cli = |t: &str| c.clis.iter().find(|(n, _)| *n == t).map(|(_, s)| s);
+        for t in CLIS {
+            match cli(t) {
+                Some(s) => {
+                    let _ = write!(row, " {} / {} |", ms(s.median()), ms(s.p99()));
+                }
+                None => row.push_str(" – |"),
+            }
+        }
+        let _ = write!(
+            row,
+            " {} |",
+            ratio(c.jqjail.median(), c.in_process.median())
+        );
+        for t in CLIS {
+            let v = cli(t).map_or(f64::NAN, Samples::median);
+            let _ = write!(row, " {} |", ratio(c.jqjail.median(), v));
+        }
+        let _ = writeln!(r, "{row}");
+    }
+    let _ = writeln!(
+        r,
+        "\n### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n"
+    );
+    let _ = writeln!(r, "| concurrency | requests/s |\n|---|---|");
+    for (c, rps) in throughput {
+        let _ = writeln!(r, "| {c} | {rps:.0} |");
+    }
+    let _ = writeln!(r, "\n### Memory\n");
+    let _ = writeln!(r, "| what | value |\n|---|---|");
+    for (c, kib) in stream_rss {
+        let _ = writeln!(
+            r,
+            "| supervisor peak RSS after 20 MiB `.[0]` requests at concurrency ≤ {c} | {:.1} MiB |",
+            *kib as f64 / 1024.0
+        );
+    }
+    let _ = writeln!(
+        r,
+        "| supervisor peak RSS over the whole run | {:.1} MiB |",
+        supervisor_peak_kib as f64 / 1024.0
+    );
+    for c in cells.iter().filter(|c| c.filter == ".[0]") {
+        let _ = writeln!(
+            r,
+            "| worker peak RSS, `.[0]` on {} | {:.1} MiB |",
+            c.input,
+            c.worker_peak_rss as f64 / 1048576.0
+        );
+    }
+    let _ = writeln!(
+        r,
+        "\n### `[range(1e9)]` under the default 256 MiB heap limit\n"
+    );
+    let _ = writeln!(
+        r,
+        "| run | answer | time to answer | worker peak RSS |\n|---|---|---|---|"
+    );
+    for (i, (t, rss, code)) in memory_limit.iter().enumerate() {
+        let _ = writeln!(
+            r,
+            "| {} | {code} | {t:.0} ms | {:.1} MiB |",
+            i + 1,
+            *rss as f64 / 1048576.0
+        );
+    }
+    let _ = writeln!(
+        r,
+        "\n### Worker start-up (spawn → confined and ready), ms\n"
+    );
+    let _ = writeln!(r, "| variant | median | p99 |\n|---|---|---|");
+    for (name, s) in startup {
+        let _ = writeln!(r, "| {name} | {} | {} |", ms(s.median()), ms(s.p99()));
+    }
+    let _ = writeln!(r, "\n### SPEC §9 targets\n");
+    let small = cells
+        .iter()
+        .find(|c| c.input == "2 KiB" && c.filter == ".[0]");
+    let big = cells
+        .iter()
+        .find(|c| c.input == "20 MiB" && c.filter == ".[0]");
+    let target = |ok: bool| if ok { "met" } else { "NOT met" };
+    if let Some(c) = small {
+        let p50 = c.jqjail.median();
+        let _ = writeln!(
+            r,
+            "- small request p50 ≤ 1 ms: {:.2} ms — {}",
+            p50,
+            target(p50 <= 1.0)
+        );
+    }
+    if let Some(c) = big {
+        let j = c.jqjail.median();
+        let inp = c.in_process.median();
+        let _ = writeln!(
+            r,
+            "- 20 MiB `.[0]` ≤ 1.15 × in-process: {:.2} × — {}",
+            j / inp,
+            target(j <= 1.15 * inp)
+        );
+        if let Some((_, s)) = c.clis.iter().find(|(t, _)| *t == "jaq") {
+            let _ = writeln!(
+                r,
+                "- 20 MiB `.[0]` ≤ jaq CLI: {:.1} ms vs {:.1} ms — {}",
+                j,
+                s.median(),
+                target(j <= s.median())
+            );
+        }
+    }
+    if let Some(best) = throughput.iter().map(|(_, r)| *r).reduce(f64::max) {
+        let _ = writeln!(
+            r,
+            "- ≥ 1,000 small req/s: {best:.0} req/s — {}",
+            target(best >= 1000.0)
+        );
+    }
+    if let Some((_, kib)) = stream_rss.first() {
+        let mib = *kib as f64 / 1024.0;
+        let _ = writeln!(
+            r,
+            "- supervisor RSS ≤ 64 MiB with 20 MiB inputs (concurrency 1): {mib:.1} MiB — {}",
+            target(mib <= 64.0)
+        );
+    }
+    if let Some((t, rss, code)) = memory_limit.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
+        let ok = code == "MEMORY_LIMIT" && *t <= 1000.0 && *rss <= 256 << 20;
+        let _ = writeln!(
+            r,
+            "- `[range(1e9)]` → MEMORY_LIMIT within 1 s, RSS ≤ cap: slowest {t:.0} ms, {:.1} MiB — {}",
+            *rss as f64 / 1048576.0,
+            target(ok)
+        );
+    }
+    for n in notes {
+        let _ = writeln!(r, "\nNote: {n}");
+    }
+    r
+}

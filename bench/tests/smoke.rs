@@ -1,0 +1,38 @@
+//! The benchmark's smoke mode runs in `cargo test`, so the benchmark cannot rot: it starts a
+//! real daemon, measures a few iterations of every part, and writes its JSON.
+
+#[test]
+fn smoke_run_completes_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_jqjail-bench"))
+        .arg("--smoke")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("### Latency per request"), "{stdout}");
+    assert!(stdout.contains("### SPEC §9 targets"), "{stdout}");
+    let results: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let cells = results["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 12);
+    for cell in cells {
+        // Every cell got an answer from the daemon, the same kind the in-process floor gets.
+        assert!(
+            cell["jqjail"]["median_ms"].as_f64().unwrap() > 0.0,
+            "{cell}"
+        );
+        assert!(
+            cell["outcome"].as_str().unwrap().ends_with("output bytes"),
+            "{cell}"
+        );
+    }
+    assert_eq!(results["memory_limit"][0]["code"], "MEMORY_LIMIT");
+}
