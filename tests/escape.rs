@@ -80,12 +80,16 @@ fn probe_child(args: &[String]) -> ! {
     };
     let outcome = attempt(&job.filter, startup.parent_pid as i32);
     // Still alive: say so.
-    let reply = Reply::Error(WorkerError {
-        code: ErrorCode::Internal,
-        message: format!("survived: {outcome}"),
-        limit: None,
-        actual: None,
-    });
+    let reply = Reply {
+        outcome: jqjail_protocol::worker::Outcome::Error(WorkerError {
+            code: ErrorCode::Internal,
+            message: format!("survived: {outcome}"),
+            limit: None,
+            actual: None,
+        }),
+        cpu_us: 0,
+        peak_rss_bytes: 0,
+    };
     if let Ok(body) = Encoding::Bincode.encode(&reply) {
         let _ = jqjail_protocol::frame::write_frame(&mut sock, &body);
     }
@@ -362,7 +366,10 @@ async fn run_probe(program: &Program, startup: &StartupArgs, probe: &str) -> Out
     match (exit.status, reply) {
         (Err(libc::SIGSYS), _) => Outcome::KilledBySigsys(exit.seccomp_syscall),
         (_, Ok(Ok(frame))) => match Encoding::Bincode.decode::<Reply>(&frame) {
-            Ok(Reply::Error(e)) => Outcome::Survived(e.message),
+            Ok(Reply {
+                outcome: jqjail_protocol::worker::Outcome::Error(e),
+                ..
+            }) => Outcome::Survived(e.message),
             other => Outcome::Other(format!("{other:?}")),
         },
         (status, _) => Outcome::Other(format!("exit {status:?}, stderr {}", exit.stderr_tail)),

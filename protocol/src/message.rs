@@ -55,19 +55,22 @@ pub struct HelloReply {
 }
 
 /// v1: evaluate `filter` over `input`.
+///
+/// The input comes last, so that in bincode everything needed to admit a request precedes
+/// the (possibly 20 MiB) input bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRequest<'a> {
     /// The filter text.
     pub filter: String,
-    /// Where the input comes from.
-    #[serde(borrow)]
-    pub input: Input<'a>,
     /// The filter language.
     #[serde(default)]
     pub lang: Lang,
     /// Tighter limits for this request only.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// Where the input comes from.
+    #[serde(borrow)]
+    pub input: Input<'a>,
 }
 
 /// v1: the input of a run.

@@ -58,9 +58,22 @@ pub struct Job {
     pub max_output_bytes: u64,
 }
 
-/// The worker's answer.
+/// The worker's answer, with what it cost so far. The supervisor answers its client from
+/// this and reaps the worker afterwards, off the request's path; the usage is the worker's own
+/// `getrusage(RUSAGE_SELF)` just before replying.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Reply {
+pub struct Reply {
+    /// The output or the error.
+    pub outcome: Outcome,
+    /// User + system CPU time, microseconds.
+    pub cpu_us: u64,
+    /// Peak resident set size, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// What the evaluation came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
     /// The output text.
     Output(String),
     /// An error found by the worker.

@@ -39,13 +39,16 @@ fn run_request() {
             max_depth: None,
         },
     });
-    let mut bincode = vec![0x01, 0x02, b'.', b'a', 0x00, 0x07];
+    // variant 1, filter ".a", lang Jq, three options: None, Some(300 as varint 0xfb 0x2c 0x01),
+    // None; then Input::Inline (0) with 7 bytes.
+    let mut bincode = vec![
+        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00,
+    ];
+    bincode.extend_from_slice(&[0x00, 0x07]);
     bincode.extend_from_slice(br#"{"a":1}"#);
-    // lang Jq, then three options: None, Some(300 as varint 0xfb 0x2c 0x01), None.
-    bincode.extend_from_slice(&[0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00]);
     both(
         &bincode,
-        r#"{"run":{"filter":".a","input":{"inline":"{\"a\":1}"},"lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null}}}"#,
+        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"input":{"inline":"{\"a\":1}"}}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);

@@ -149,6 +149,7 @@ fn init_logging() {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let cfg = args.config()?;
+    fixed_mmap_threshold();
     ensure_std_fds_open()?;
     set_worker_stack(cfg.stack_bytes)?;
     let program = Program::current_exe().context("resolving the worker executable")?;
@@ -165,6 +166,18 @@ fn run(args: Args) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&args.socket);
         result.context("serving")
     })
+}
+
+/// Request frames of up to tens of MiB pass through the daemon. glibc raises its mmap
+/// threshold after freeing a large mmapped block, so later frames would come from (and stay
+/// in) the heap arenas of whichever runtime threads handled them; with a fixed threshold
+/// every large buffer is its own mapping and goes back to the kernel when freed.
+fn fixed_mmap_threshold() {
+    // SAFETY: mallopt only adjusts allocator tuning; called before any other thread exists.
+    let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024) };
+    if ok != 1 {
+        tracing::warn!("mallopt(M_MMAP_THRESHOLD) failed; large buffers may stay in heap arenas");
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -11,7 +11,7 @@ use jqjail_protocol::frame::FrameError;
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    Job, MAX_READY_FRAME_BYTES, Ready, Reply, StartupArgs, max_reply_frame_bytes,
+    Job, MAX_READY_FRAME_BYTES, Outcome, Ready, Reply, StartupArgs, max_reply_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub struct PoolStats {
 
 /// The result of one job: the worker's answer and what it cost.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct JobResult {
     /// The output text, or the error.
     pub result: Result<String, ErrorReply>,
     /// Worker CPU time, where the worker was reaped.
@@ -113,8 +113,8 @@ impl Pool {
         input: &[u8],
         deadline: Instant,
         ctx: Context,
-    ) -> Outcome {
-        let fail = |e: ErrorReply| Outcome {
+    ) -> JobResult {
+        let fail = |e: ErrorReply| JobResult {
             result: Err(e),
             cpu: Duration::ZERO,
             peak_rss_bytes: 0,
@@ -174,7 +174,7 @@ impl Pool {
                     tracing::warn!(?exit, "idle worker was dead; retrying on another");
                 }
                 Attempt::DeadBeforeJob(exit) => {
-                    return Outcome {
+                    return JobResult {
                         result: Err(explain(&exit, &ctx)),
                         cpu: exit.cpu,
                         peak_rss_bytes: exit.peak_rss_bytes,
@@ -225,7 +225,7 @@ impl Pool {
 }
 
 enum Attempt {
-    Done(Outcome),
+    Done(JobResult),
     /// The worker was gone before it took the job; safe to retry elsewhere.
     DeadBeforeJob(Exit),
 }
@@ -256,7 +256,7 @@ async fn run_on(
     let header = match Encoding::Bincode.encode(job) {
         Ok(h) => h,
         Err(e) => {
-            return Attempt::Done(Outcome {
+            return Attempt::Done(JobResult {
                 result: Err(ErrorReply::new(
                     ErrorCode::Internal,
                     format!("cannot encode job: {e}"),
@@ -286,23 +286,43 @@ async fn run_on(
         }
         Err(elapsed) => Err(elapsed),
     };
-    let result = match reply {
+    match reply {
         Ok(Ok(frame)) => match Encoding::Bincode.decode::<Reply>(&frame) {
-            Ok(Reply::Output(text)) => Ok(text),
-            Ok(Reply::Error(e)) => Err(ErrorReply {
-                code: e.code,
-                message: e.message,
-                limit: e.limit,
-                actual: e.actual,
-                detail: None,
-                cost: None,
-            }),
+            Ok(reply) => {
+                // Answer now; the worker is exiting on its own and is reaped off the
+                // request's path (killed if it lingers).
+                let mut child = w.child;
+                tokio::spawn(async move {
+                    reap(&mut child).await;
+                });
+                let result = match reply.outcome {
+                    Outcome::Output(text) => Ok(text),
+                    Outcome::Error(e) => Err(ErrorReply {
+                        code: e.code,
+                        message: e.message,
+                        limit: e.limit,
+                        actual: e.actual,
+                        detail: None,
+                        cost: None,
+                    }),
+                };
+                Attempt::Done(JobResult {
+                    result,
+                    cpu: Duration::from_micros(reply.cpu_us),
+                    peak_rss_bytes: reply.peak_rss_bytes,
+                })
+            }
             Err(e) => {
                 w.child.kill();
-                Err(ErrorReply::new(
-                    ErrorCode::WorkerCrashed,
-                    format!("worker sent a malformed reply: {e}"),
-                ))
+                let exit = reap(&mut w.child).await;
+                Attempt::Done(JobResult {
+                    result: Err(ErrorReply::new(
+                        ErrorCode::WorkerCrashed,
+                        format!("worker sent a malformed reply: {e}"),
+                    )),
+                    cpu: exit.cpu,
+                    peak_rss_bytes: exit.peak_rss_bytes,
+                })
             }
         },
         Ok(Err(frame_error)) => {
@@ -312,29 +332,23 @@ async fn run_on(
                 w.child.kill();
             }
             let exit = reap(&mut w.child).await;
-            return Attempt::Done(Outcome {
+            Attempt::Done(JobResult {
                 result: Err(explain(&exit, &ctx)),
                 cpu: exit.cpu,
                 peak_rss_bytes: exit.peak_rss_bytes,
-            });
+            })
         }
         Err(_elapsed) => {
             w.child.kill();
             ctx.killed_for_timeout = true;
             let exit = reap(&mut w.child).await;
-            return Attempt::Done(Outcome {
+            Attempt::Done(JobResult {
                 result: Err(explain(&exit, &ctx)),
                 cpu: exit.cpu,
                 peak_rss_bytes: exit.peak_rss_bytes,
-            });
+            })
         }
-    };
-    let exit = reap(&mut w.child).await;
-    Attempt::Done(Outcome {
-        result,
-        cpu: exit.cpu,
-        peak_rss_bytes: exit.peak_rss_bytes,
-    })
+    }
 }
 
 /// Starts one worker with `startup`'s isolation; while a part of it is refused by this host,

@@ -142,3 +142,45 @@ fn logs_carry_no_request_data() {
         "request data leaked into the log:\n{log}"
     );
 }
+
+#[test]
+fn the_async_client_runs_and_types_its_errors() {
+    let d = Daemon::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = jqjail_client::AsyncClient::connect(&d.socket)
+            .await
+            .unwrap();
+        assert_eq!(c.limits().max_output_bytes, 100_000);
+        let reply = c
+            .run(".a", br#"{"a":[1,2]}"#, &Default::default())
+            .await
+            .unwrap();
+        assert_eq!(reply.output, "[1,2]");
+        let err = c.run(".[", b"null", &Default::default()).await.unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::CompileError));
+        // Several async clients at once, each with its own answer.
+        let mut tasks = Vec::new();
+        for i in 0..8u32 {
+            let socket = d.socket.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut c = jqjail_client::AsyncClient::connect(&socket).await.unwrap();
+                let out = c
+                    .run(". * 3", i.to_string().as_bytes(), &Default::default())
+                    .await
+                    .unwrap();
+                (i, out.output)
+            }));
+        }
+        for t in tasks {
+            let (i, out) = t.await.unwrap();
+            assert_eq!(out, (i * 3).to_string());
+        }
+    });
+    let err = jqjail_client::Client::connect(d.dir.path().join("missing.sock")).unwrap_err();
+    assert_eq!(err.code(), None);
+    assert!(err.to_string().starts_with("cannot connect to"), "{err}");
+}

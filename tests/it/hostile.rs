@@ -90,8 +90,8 @@ fn cases() -> Vec<Case> {
             Code(MemoryLimit),
         ),
         case(
-            "object growth",
-            r#"reduce range(1e9) as $i ({}; .["k\($i)"] = $i)"#,
+            "reduce array doubling",
+            "reduce range(30) as $i ([0]; . + .)",
             "null",
             Code(MemoryLimit),
         ),

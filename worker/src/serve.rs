@@ -6,7 +6,7 @@ use crate::json;
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    EXIT_SETUP, Job, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
+    EXIT_SETUP, Job, Outcome, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
     max_job_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode};
@@ -75,17 +75,23 @@ fn serve(startup: &StartupArgs) -> i32 {
         Ok(started) => started,
         Err(code) => return code,
     };
-    let reply = match read_job(&mut sock, startup) {
+    let outcome = match read_job(&mut sock, startup) {
         Ok((job, input)) => match evaluate(&engine, &job, &input) {
-            Ok(output) => Reply::Output(output),
-            Err(e) => Reply::Error(WorkerError {
+            Ok(output) => Outcome::Output(output),
+            Err(e) => Outcome::Error(WorkerError {
                 code: e.code,
                 message: e.message,
                 limit: e.limit,
                 actual: e.actual,
             }),
         },
-        Err(e) => Reply::Error(e),
+        Err(e) => Outcome::Error(e),
+    };
+    let (cpu_us, peak_rss_bytes) = own_usage();
+    let reply = Reply {
+        outcome,
+        cpu_us,
+        peak_rss_bytes,
     };
     match Encoding::Bincode.encode(&reply) {
         Ok(body) => match write_frame(&mut sock, &body) {
@@ -100,6 +106,21 @@ fn serve(startup: &StartupArgs) -> i32 {
             EXIT_SETUP
         }
     }
+}
+
+/// This process's CPU time (µs) and peak RSS (bytes) so far.
+fn own_usage() -> (u64, u64) {
+    // SAFETY: all-zero bytes are a valid `rusage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one `rusage` into the local we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return (0, 0);
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (
+        us(usage.ru_utime) + us(usage.ru_stime),
+        usage.ru_maxrss as u64 * 1024,
+    )
 }
 
 fn protocol_error(message: String) -> WorkerError {
