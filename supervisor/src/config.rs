@@ -41,6 +41,17 @@ pub struct Config {
     /// Namespaces and empty root for workers; parts the host refuses are turned off (and
     /// logged) at start-up.
     pub isolation: Isolation,
+    /// Per-worker memory cgroup limit: `None` derives it (heap + stack + 64 MiB), `Some(0)`
+    /// turns the cgroup off.
+    pub cgroup_memory_bytes: Option<u64>,
+}
+
+impl Config {
+    /// The per-worker memory cgroup limit in effect, 0 for none.
+    pub fn cgroup_limit(&self) -> u64 {
+        self.cgroup_memory_bytes
+            .unwrap_or(self.limits.max_heap_bytes + self.stack_bytes + (64 << 20))
+    }
 }
 
 /// The default isolation: user, IPC/UTS namespaces and the empty root. The network namespace
@@ -91,6 +102,7 @@ impl Default for Config {
             idle_exit: None,
             socket_mode: 0o600,
             isolation: DEFAULT_ISOLATION,
+            cgroup_memory_bytes: None,
         }
     }
 }
@@ -141,6 +153,7 @@ pub struct FileLimits {
     pub max_heap_bytes: Option<u64>,
     pub stack_bytes: Option<u64>,
     pub cpu_seconds: Option<u64>,
+    pub cgroup_memory_bytes: Option<u64>,
 }
 
 /// `[workers]` of the TOML file.
@@ -216,6 +229,9 @@ impl FileConfig {
         set(&mut lim.max_heap_bytes, l.max_heap_bytes);
         set(&mut base.stack_bytes, l.stack_bytes);
         set(&mut base.cpu_seconds, l.cpu_seconds);
+        if l.cgroup_memory_bytes.is_some() {
+            base.cgroup_memory_bytes = l.cgroup_memory_bytes;
+        }
         set(&mut base.prestart, self.workers.prestart);
         set(&mut base.max_concurrent, self.workers.max_concurrent);
         set(&mut base.max_queue, self.workers.max_queue);

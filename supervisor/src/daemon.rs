@@ -49,6 +49,9 @@ pub struct Args {
     /// Worker CPU-time limit, seconds.
     #[arg(long)]
     pub cpu_seconds: Option<u64>,
+    /// Per-worker memory cgroup limit, bytes (0: no cgroup; default heap + stack + 64 MiB).
+    #[arg(long)]
+    pub cgroup_memory_bytes: Option<u64>,
     /// Workers kept started and ready.
     #[arg(long)]
     pub prestart: Option<usize>,
@@ -94,6 +97,9 @@ impl Args {
         set(&mut l.max_heap_bytes, self.max_heap_bytes);
         set(&mut cfg.stack_bytes, self.stack_bytes);
         set(&mut cfg.cpu_seconds, self.cpu_seconds);
+        if self.cgroup_memory_bytes.is_some() {
+            cfg.cgroup_memory_bytes = self.cgroup_memory_bytes;
+        }
         set(&mut cfg.prestart, self.prestart);
         set(&mut cfg.max_concurrent, self.max_concurrent);
         set(&mut cfg.max_queue, self.max_queue);

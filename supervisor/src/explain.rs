@@ -17,6 +17,8 @@ pub struct Context {
     pub heap_bytes: u64,
     /// The CPU-time limit in seconds, for the message.
     pub cpu_seconds: u64,
+    /// The per-worker memory cgroup limit (0: none), for the message.
+    pub cgroup_bytes: u64,
 }
 
 fn mib(bytes: u64) -> String {
@@ -47,6 +49,17 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
             ),
         )
         .with_limit(ctx.timeout_ms, ctx.timeout_ms);
+    }
+    if exit.oom_killed {
+        return ErrorReply::new(
+            ErrorCode::MemoryLimit,
+            format!(
+                "filter used more memory than the worker's {} memory cgroup allows and was killed by the kernel (peak resident memory {})",
+                mib(ctx.cgroup_bytes),
+                mib(exit.peak_rss_bytes)
+            ),
+        )
+        .with_limit(ctx.cgroup_bytes, exit.peak_rss_bytes);
     }
     if stderr.contains("has overflowed its stack") {
         return ErrorReply::new(
@@ -144,6 +157,7 @@ mod tests {
             peak_rss_bytes: 300 << 20,
             stderr_tail: stderr.into(),
             seccomp_syscall: None,
+            oom_killed: false,
         }
     }
 
@@ -152,6 +166,7 @@ mod tests {
         timeout_ms: 5000,
         heap_bytes: 256 << 20,
         cpu_seconds: 6,
+        cgroup_bytes: 400 << 20,
     };
 
     #[test]
@@ -190,6 +205,19 @@ mod tests {
         assert!(msg.contains("`openat` (number 257)"), "{msg}");
         e.seccomp_syscall = None;
         assert!(explain(&e, &CTX).message.contains("not readable"));
+    }
+
+    #[test]
+    fn a_cgroup_oom_kill_is_a_memory_limit() {
+        let mut e = exit(Err(libc::SIGKILL), "");
+        e.oom_killed = true;
+        let reply = explain(&e, &CTX);
+        assert_eq!(reply.code, ErrorCode::MemoryLimit);
+        assert!(
+            reply.message.contains("400.0 MiB memory cgroup"),
+            "{}",
+            reply.message
+        );
     }
 
     #[test]

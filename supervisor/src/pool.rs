@@ -5,6 +5,7 @@
 //! Architecture invariant: a worker process is used for one job only. No heap, CPU budget or
 //! data from one request (or tenant) can reach another through a worker.
 
+use crate::cgroup::CgroupParent;
 use crate::explain::{Context, explain};
 use crate::spawn::{Child, Exit, Program, spawn};
 use jqjail_protocol::frame::FrameError;
@@ -40,6 +41,8 @@ pub struct PoolConfig {
     pub max_concurrent: usize,
     /// Jobs waiting for a slot beyond which new ones are refused with `OVERLOADED`.
     pub max_queue: usize,
+    /// Where each worker gets its own memory cgroup, if the host allows.
+    pub cgroup: Option<Arc<CgroupParent>>,
 }
 
 /// A started, confined worker waiting for its one job.
@@ -94,7 +97,8 @@ impl Pool {
             let startup = cfg.startup;
             let last = last_start_error.clone();
             let stats = stats.clone();
-            tokio::spawn(refill(tx, program, startup, last, stats));
+            let cgroup = cfg.cgroup.clone();
+            tokio::spawn(refill(tx, program, startup, cgroup, last, stats));
         }
         Pool {
             slots: Semaphore::new(cfg.max_concurrent.max(1)),
@@ -241,6 +245,7 @@ async fn reap(child: &mut Child) -> Exit {
                 peak_rss_bytes: 0,
                 stderr_tail: format!("could not reap worker: {e}"),
                 seccomp_syscall: None,
+                oom_killed: false,
             })
         }
     }
@@ -356,7 +361,7 @@ async fn run_on(
 pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) -> StartupArgs {
     use jqjail_protocol::worker::Isolation;
     loop {
-        match start_worker(program, &startup).await {
+        match start_worker(program, &startup, None).await {
             Ok(worker) => {
                 drop(worker);
                 break;
@@ -387,9 +392,19 @@ pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) ->
     startup
 }
 
-async fn start_worker(program: &Program, startup: &StartupArgs) -> Result<Worker, String> {
+async fn start_worker(
+    program: &Program,
+    startup: &StartupArgs,
+    cgroup: Option<&CgroupParent>,
+) -> Result<Worker, String> {
     let (mut child, sock) =
         spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
+    if let Some(parent) = cgroup {
+        match parent.attach(child.pid()) {
+            Ok(cg) => child.set_cgroup(cg),
+            Err(e) => tracing::warn!(error = %e, "cannot put a worker in its memory cgroup"),
+        }
+    }
     let mut sock =
         UnixStream::from_std(sock).map_err(|e| format!("registering worker socket: {e}"))?;
     let ready =
@@ -414,12 +429,13 @@ async fn refill(
     tx: mpsc::Sender<Worker>,
     program: Program,
     startup: StartupArgs,
+    cgroup: Option<Arc<CgroupParent>>,
     last_error: Arc<std::sync::Mutex<Option<String>>>,
     stats: Arc<PoolStats>,
 ) {
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
-        match start_worker(&program, &startup).await {
+        match start_worker(&program, &startup, cgroup.as_deref()).await {
             Ok(worker) => {
                 stats.started.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut last) = last_error.lock() {

@@ -2,6 +2,7 @@
 //! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
 //! as the bytes they arrived as (architecture invariant).
 
+use crate::cgroup::CgroupParent;
 use crate::config::Config;
 use crate::explain::Context;
 use crate::pool::{Pool, PoolConfig, negotiate_isolation};
@@ -31,6 +32,8 @@ struct Shared {
     pool: Pool,
     max_frame: u64,
     connections: AtomicUsize,
+    /// The per-worker cgroup limit in force (0: none).
+    cgroup_bytes: u64,
 }
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
@@ -51,6 +54,22 @@ pub async fn serve(
         isolation: cfg.isolation,
     };
     let startup = negotiate_isolation(&program, startup).await;
+    let cgroup = match cfg.cgroup_limit() {
+        0 => None,
+        limit => match CgroupParent::create(limit) {
+            Ok(parent) => {
+                tracing::info!(
+                    limit_bytes = limit,
+                    "each worker gets its own memory cgroup"
+                );
+                Some(Arc::new(parent))
+            }
+            Err(why) => {
+                tracing::warn!(reason = %why, "per-worker memory cgroups unavailable; RLIMIT_DATA alone bounds the heap");
+                None
+            }
+        },
+    };
     tracing::info!(
         worker = %program.display(),
         limits = ?cfg.limits,
@@ -66,12 +85,14 @@ pub async fn serve(
         prestart: cfg.prestart,
         max_concurrent: cfg.max_concurrent,
         max_queue: cfg.max_queue,
+        cgroup: cgroup.clone(),
     });
     let shared = Arc::new(Shared {
         max_frame: max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes),
         cfg,
         pool,
         connections: AtomicUsize::new(0),
+        cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -332,6 +353,7 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
         timeout_ms: effective.timeout_ms,
         heap_bytes: limits.max_heap_bytes,
         cpu_seconds: shared.cfg.cpu_seconds,
+        cgroup_bytes: shared.cgroup_bytes,
     };
     let deadline = start + Duration::from_millis(effective.timeout_ms);
     let outcome = shared.pool.execute(&job, input, deadline, ctx).await;

@@ -29,6 +29,7 @@ pub struct Child {
     pidfd: AsyncFd<OwnedFd>,
     stderr: OwnedFd,
     reaped: bool,
+    cgroup: Option<crate::cgroup::WorkerCgroup>,
 }
 
 /// How a worker ended, as the kernel reports it.
@@ -44,6 +45,8 @@ pub struct Exit {
     pub stderr_tail: String,
     /// For a SIGSYS death, the system call seccomp killed it for, if the kernel log says.
     pub seccomp_syscall: Option<i64>,
+    /// The OOM killer acted in the worker's memory cgroup.
+    pub oom_killed: bool,
 }
 
 /// The worker program: the absolute path of the running executable, resolved once.
@@ -156,6 +159,7 @@ pub fn spawn(
         pidfd,
         stderr: err_read,
         reaped: false,
+        cgroup: None,
     };
     let ours = std::os::unix::net::UnixStream::from(ours);
     ours.set_nonblocking(true)?;
@@ -166,6 +170,11 @@ impl Child {
     /// The worker's pid.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Puts the worker in its own memory cgroup, removed when it is reaped.
+    pub fn set_cgroup(&mut self, cgroup: crate::cgroup::WorkerCgroup) {
+        self.cgroup = Some(cgroup);
     }
 
     /// Sends SIGKILL (through the pidfd, so never to a recycled pid). Idempotent.
@@ -214,6 +223,14 @@ impl Child {
         } else {
             Ok(libc::WEXITSTATUS(status))
         };
+        let oom_killed = match self.cgroup.take() {
+            Some(cg) => {
+                let killed = cg.oom_killed();
+                cg.remove();
+                killed
+            }
+            None => false,
+        };
         let seccomp_syscall = match status {
             Err(libc::SIGSYS) => crate::kmsg::seccomp_syscall(self.pid),
             _ => None,
@@ -225,6 +242,7 @@ impl Child {
             peak_rss_bytes: (usage.ru_maxrss as u64) * 1024,
             stderr_tail: self.stderr_tail(),
             seccomp_syscall,
+            oom_killed,
         }))
     }
 
@@ -256,6 +274,9 @@ impl Drop for Child {
             self.kill();
             // SAFETY: waitpid on our own unreaped child, no out-pointer.
             unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        }
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove();
         }
     }
 }

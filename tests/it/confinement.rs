@@ -169,3 +169,49 @@ fn isolation_is_configurable() {
     assert_eq!(field(&status, "CapEff:"), "0000000000000000");
     assert_eq!(bare.ok(".", "[1]"), "[1]");
 }
+
+#[test]
+fn each_worker_gets_a_memory_cgroup_where_the_host_allows() {
+    // A heap rlimit far above the cgroup limit, so that the cgroup is what stops the filter.
+    let d = Daemon::start_with(
+        &[
+            "--max-heap-bytes",
+            "2000000000",
+            "--cgroup-memory-bytes",
+            "150000000",
+        ],
+        &[],
+    );
+    if d.log().contains("memory cgroups unavailable") {
+        eprintln!(
+            "skipped: this host offers no writable cgroup-v1 memory controller (see the daemon log)"
+        );
+        return;
+    }
+    let pid = idle_worker(&d);
+    // The supervisor moves a worker into its cgroup right after spawning it, while the worker
+    // starts up; on a loaded machine the worker can be ready first, so wait for the move.
+    let expected = format!("/jqjail-workers-{}/w{pid}", d.pid());
+    let memory_cgroup = || {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains(":memory:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || memory_cgroup()
+            .contains(&expected)),
+        "{}\n{}",
+        memory_cgroup(),
+        d.log()
+    );
+    let msg = d.err(
+        "[range(1e9)]",
+        "null",
+        jqjail_client::ErrorCode::MemoryLimit,
+    );
+    assert!(msg.contains("memory cgroup"), "{msg}");
+    assert_eq!(d.ok(".", "1"), "1");
+}
