@@ -349,6 +349,7 @@ async fn run_probe(program: &Program, startup: &StartupArgs, probe: &str) -> Out
     }
     let job = Job {
         filter: probe.to_string(),
+        lang: jqjail_protocol::Lang::Jq,
         input_bytes: 0,
         max_depth: 10,
         max_output_bytes: 1000,

@@ -306,6 +306,7 @@ fn measure(
 ) -> Cell {
     let job = Job {
         filter: filter.to_string(),
+        lang: jqjail_protocol::Lang::Jq,
         input_bytes: input.len() as u64,
         max_depth: 1000,
         max_output_bytes: BENCH_MAX_OUTPUT,

@@ -3,7 +3,7 @@
 use crate::{ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, hello};
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::{
-    Encoding, HelloReply, Input, JsonText, Lang, Limits, Request, Response, RunReply, RunRequest,
+    Encoding, HelloReply, Input, JsonText, Limits, Request, Response, RunReply, RunRequest,
 };
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -72,7 +72,7 @@ impl Client {
         let request = Request::Run(RunRequest {
             filter: filter.to_string(),
             input: Input::Inline(JsonText::from(input)),
-            lang: Lang::Jq,
+            lang: options.lang,
             limits: options.limits,
         });
         match self.exchange(&request)? {

@@ -59,9 +59,13 @@ impl Exit {
         use ErrorCode::*;
         match code {
             InputTooLarge | InputTooDeep | InvalidJson => Exit::Input,
-            FilterTooLong | CompileError => Exit::Filter,
-            RuntimeError | NonJsonOutput => Exit::Runtime,
-            OutputTooLarge | Timeout | CpuLimit | MemoryLimit | StackLimit => Exit::Limit,
+            FilterTooLong | CompileError | InvalidQuery => Exit::Filter,
+            RuntimeError | NonJsonOutput | MissingProperty | TypeMismatch | IndexOutOfBounds => {
+                Exit::Runtime
+            }
+            OutputTooLarge | Timeout | CpuLimit | MemoryLimit | StackLimit | ProjectionTooLarge => {
+                Exit::Limit
+            }
             SandboxViolation | WorkerCrashed => Exit::Sandbox,
             Overloaded | ShuttingDown => Exit::Unavailable,
             _ => Exit::Internal,
@@ -90,8 +94,8 @@ struct Args {
     /// The daemon's socket (default: $JQJAIL_SOCKET, the system daemon, or a private one).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// The filter language.
-    #[arg(long, default_value = "jq", value_parser = ["jq"])]
+    /// The filter language: `jq`, or `path` for the JMESPath-like subset (`items[*].name`).
+    #[arg(long, default_value = "jq", value_parser = ["jq", "path"])]
     lang: String,
     /// Wall-clock limit for this request: `500ms`, `2s`, or seconds.
     #[arg(long, value_parser = parse_duration)]
@@ -163,6 +167,9 @@ fn run(args: Args) -> Exit {
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
     options.limits.max_output_bytes = args.max_output;
+    if args.lang == "path" {
+        options.lang = crate::Lang::Path;
+    }
     match client.run(&args.filter, &input, &options) {
         Ok(reply) => {
             let mut out = std::io::stdout().lock();

@@ -13,7 +13,7 @@ pub mod paths;
 
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
-pub use jqjail_protocol::{Cost, ErrorCode, ErrorReply, LimitOverrides, Limits, RunReply};
+pub use jqjail_protocol::{Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply};
 
 use jqjail_protocol::{CodecError, FrameError, Hello, PROTOCOL_VERSION};
 use std::path::PathBuf;
@@ -81,6 +81,8 @@ impl From<CodecError> for ClientError {
 pub struct RunOptions {
     /// Limits tighter than the server's.
     pub limits: LimitOverrides,
+    /// The filter's language (jq by default).
+    pub lang: Lang,
 }
 
 fn hello() -> Hello {

@@ -54,6 +54,16 @@ pub enum ErrorCode {
     ShuttingDown,
     /// v1: a failure inside jqjail itself (spawning a worker, an I/O error); a bug or a host problem.
     Internal,
+    /// v1 (path language): a property the path names does not exist.
+    MissingProperty,
+    /// v1 (path language): the path applies an operation to a value of the wrong type.
+    TypeMismatch,
+    /// v1 (path language): an array index is outside the array.
+    IndexOutOfBounds,
+    /// v1 (path language): the query does not parse or breaks a query limit.
+    InvalidQuery,
+    /// v1 (path language): a wildcard projects over more elements than the limit.
+    ProjectionTooLarge,
 }
 
 impl ErrorCode {
@@ -81,11 +91,16 @@ impl ErrorCode {
             Self::Overloaded => "OVERLOADED",
             Self::ShuttingDown => "SHUTTING_DOWN",
             Self::Internal => "INTERNAL",
+            Self::MissingProperty => "MISSING_PROPERTY",
+            Self::TypeMismatch => "TYPE_MISMATCH",
+            Self::IndexOutOfBounds => "INDEX_OUT_OF_BOUNDS",
+            Self::InvalidQuery => "INVALID_QUERY",
+            Self::ProjectionTooLarge => "PROJECTION_TOO_LARGE",
         }
     }
 
     /// Every code, in wire order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 26] = [
         Self::InputTooLarge,
         Self::FilterTooLong,
         Self::InputTooDeep,
@@ -107,6 +122,11 @@ impl ErrorCode {
         Self::Overloaded,
         Self::ShuttingDown,
         Self::Internal,
+        Self::MissingProperty,
+        Self::TypeMismatch,
+        Self::IndexOutOfBounds,
+        Self::InvalidQuery,
+        Self::ProjectionTooLarge,
     ];
 }
 

@@ -88,6 +88,8 @@ pub enum Lang {
     /// v1: jq, evaluated by jaq.
     #[default]
     Jq,
+    /// v1: the JMESPath-inspired path language of SPEC §4 (`items[*].name`).
+    Path,
 }
 
 /// v1: a successful run.

@@ -50,6 +50,8 @@ pub struct Ready {
 pub struct Job {
     /// The filter text.
     pub filter: String,
+    /// Its language.
+    pub lang: crate::Lang,
     /// Length of the raw input that follows the frame.
     pub input_bytes: u64,
     /// Deepest input nesting accepted.

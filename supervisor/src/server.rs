@@ -344,6 +344,7 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
     };
     let job = Job {
         filter: run.filter,
+        lang: run.lang,
         input_bytes: input_len,
         max_depth: effective.max_depth,
         max_output_bytes: effective.max_output_bytes,

@@ -80,6 +80,7 @@ fn expected_answer(case: &Case) -> Option<Value> {
 fn in_process(engine: &Engine, case: &Case) -> Result<String, String> {
     let job = Job {
         filter: case.filter.clone(),
+        lang: jqjail_protocol::Lang::Jq,
         input_bytes: case.input.len() as u64,
         max_depth: 1000,
         max_output_bytes: 100_000,

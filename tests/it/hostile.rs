@@ -337,6 +337,7 @@ fn hostile_filters_are_stopped_and_explained_while_others_are_served() {
                 timeout_ms: case.timeout_ms,
                 ..Default::default()
             },
+            ..Default::default()
         };
         let start = Instant::now();
         let result = hostile.run(&case.filter, &case.input, &options);

@@ -10,6 +10,7 @@ fn with_timeout(ms: u64) -> RunOptions {
             timeout_ms: Some(ms),
             ..Default::default()
         },
+        ..Default::default()
     }
 }
 
@@ -137,6 +138,7 @@ fn output_cap_is_exact_and_stops_early() {
             max_output_bytes: Some(10),
             ..Default::default()
         },
+        ..Default::default()
     };
     assert_eq!(c.run(".", b"[1,2,3,4]", &low).unwrap().output, "[1,2,3,4]");
     expect_code(c.run(".", b"[1,2,3,4,5]", &low), ErrorCode::OutputTooLarge);

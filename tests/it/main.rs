@@ -12,5 +12,6 @@ mod hostile;
 mod json_client;
 mod lifecycle;
 mod limits;
+mod path;
 mod sandbox;
 mod util;

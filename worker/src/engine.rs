@@ -145,25 +145,10 @@ impl Engine {
         input: Val,
         max_output_bytes: u64,
     ) -> Result<String, EvalError> {
-        let limit = usize::try_from(max_output_bytes).unwrap_or(usize::MAX);
-        let too_large = |count: usize| {
-            let mut e = EvalError::new(
-                ErrorCode::OutputTooLarge,
-                format!(
-                    "output is over the {}-byte limit (evaluation stopped at output value {}); narrow the filter, e.g. `.[:20]`, `keys` or `length`, or ask for paging",
-                    grouped(max_output_bytes),
-                    grouped(count as u64 + 1)
-                ),
-            );
-            e.limit = Some(max_output_bytes);
-            e.actual = Some(max_output_bytes.saturating_add(1));
-            e
-        };
         let filter = &filter.0;
         let env = Val::obj(Default::default());
         let ctx = Ctx::<Data>::new(&filter.lut, Vars::new([env]));
-        let mut out = Vec::new();
-        let mut count = 0usize;
+        let mut answer = Answer::new(max_output_bytes);
         for item in filter.id.run((ctx, input)) {
             let value = match item {
                 Ok(value) => value,
@@ -194,46 +179,103 @@ impl Engine {
                     },
                 },
             };
-            // With a second value the text becomes `[v1,v2,…]`: keep room for the brackets.
-            let result = if count == 0 {
-                write_value(&mut out, &value, limit)
-            } else {
-                let framed = limit.saturating_sub(2);
-                if out.len() + 1 > framed {
-                    Err(WriteError::OverBudget)
-                } else {
-                    out.push(b',');
-                    write_value(&mut out, &value, framed)
-                }
-            };
-            // Values are never dropped here: jaq's Drop recurses once per nesting level, and
-            // the worker exits right after replying anyway.
-            std::mem::forget(value);
-            match result {
-                Ok(()) => count += 1,
-                Err(WriteError::OverBudget) => return Err(too_large(count)),
-                Err(WriteError::NonJson(why)) => {
-                    return Err(EvalError::new(
-                        ErrorCode::NonJsonOutput,
-                        format!("output value {} is not JSON: {why}", count + 1),
-                    ));
-                }
-            }
+            answer.push(value)?;
         }
-        let text = match count {
+        answer.finish()
+    }
+}
+
+/// Renders a single value as the answer text, within the output cap (the path language's
+/// answer is always exactly one value).
+pub fn render(value: Val, max_output_bytes: u64) -> Result<String, EvalError> {
+    let mut answer = Answer::new(max_output_bytes);
+    answer.push(value)?;
+    answer.finish()
+}
+
+/// The answer text being built: one output → that value, several → `[v1,v2,…]`, none →
+/// `null`; never longer than the cap, array framing included.
+struct Answer {
+    out: Vec<u8>,
+    count: usize,
+    max: u64,
+    limit: usize,
+}
+
+impl Answer {
+    fn new(max_output_bytes: u64) -> Answer {
+        Answer {
+            out: Vec::new(),
+            count: 0,
+            max: max_output_bytes,
+            limit: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    fn too_large(&self) -> EvalError {
+        let mut e = EvalError::new(
+            ErrorCode::OutputTooLarge,
+            format!(
+                "output is over the {}-byte limit (evaluation stopped at output value {}); narrow the filter, e.g. `.[:20]`, `keys` or `length`, or ask for paging",
+                grouped(self.max),
+                grouped(self.count as u64 + 1)
+            ),
+        );
+        e.limit = Some(self.max);
+        e.actual = Some(self.max.saturating_add(1));
+        e
+    }
+
+    /// Appends one output value, failing as soon as the text would pass the cap.
+    fn push(&mut self, value: Val) -> Result<(), EvalError> {
+        // With a second value the text becomes `[v1,v2,…]`: keep room for the brackets.
+        let result = if self.count == 0 {
+            write_value(&mut self.out, &value, self.limit)
+        } else {
+            let framed = self.limit.saturating_sub(2);
+            if self.out.len() + 1 > framed {
+                Err(WriteError::OverBudget)
+            } else {
+                self.out.push(b',');
+                write_value(&mut self.out, &value, framed)
+            }
+        };
+        // Values are never dropped here: jaq's Drop recurses once per nesting level, and the
+        // worker exits right after replying anyway.
+        std::mem::forget(value);
+        match result {
+            Ok(()) => {
+                self.count += 1;
+                Ok(())
+            }
+            Err(WriteError::OverBudget) => Err(self.too_large()),
+            Err(WriteError::NonJson(why)) => Err(EvalError::new(
+                ErrorCode::NonJsonOutput,
+                format!("output value {} is not JSON: {why}", self.count + 1),
+            )),
+        }
+    }
+
+    fn finish(self) -> Result<String, EvalError> {
+        let len = match self.count {
+            0 => 4,
+            1 => self.out.len(),
+            _ => self.out.len() + 2,
+        };
+        if len > self.limit {
+            return Err(self.too_large());
+        }
+        let text = match self.count {
             0 => b"null".to_vec(),
-            1 => out,
+            1 => self.out,
             _ => {
-                let mut framed = Vec::with_capacity(out.len() + 2);
+                let mut framed = Vec::with_capacity(len);
                 framed.push(b'[');
-                framed.extend_from_slice(&out);
+                framed.extend_from_slice(&self.out);
                 framed.push(b']');
                 framed
             }
         };
-        if text.len() > limit {
-            return Err(too_large(count));
-        }
         String::from_utf8(text)
             .map_err(|_| EvalError::new(ErrorCode::Internal, "output writer produced non-UTF-8"))
     }

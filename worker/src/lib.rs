@@ -13,6 +13,7 @@ pub mod engine;
 pub mod isolate;
 pub mod json;
 pub mod output;
+pub mod path;
 pub mod seccomp;
 pub mod serve;
 

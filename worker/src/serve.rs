@@ -9,7 +9,7 @@ use jqjail_protocol::worker::{
     EXIT_SETUP, Job, Outcome, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
     max_job_frame_bytes,
 };
-use jqjail_protocol::{Encoding, ErrorCode};
+use jqjail_protocol::{Encoding, ErrorCode, Lang};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
@@ -163,8 +163,25 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>)
 /// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
 /// Public so that tests can compare the daemon against in-process evaluation.
 pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, EvalError> {
-    let filter = engine.compile(&job.filter)?;
-    if let Err(e) = json::scan(input, job.max_depth) {
+    match job.lang {
+        Lang::Jq => {
+            let filter = engine.compile(&job.filter)?;
+            let value = parse_input(input, job.max_depth)?;
+            engine.run(&filter, value, job.max_output_bytes)
+        }
+        Lang::Path => {
+            let query = crate::path::parse(&job.filter)?;
+            let value = parse_input(input, job.max_depth.min(crate::path::MAX_INPUT_DEPTH))?;
+            let answer = crate::path::evaluate(&query, &value)?;
+            std::mem::forget(value);
+            crate::engine::render(answer, job.max_output_bytes)
+        }
+    }
+}
+
+/// Scans the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
+fn parse_input(input: &[u8], max_depth: u32) -> Result<jaq_json::Val, EvalError> {
+    if let Err(e) = json::scan(input, max_depth) {
         let (code, limit, actual) = match e {
             json::ScanError::TooDeep { limit, .. } => (
                 ErrorCode::InputTooDeep,
@@ -180,11 +197,10 @@ pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, Eval
             actual,
         });
     }
-    let value = jaq_json::read::parse_single(input).map_err(|e| EvalError {
+    jaq_json::read::parse_single(input).map_err(|e| EvalError {
         code: ErrorCode::InvalidJson,
         message: format!("input is not valid JSON: {e}"),
         limit: None,
         actual: None,
-    })?;
-    engine.run(&filter, value, job.max_output_bytes)
+    })
 }
