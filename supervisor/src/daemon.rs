@@ -166,10 +166,34 @@ fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the tokio runtime")?;
     runtime.block_on(async {
-        let listener = bind(&args.socket, cfg.socket_mode)?;
+        let mut bound_here = false;
+        let listener = match crate::systemd::listener_from_env()
+            .context("taking the socket passed by the service manager")?
+        {
+            Some(inherited) => {
+                tracing::info!("using the socket passed by the service manager (LISTEN_FDS)");
+                UnixListener::from_std(inherited).context("registering the inherited socket")?
+            }
+            None => {
+                bound_here = true;
+                bind(&args.socket, cfg.socket_mode)?
+            }
+        };
         tracing::info!(socket = %args.socket.display(), "listening");
+        if let Some(every) = crate::systemd::watchdog_interval() {
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    crate::systemd::notify("WATCHDOG=1");
+                }
+            });
+        }
         let result = serve(listener, cfg, program, shutdown_signal()).await;
-        let _ = std::fs::remove_file(&args.socket);
+        // A socket the service manager passed is its to remove.
+        if bound_here {
+            let _ = std::fs::remove_file(&args.socket);
+        }
         result.context("serving")
     })
 }

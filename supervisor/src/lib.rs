@@ -12,6 +12,7 @@ pub mod kmsg;
 pub mod pool;
 pub mod server;
 pub mod spawn;
+pub mod systemd;
 
 pub use config::Config;
 pub use daemon::main_with_args;

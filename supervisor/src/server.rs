@@ -79,6 +79,7 @@ pub async fn serve(
         max_concurrent = cfg.max_concurrent,
         "jqjaild ready"
     );
+    crate::systemd::notify("READY=1");
     let pool = Pool::start(PoolConfig {
         program,
         startup,
@@ -130,6 +131,7 @@ pub async fn serve(
         }
     }
     drop(listener);
+    crate::systemd::notify("STOPPING=1");
     let in_flight = tasks.len();
     tracing::info!(
         connections = in_flight,

@@ -14,4 +14,5 @@ mod lifecycle;
 mod limits;
 mod path;
 mod sandbox;
+mod systemd;
 mod util;
