@@ -1,10 +1,11 @@
 //! The async (tokio) client.
 
-use crate::{ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, hello};
-use jqjail_protocol::frame::tokio_io::{read_frame, write_frame};
-use jqjail_protocol::{
-    Encoding, HelloReply, Input, JsonText, Limits, Request, Response, RunReply, RunRequest,
+use crate::{
+    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, hello,
+    no_server_yet, run_request,
 };
+use jqjail_protocol::frame::tokio_io::{read_frame, write_frame};
+use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply};
 use std::path::Path;
 use tokio::net::UnixStream;
 
@@ -27,22 +28,10 @@ impl AsyncClient {
             })?;
         let mut client = AsyncClient {
             stream,
-            server: HelloReply {
-                protocol: 0,
-                server: String::new(),
-                limits: Limits::default(),
-            },
+            server: no_server_yet(),
         };
-        match client.exchange(&Request::Hello(hello())).await? {
-            Response::Hello(reply) => {
-                client.server = reply;
-                Ok(client)
-            }
-            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-            other => Err(ClientError::Protocol(format!(
-                "expected hello, got {other:?}"
-            ))),
-        }
+        client.server = expect_hello(client.exchange(&Request::Hello(hello())).await?)?;
+        Ok(client)
     }
 
     /// The server's limits, from the handshake.
@@ -57,19 +46,8 @@ impl AsyncClient {
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        let request = Request::Run(RunRequest {
-            filter: filter.to_string(),
-            input: Input::Inline(JsonText::from(input)),
-            lang: options.lang,
-            limits: options.limits,
-        });
-        match self.exchange(&request).await? {
-            Response::Run(reply) => Ok(reply),
-            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-            other => Err(ClientError::Protocol(format!(
-                "expected a run result, got {other:?}"
-            ))),
-        }
+        let request = run_request(filter, input, options);
+        expect_run(self.exchange(&request).await?)
     }
 
     async fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {

@@ -1,10 +1,11 @@
 //! The blocking client.
 
-use crate::{ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, hello};
-use jqjail_protocol::frame::{read_frame, write_frame};
-use jqjail_protocol::{
-    Encoding, HelloReply, Input, JsonText, Limits, Request, Response, RunReply, RunRequest,
+use crate::{
+    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, hello,
+    no_server_yet, run_request,
 };
+use jqjail_protocol::frame::{read_frame, write_frame};
+use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -26,22 +27,10 @@ impl Client {
         })?;
         let mut client = Client {
             stream,
-            server: HelloReply {
-                protocol: 0,
-                server: String::new(),
-                limits: Limits::default(),
-            },
+            server: no_server_yet(),
         };
-        match client.exchange(&Request::Hello(hello()))? {
-            Response::Hello(reply) => {
-                client.server = reply;
-                Ok(client)
-            }
-            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-            other => Err(ClientError::Protocol(format!(
-                "expected hello, got {other:?}"
-            ))),
-        }
+        client.server = expect_hello(client.exchange(&Request::Hello(hello()))?)?;
+        Ok(client)
     }
 
     /// The server's limits, from the handshake.
@@ -69,19 +58,8 @@ impl Client {
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        let request = Request::Run(RunRequest {
-            filter: filter.to_string(),
-            input: Input::Inline(JsonText::from(input)),
-            lang: options.lang,
-            limits: options.limits,
-        });
-        match self.exchange(&request)? {
-            Response::Run(reply) => Ok(reply),
-            Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-            other => Err(ClientError::Protocol(format!(
-                "expected a run result, got {other:?}"
-            ))),
-        }
+        let request = run_request(filter, input, options);
+        expect_run(self.exchange(&request)?)
     }
 
     fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {

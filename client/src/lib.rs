@@ -15,7 +15,10 @@ pub use asynchronous::AsyncClient;
 pub use blocking::Client;
 pub use jqjail_protocol::{Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply};
 
-use jqjail_protocol::{CodecError, FrameError, Hello, PROTOCOL_VERSION};
+use jqjail_protocol::{
+    CodecError, FrameError, Hello, HelloReply, Input, JsonText, PROTOCOL_VERSION, Request,
+    Response, RunRequest,
+};
 use std::path::PathBuf;
 
 /// The client name sent in the handshake.
@@ -89,5 +92,43 @@ fn hello() -> Hello {
     Hello {
         protocol: PROTOCOL_VERSION,
         client: CLIENT_NAME.to_string(),
+    }
+}
+
+/// What a client knows of the server before the handshake completes.
+fn no_server_yet() -> HelloReply {
+    HelloReply {
+        protocol: 0,
+        server: String::new(),
+        limits: Limits::default(),
+    }
+}
+
+fn run_request<'a>(filter: &str, input: &'a [u8], options: &RunOptions) -> Request<'a> {
+    Request::Run(RunRequest {
+        filter: filter.to_string(),
+        lang: options.lang,
+        limits: options.limits,
+        input: Input::Inline(JsonText::from(input)),
+    })
+}
+
+fn expect_hello(response: Response) -> Result<HelloReply, ClientError> {
+    match response {
+        Response::Hello(reply) => Ok(reply),
+        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+        other => Err(ClientError::Protocol(format!(
+            "expected hello, got {other:?}"
+        ))),
+    }
+}
+
+fn expect_run(response: Response) -> Result<RunReply, ClientError> {
+    match response {
+        Response::Run(reply) => Ok(reply),
+        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+        other => Err(ClientError::Protocol(format!(
+            "expected a run result, got {other:?}"
+        ))),
     }
 }

@@ -1,6 +1,8 @@
 //! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
 
-use crate::config::{Config, FileConfig, parse_isolation, parse_mode};
+use crate::config::{
+    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileWorkers, parse_isolation,
+};
 use crate::server::serve;
 use crate::spawn::Program;
 use anyhow::{Context as _, bail};
@@ -80,39 +82,47 @@ impl Args {
         if let Some(path) = &self.config {
             cfg = FileConfig::load(path)?.apply(cfg)?;
         }
-        fn set<T: Copy>(slot: &mut T, v: Option<T>) {
-            if let Some(v) = v {
-                *slot = v;
+        // Flags are one more layer of the same shape as the file.
+        let isolation = match &self.isolation {
+            Some(list) => {
+                let parts = parse_isolation(list)?;
+                FileIsolation {
+                    user: Some(parts.user),
+                    ipc_uts: Some(parts.ipc_uts),
+                    net: Some(parts.net),
+                    empty_root: Some(parts.empty_root),
+                }
             }
-        }
-        let l = &mut cfg.limits;
-        set(&mut l.max_input_bytes, self.max_input_bytes);
-        set(&mut l.max_filter_bytes, self.max_filter_bytes);
-        set(&mut l.max_depth, self.max_depth);
-        set(&mut l.max_output_bytes, self.max_output_bytes);
-        if let Some(t) = self.timeout_ms {
-            l.timeout_ms = t;
-            cfg.cpu_seconds = t.div_ceil(1000) + 1;
-        }
-        set(&mut l.max_heap_bytes, self.max_heap_bytes);
-        set(&mut cfg.stack_bytes, self.stack_bytes);
-        set(&mut cfg.cpu_seconds, self.cpu_seconds);
-        if self.cgroup_memory_bytes.is_some() {
-            cfg.cgroup_memory_bytes = self.cgroup_memory_bytes;
-        }
-        set(&mut cfg.prestart, self.prestart);
-        set(&mut cfg.max_concurrent, self.max_concurrent);
-        set(&mut cfg.max_queue, self.max_queue);
-        if let Some(mode) = &self.socket_mode {
-            cfg.socket_mode = parse_mode(mode)?;
-        }
+            None => FileIsolation::default(),
+        };
+        let flags = FileConfig {
+            limits: FileLimits {
+                max_input_bytes: self.max_input_bytes,
+                max_filter_bytes: self.max_filter_bytes,
+                max_depth: self.max_depth,
+                max_output_bytes: self.max_output_bytes,
+                timeout_ms: self.timeout_ms,
+                max_heap_bytes: self.max_heap_bytes,
+                stack_bytes: self.stack_bytes,
+                cpu_seconds: self.cpu_seconds,
+                cgroup_memory_bytes: self.cgroup_memory_bytes,
+            },
+            workers: FileWorkers {
+                prestart: self.prestart,
+                max_concurrent: self.max_concurrent,
+                max_queue: self.max_queue,
+            },
+            server: FileServer {
+                socket_mode: self.socket_mode.clone(),
+                ..FileServer::default()
+            },
+            isolation,
+        };
+        cfg = flags.apply(cfg)?;
         cfg.idle_exit = self
             .idle_exit_ms
             .map(Duration::from_millis)
             .or(cfg.idle_exit);
-        if let Some(list) = &self.isolation {
-            cfg.isolation = parse_isolation(list)?;
-        }
         cfg.validate()?;
         Ok(cfg)
     }
