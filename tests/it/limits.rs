@@ -203,3 +203,23 @@ fn deep_recursion_is_a_stack_limit() {
     }
     assert_eq!(d.ok(".", "1"), "1");
 }
+
+#[test]
+fn cpu_limit_fires_before_a_longer_deadline() {
+    // One CPU-second against a five-second wall clock: the kernel's SIGXCPU comes first and
+    // the worker's handler turns it into a clean exit that the daemon explains.
+    let d = Daemon::start_with(&["--cpu-seconds", "1", "--timeout-ms", "5000"], &[]);
+    let start = Instant::now();
+    let err = d.run("def f: f; f", "null").unwrap_err();
+    let took = start.elapsed();
+    match err {
+        ClientError::Server(e) => {
+            assert_eq!(e.code, ErrorCode::CpuLimit, "{}", e.message);
+            assert!(e.message.contains("1 s CPU-time limit"), "{}", e.message);
+            assert!(e.cost.unwrap().cpu_us >= 900_000);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(took < Duration::from_millis(3000), "{took:?}");
+    assert_eq!(d.ok(".", "1"), "1");
+}

@@ -11,7 +11,7 @@ use jqjail_protocol::worker::{
 };
 use jqjail_protocol::{Encoding, ErrorCode, Lang};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::FromRawFd;
 
 /// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
@@ -156,7 +156,6 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>)
     let mut input = vec![0u8; len];
     sock.read_exact(&mut input)
         .map_err(|e| protocol_error(format!("reading {len} input bytes: {e}")))?;
-    let _ = sock.flush();
     Ok((job, input))
 }
 
