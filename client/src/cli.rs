@@ -67,7 +67,7 @@ impl Exit {
                 Exit::Limit
             }
             SandboxViolation | WorkerCrashed => Exit::Sandbox,
-            Overloaded | ShuttingDown => Exit::Unavailable,
+            Overloaded | ShuttingDown | PermissionDenied => Exit::Unavailable,
             _ => Exit::Internal,
         }
     }

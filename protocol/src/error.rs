@@ -64,6 +64,8 @@ pub enum ErrorCode {
     InvalidQuery,
     /// v1 (path language): a wildcard projects over more elements than the limit.
     ProjectionTooLarge,
+    /// v1: the peer's uid is not a tenant of this daemon; the connection is closed.
+    PermissionDenied,
 }
 
 impl ErrorCode {
@@ -96,11 +98,12 @@ impl ErrorCode {
             Self::IndexOutOfBounds => "INDEX_OUT_OF_BOUNDS",
             Self::InvalidQuery => "INVALID_QUERY",
             Self::ProjectionTooLarge => "PROJECTION_TOO_LARGE",
+            Self::PermissionDenied => "PERMISSION_DENIED",
         }
     }
 
     /// Every code, in wire order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         Self::InputTooLarge,
         Self::FilterTooLong,
         Self::InputTooDeep,
@@ -127,6 +130,7 @@ impl ErrorCode {
         Self::IndexOutOfBounds,
         Self::InvalidQuery,
         Self::ProjectionTooLarge,
+        Self::PermissionDenied,
     ];
 }
 

@@ -26,7 +26,8 @@ pub struct Config {
     pub prestart: usize,
     /// Jobs evaluated at once.
     pub max_concurrent: usize,
-    /// Jobs waiting beyond which new ones get `OVERLOADED`.
+    /// Requests of one tenant waiting for a slot beyond which its new ones get `OVERLOADED`
+    /// (a tenant rule may set its own).
     pub max_queue: usize,
     /// A connection with no request for this long is closed.
     pub idle_timeout: Duration,
@@ -44,6 +45,73 @@ pub struct Config {
     /// Per-worker memory cgroup limit: `None` derives it (heap + stack + 64 MiB), `Some(0)`
     /// turns the cgroup off.
     pub cgroup_memory_bytes: Option<u64>,
+    /// Who may connect, as which tenant, with which share.
+    pub tenants: Tenants,
+}
+
+/// The tenant policy: a connection's tenant is its peer's uid (SO_PEERCRED) mapped by these
+/// rules; nothing in a request can claim another tenant.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tenants {
+    /// Refuse uids no rule names (otherwise each gets its own tenant `uid-<n>`).
+    pub refuse_unknown: bool,
+    /// The named tenants, first match wins.
+    pub rules: Vec<TenantRule>,
+}
+
+/// One named tenant.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantRule {
+    /// The tenant's name (in logs and stats).
+    pub name: String,
+    /// Peer uids that are this tenant.
+    #[serde(default)]
+    pub uids: Vec<u32>,
+    /// Peer primary gids that are this tenant.
+    #[serde(default)]
+    pub gids: Vec<u32>,
+    /// Evaluations this tenant may run at once (default: the daemon's max_concurrent).
+    pub max_concurrent: Option<usize>,
+    /// Requests of this tenant that may wait (default: the daemon's max_queue).
+    pub max_queue: Option<usize>,
+}
+
+/// A connection's tenant and share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantOf {
+    /// Its name.
+    pub name: std::sync::Arc<str>,
+    /// Its share of the evaluation slots.
+    pub share: crate::fair::Share,
+}
+
+impl Config {
+    /// The tenant of a peer, or `None` when the policy refuses it.
+    pub fn tenant_of(&self, uid: u32, gid: u32) -> Option<TenantOf> {
+        let default = crate::fair::Share {
+            max_concurrent: self.max_concurrent,
+            max_queue: self.max_queue,
+        };
+        if let Some(rule) = self
+            .tenants
+            .rules
+            .iter()
+            .find(|r| r.uids.contains(&uid) || r.gids.contains(&gid))
+        {
+            return Some(TenantOf {
+                name: rule.name.as_str().into(),
+                share: crate::fair::Share {
+                    max_concurrent: rule.max_concurrent.unwrap_or(default.max_concurrent),
+                    max_queue: rule.max_queue.unwrap_or(default.max_queue),
+                },
+            });
+        }
+        (!self.tenants.refuse_unknown).then(|| TenantOf {
+            name: format!("uid-{uid}").into(),
+            share: default,
+        })
+    }
 }
 
 impl Config {
@@ -103,6 +171,7 @@ impl Default for Config {
             socket_mode: 0o600,
             isolation: DEFAULT_ISOLATION,
             cgroup_memory_bytes: None,
+            tenants: Tenants::default(),
         }
     }
 }
@@ -127,6 +196,20 @@ pub struct FileConfig {
     /// `[isolation]`
     #[serde(default)]
     pub isolation: FileIsolation,
+    /// `[tenants]`
+    #[serde(default)]
+    pub tenants: FileTenants,
+}
+
+/// `[tenants]` of the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTenants {
+    /// `"allow"` (default: each unknown uid is its own tenant) or `"refuse"`.
+    pub unknown: Option<String>,
+    /// `[[tenants.tenant]]` rules.
+    #[serde(default)]
+    pub tenant: Vec<TenantRule>,
 }
 
 /// `[isolation]` of the TOML file: each part on or off.
@@ -248,6 +331,19 @@ impl FileConfig {
         if let Some(mode) = &self.server.socket_mode {
             base.socket_mode = parse_mode(mode)?;
         }
+        match self.tenants.unknown.as_deref() {
+            None => {}
+            Some("allow") => base.tenants.refuse_unknown = false,
+            Some("refuse") => base.tenants.refuse_unknown = true,
+            Some(other) => {
+                return Err(ConfigError::Invalid(format!(
+                    "tenants.unknown is `{other}`; use \"allow\" or \"refuse\""
+                )));
+            }
+        }
+        if !self.tenants.tenant.is_empty() {
+            base.tenants.rules = self.tenants.tenant.clone();
+        }
         let iso = &self.isolation;
         set(&mut base.isolation.user, iso.user);
         set(&mut base.isolation.ipc_uts, iso.ipc_uts);
@@ -328,6 +424,29 @@ mod tests {
         let file: FileConfig = toml::from_str("[isolation]\nnet = true\nuser = false\n").unwrap();
         let cfg = file.apply(Config::default()).unwrap();
         assert!(cfg.isolation.net && !cfg.isolation.user && cfg.isolation.empty_root);
+    }
+
+    #[test]
+    fn tenants_map_uids_and_gids_and_refuse_or_allow_the_rest() {
+        let file: FileConfig = toml::from_str(
+            "[workers]\nmax_concurrent = 8\nmax_queue = 50\n[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"agents\"\nuids = [1000]\nmax_concurrent = 2\n[[tenants.tenant]]\nname = \"ops\"\ngids = [27]\n",
+        )
+        .unwrap();
+        let cfg = file.apply(Config::default()).unwrap();
+        let agents = cfg.tenant_of(1000, 1000).unwrap();
+        assert_eq!(&*agents.name, "agents");
+        assert_eq!(agents.share.max_concurrent, 2);
+        assert_eq!(agents.share.max_queue, 50);
+        assert_eq!(&*cfg.tenant_of(5, 27).unwrap().name, "ops");
+        assert_eq!(cfg.tenant_of(5, 5), None);
+        let open = Config::default();
+        assert_eq!(&*open.tenant_of(5, 5).unwrap().name, "uid-5");
+        assert!(
+            toml::from_str::<FileConfig>("[tenants]\nunknown = \"maybe\"\n")
+                .unwrap()
+                .apply(Config::default())
+                .is_err()
+        );
     }
 
     #[test]

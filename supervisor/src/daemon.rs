@@ -1,7 +1,8 @@
 //! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
 
 use crate::config::{
-    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileWorkers, parse_isolation,
+    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileTenants, FileWorkers,
+    parse_isolation,
 };
 use crate::server::serve;
 use crate::spawn::Program;
@@ -60,7 +61,7 @@ pub struct Args {
     /// Jobs evaluated at once.
     #[arg(long)]
     pub max_concurrent: Option<usize>,
-    /// Jobs waiting beyond which new ones get OVERLOADED.
+    /// Requests of one tenant waiting beyond which its new ones get OVERLOADED.
     #[arg(long)]
     pub max_queue: Option<usize>,
     /// Permission bits of the socket file, octal (default 0600).
@@ -117,6 +118,7 @@ impl Args {
                 ..FileServer::default()
             },
             isolation,
+            tenants: FileTenants::default(),
         };
         cfg = flags.apply(cfg)?;
         cfg.idle_exit = self

@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod explain;
+pub mod fair;
 pub mod kmsg;
 pub mod pool;
 pub mod server;

@@ -6,7 +6,9 @@
 //! data from one request (or tenant) can reach another through a worker.
 
 use crate::cgroup::CgroupParent;
+use crate::config::TenantOf;
 use crate::explain::{Context, explain};
+use crate::fair::{Refused, Scheduler};
 use crate::spawn::{Child, Exit, Program, spawn};
 use jqjail_protocol::frame::FrameError;
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
@@ -16,11 +18,11 @@ use jqjail_protocol::worker::{
 };
 use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
-use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::sync::{Mutex, mpsc};
 use tokio::time::timeout_at;
 
 /// How long a new worker may take to report ready before it is killed.
@@ -39,8 +41,6 @@ pub struct PoolConfig {
     pub prestart: usize,
     /// Jobs running at once.
     pub max_concurrent: usize,
-    /// Jobs waiting for a slot beyond which new ones are refused with `OVERLOADED`.
-    pub max_queue: usize,
     /// Where each worker gets its own memory cgroup, if the host allows.
     pub cgroup: Option<Arc<CgroupParent>>,
 }
@@ -77,8 +77,7 @@ pub struct JobResult {
 pub struct Pool {
     cfg: PoolConfig,
     ready: Mutex<mpsc::Receiver<Worker>>,
-    slots: Semaphore,
-    waiting: AtomicUsize,
+    slots: Arc<Scheduler>,
     last_start_error: Arc<std::sync::Mutex<Option<String>>>,
     /// Counters.
     pub stats: Arc<PoolStats>,
@@ -101,10 +100,9 @@ impl Pool {
             tokio::spawn(refill(tx, program, startup, cgroup, last, stats));
         }
         Pool {
-            slots: Semaphore::new(cfg.max_concurrent.max(1)),
+            slots: Scheduler::new(cfg.max_concurrent),
             cfg,
             ready: Mutex::new(rx),
-            waiting: AtomicUsize::new(0),
             last_start_error,
             stats,
         }
@@ -117,39 +115,41 @@ impl Pool {
         input: &[u8],
         deadline: Instant,
         ctx: Context,
+        tenant: &TenantOf,
     ) -> JobResult {
         let fail = |e: ErrorReply| JobResult {
             result: Err(e),
             cpu: Duration::ZERO,
             peak_rss_bytes: 0,
         };
-        // Queue for a slot, refusing at once past the queue bound.
-        let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
-        if queued >= self.cfg.max_queue && self.slots.available_permits() == 0 {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return fail(
-                ErrorReply::new(
-                    ErrorCode::Overloaded,
-                    format!(
-                        "{} requests are already waiting, the queue limit is {}; retry in a moment",
-                        grouped(queued as u64),
-                        grouped(self.cfg.max_queue as u64)
-                    ),
-                )
-                .with_limit(self.cfg.max_queue as u64, queued as u64 + 1),
-            );
-        }
-        let permit = timeout_at(deadline.into(), self.slots.acquire()).await;
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        let _permit = match permit {
-            Ok(Ok(p)) => p,
-            Ok(Err(_closed)) => {
+        // A slot, fairly shared among tenants; refused at once past the tenant's queue bound.
+        let _slot = match self
+            .slots
+            .acquire(&tenant.name, tenant.share, deadline)
+            .await
+        {
+            Ok(slot) => slot,
+            Err(Refused::QueueFull { waiting, limit }) => {
+                return fail(
+                    ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "{} of your requests are already waiting, the per-tenant queue limit is {}; retry in about {} ms",
+                            grouped(waiting as u64),
+                            grouped(limit as u64),
+                            grouped(retry_hint_ms(waiting, tenant.share.max_concurrent))
+                        ),
+                    )
+                    .with_limit(limit as u64, waiting as u64 + 1),
+                );
+            }
+            Err(Refused::Closed) => {
                 return fail(ErrorReply::new(
                     ErrorCode::ShuttingDown,
                     "the server is shutting down",
                 ));
             }
-            Err(_) => {
+            Err(Refused::Deadline) => {
                 return fail(ErrorReply::new(
                     ErrorCode::Overloaded,
                     format!(
@@ -226,6 +226,13 @@ impl Pool {
     pub fn close(&self) {
         self.slots.close();
     }
+}
+
+/// A rough wait before retrying: the requests ahead, at about a typical request time each,
+/// spread over the tenant's concurrent slots.
+fn retry_hint_ms(waiting: usize, concurrent: usize) -> u64 {
+    const TYPICAL_REQUEST_MS: u64 = 5;
+    (waiting as u64 * TYPICAL_REQUEST_MS / concurrent.max(1) as u64).max(TYPICAL_REQUEST_MS)
 }
 
 enum Attempt {

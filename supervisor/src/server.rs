@@ -3,7 +3,7 @@
 //! as the bytes they arrived as (architecture invariant).
 
 use crate::cgroup::CgroupParent;
-use crate::config::Config;
+use crate::config::{Config, TenantOf};
 use crate::explain::Context;
 use crate::pool::{Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::Program;
@@ -85,7 +85,6 @@ pub async fn serve(
         startup,
         prestart: cfg.prestart,
         max_concurrent: cfg.max_concurrent,
-        max_queue: cfg.max_queue,
         cgroup: cgroup.clone(),
     });
     let shared = Arc::new(Shared {
@@ -214,6 +213,9 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Respo
 }
 
 async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiver<bool>) {
+    // The tenant is the peer's uid as the kernel reports it; nothing the client sends can
+    // change it.
+    let peer = stream.peer_cred().map(|c| (c.uid(), c.gid()));
     let (mut rd, mut wr) = stream.into_split();
     // The handshake: the first frame fixes the encoding and must be a Hello.
     let first = match next_frame(&mut rd, shared, &mut stop, shared.cfg.frame_timeout).await {
@@ -221,6 +223,22 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
     };
     let enc = Encoding::detect(&first);
+    let tenant = match peer {
+        Ok((uid, gid)) => shared
+            .cfg
+            .tenant_of(uid, gid)
+            .ok_or(format!("uid {uid} is not a tenant of this daemon")),
+        Err(e) => Err(format!("cannot learn the peer's credentials: {e}")),
+    };
+    let tenant = match tenant {
+        Ok(t) => t,
+        Err(why) => {
+            tracing::warn!(reason = %why, "connection refused");
+            let e = ErrorReply::new(ErrorCode::PermissionDenied, why);
+            send(&mut wr, enc, &Response::Error(e)).await;
+            return;
+        }
+    };
     match enc.decode::<Request<'_>>(&first) {
         Ok(Request::Hello(hello)) if hello.protocol >= MIN_PROTOCOL_VERSION => {
             let reply = Response::Hello(HelloReply {
@@ -263,7 +281,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             Err(end) => return finish(&mut wr, enc, shared, end).await,
         };
         let response = match enc.decode::<Request<'_>>(&frame) {
-            Ok(Request::Run(run)) => handle_run(run, shared).await,
+            Ok(Request::Run(run)) => handle_run(run, shared, &tenant).await,
             Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
                 ErrorCode::ProtocolError,
                 "hello was already exchanged on this connection",
@@ -304,7 +322,7 @@ fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response
     Response::Error(ErrorReply::new(code, message).with_limit(limit, actual))
 }
 
-async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
+async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> Response {
     let start = Instant::now();
     let limits = &shared.cfg.limits;
     let filter_len = run.filter.len() as u64;
@@ -359,7 +377,10 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
         cgroup_bytes: shared.cgroup_bytes,
     };
     let deadline = start + Duration::from_millis(effective.timeout_ms);
-    let outcome = shared.pool.execute(&job, input, deadline, ctx).await;
+    let outcome = shared
+        .pool
+        .execute(&job, input, deadline, ctx, tenant)
+        .await;
     let mut cost = Cost {
         wall_us: start.elapsed().as_micros() as u64,
         cpu_us: outcome.cpu.as_micros() as u64,
@@ -380,7 +401,7 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared) -> Response {
             Response::Run(RunReply { output, cost })
         }
         Err(mut e) => {
-            tracing::info!(code = %e.code, wall_us = cost.wall_us, cpu_us = cost.cpu_us, peak_rss_bytes = cost.peak_rss_bytes, "run failed");
+            tracing::info!(tenant = %tenant.name, code = %e.code, wall_us = cost.wall_us, cpu_us = cost.cpu_us, peak_rss_bytes = cost.peak_rss_bytes, "run failed");
             e.cost = Some(cost);
             Response::Error(e)
         }

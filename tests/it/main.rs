@@ -15,4 +15,5 @@ mod limits;
 mod path;
 mod sandbox;
 mod systemd;
+mod tenants;
 mod util;

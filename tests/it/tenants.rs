@@ -1,0 +1,190 @@
+//! Tenants: identity from the peer's uid, refusal of unknown uids, per-tenant queues, and
+//! fair dispatch across tenants. Tests that need a second uid run a client as `nobody` and
+//! need root; elsewhere they say so and skip.
+
+use crate::util::{CLI, Daemon};
+use jqjail_client::{Client, ErrorCode, RunOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const NOBODY: u32 = 65534;
+
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Opens the daemon's directory and socket to other users (the test's second tenant).
+fn open_to_others(d: &Daemon) {
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs the CLI as `nobody`; returns (exit status, stdout, stderr, wall time).
+fn as_nobody(d: &Daemon, filter: &str) -> (Option<i32>, String, String, Duration) {
+    use std::io::Write;
+    let start = Instant::now();
+    let mut child = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .args([filter, "-"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"null").unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed(),
+    )
+}
+
+/// A filter that computes for a few tens of milliseconds.
+const BUSY: &str = "reduce range(300000) as $i (0; . + $i)";
+
+#[test]
+fn unknown_uids_can_be_refused() {
+    if !root() {
+        eprintln!("skipped: needs root to connect as a second uid");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(
+        &config,
+        "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--socket-mode",
+            "0666",
+        ],
+        &[],
+    );
+    open_to_others(&d);
+    let (status, stdout, stderr, _) = as_nobody(&d, ".");
+    assert_eq!(status, Some(8), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with("jqjail: UNAVAILABLE: PERMISSION_DENIED: uid 65534 is not a tenant"),
+        "{stderr}"
+    );
+    // The named tenant is served.
+    assert_eq!(d.ok(".", "1"), "1");
+    assert!(d.log().contains("connection refused"));
+}
+
+#[test]
+fn a_full_tenant_queue_answers_overloaded_at_once_and_recovers() {
+    let d = Daemon::start_with(&["--max-concurrent", "1", "--max-queue", "1"], &[]);
+    let socket = d.socket.clone();
+    // Three at once from one tenant: one runs, one waits, the third is refused at once.
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let result =
+                    Client::connect(&socket)
+                        .unwrap()
+                        .run(BUSY, b"null", &RunOptions::default());
+                (result, start.elapsed())
+            })
+        })
+        .collect();
+    let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let refused: Vec<_> = results
+        .iter()
+        .filter(|(r, _)| r.as_ref().err().and_then(|e| e.code()) == Some(ErrorCode::Overloaded))
+        .collect();
+    let served = results.iter().filter(|(r, _)| r.is_ok()).count();
+    assert!(!refused.is_empty(), "no request was refused");
+    assert_eq!(served + refused.len(), 3);
+    for (r, took) in &refused {
+        let msg = r.as_ref().unwrap_err().to_string();
+        assert!(msg.contains("per-tenant queue limit is 1"), "{msg}");
+        assert!(msg.contains("retry in about"), "{msg}");
+        // Refused at once, not after waiting for a slot.
+        assert!(*took < Duration::from_millis(500), "{took:?}");
+    }
+    // Recovery: the next request is served.
+    assert_eq!(d.ok(".", "2"), "2");
+}
+
+#[test]
+fn a_flooding_tenant_does_not_starve_another() {
+    if !root() {
+        eprintln!("skipped: needs root to connect as a second uid");
+        return;
+    }
+    let d = Daemon::start_with(
+        &[
+            "--max-concurrent",
+            "2",
+            "--max-queue",
+            "1000",
+            "--socket-mode",
+            "0666",
+        ],
+        &[],
+    );
+    open_to_others(&d);
+    // A request's time on its own, for scale.
+    let t = Instant::now();
+    d.ok(BUSY, "null");
+    let alone = t.elapsed();
+    // Tenant A (root) floods: 32 connections with 6 requests each, 192 in all; with two
+    // slots about 30 of them wait at any moment.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flood: Vec<_> = (0..32)
+        .map(|_| {
+            let socket = d.socket.clone();
+            let stop = stop.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&socket).unwrap();
+                let mut n = 0;
+                while n < 6 && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    c.run(BUSY, b"null", &RunOptions::default()).unwrap();
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    // Let the flood's queue build up.
+    std::thread::sleep(alone * 4);
+    // Tenant B (nobody) sends one request, through the CLI (which also pays for its own start).
+    let (status, stdout, stderr, waited) = as_nobody(&d, "[1,2] | add");
+    let flood_done = done.load(std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        flood_done < 150,
+        "the flood was over before the other tenant asked ({flood_done} done)"
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(stdout, "3\n");
+    eprintln!(
+        "one request alone: {alone:?}; the other tenant's request during the flood: {waited:?}"
+    );
+    // Without fairness it would wait behind the ~30 queued requests (~15 request-times on
+    // two slots). With round-robin dispatch it waits for about one request already running.
+    assert!(
+        waited < alone * 4 + Duration::from_millis(200),
+        "waited {waited:?} with a request alone taking {alone:?}"
+    );
+    for f in flood {
+        f.join().unwrap();
+    }
+}
