@@ -1,11 +1,11 @@
 //! The async (tokio) client.
 
 use crate::{
-    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, hello,
-    no_server_yet, run_request,
+    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
+    hello, no_server_yet, run_request,
 };
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame};
-use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply};
+use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
 use std::path::Path;
 use tokio::net::UnixStream;
 
@@ -37,6 +37,11 @@ impl AsyncClient {
     /// The server's limits, from the handshake.
     pub fn limits(&self) -> &Limits {
         &self.server.limits
+    }
+
+    /// The daemon's counters (its totals, and this tenant's own row).
+    pub async fn stats(&mut self) -> Result<StatsReply, ClientError> {
+        expect_stats(self.exchange(&Request::Stats).await?)
     }
 
     /// Runs a jq filter over JSON text.

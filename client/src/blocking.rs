@@ -1,11 +1,11 @@
 //! The blocking client.
 
 use crate::{
-    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, hello,
-    no_server_yet, run_request,
+    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
+    hello, no_server_yet, run_request,
 };
 use jqjail_protocol::frame::{read_frame, write_frame};
-use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply};
+use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -49,6 +49,11 @@ impl Client {
         self.stream.set_read_timeout(timeout)?;
         self.stream.set_write_timeout(timeout)?;
         Ok(())
+    }
+
+    /// The daemon's counters (its totals, and this tenant's own row).
+    pub fn stats(&mut self) -> Result<StatsReply, ClientError> {
+        expect_stats(self.exchange(&Request::Stats)?)
     }
 
     /// Runs a jq filter over JSON text.

@@ -132,8 +132,60 @@ fn report(code: &str, message: &str) {
     let _ = writeln!(std::io::stderr(), "jqjail: {code}: {clean}");
 }
 
+/// `jqjail stats`: the daemon's counters.
+#[derive(Debug, Parser)]
+#[command(name = "jqjail stats")]
+struct StatsArgs {
+    /// The daemon's socket (default as for running a filter).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+/// Prints the daemon's counters as JSON.
+fn stats(args: StatsArgs) -> Exit {
+    let mut client = match connect(args.socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report("UNAVAILABLE", &e);
+            return Exit::Unavailable;
+        }
+    };
+    match client.stats() {
+        Ok(reply) => {
+            let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+            let _ = writeln!(std::io::stdout(), "{text}");
+            Exit::Success
+        }
+        Err(ClientError::Server(e)) => {
+            report(e.code.as_str(), &e.message);
+            Exit::of(e.code)
+        }
+        Err(e) => {
+            report("UNAVAILABLE", &e.to_string());
+            Exit::Unavailable
+        }
+    }
+}
+
 /// Runs the command line with these arguments (argv\[0\] first).
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args: Vec<OsString> = args.into_iter().collect();
+    // `jqjail stats` is the one subcommand; jq has no `stats` builtin, so no filter is lost.
+    if args.get(1).is_some_and(|a| a == "stats") {
+        let mut rest = args.clone();
+        rest.remove(1);
+        return match StatsArgs::try_parse_from(rest) {
+            Ok(a) => stats(a).into(),
+            Err(e) => {
+                let _ = e.print();
+                if e.use_stderr() {
+                    Exit::Usage.into()
+                } else {
+                    Exit::Success.into()
+                }
+            }
+        };
+    }
     let args = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {

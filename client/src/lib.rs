@@ -13,7 +13,9 @@ pub mod paths;
 
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
-pub use jqjail_protocol::{Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply};
+pub use jqjail_protocol::{
+    Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply, StatsReply,
+};
 
 use jqjail_protocol::{
     CodecError, FrameError, Hello, HelloReply, Input, JsonText, PROTOCOL_VERSION, Request,
@@ -119,6 +121,16 @@ fn expect_hello(response: Response) -> Result<HelloReply, ClientError> {
         Response::Error(e) => Err(ClientError::Server(Box::new(e))),
         other => Err(ClientError::Protocol(format!(
             "expected hello, got {other:?}"
+        ))),
+    }
+}
+
+fn expect_stats(response: Response) -> Result<StatsReply, ClientError> {
+    match response {
+        Response::Stats(reply) => Ok(reply),
+        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
+        other => Err(ClientError::Protocol(format!(
+            "expected stats, got {other:?}"
         ))),
     }
 }

@@ -20,8 +20,8 @@ pub use error::ErrorCode;
 pub use frame::{FrameError, MAX_FRAME_BYTES};
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
-    Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Request, Response, RunReply,
-    RunRequest,
+    Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Latency, Request, Response,
+    RunReply, RunRequest, StatsReply, TenantStats,
 };
 
 /// The protocol version this build speaks. Version 1 is the first and only one.

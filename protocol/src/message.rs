@@ -19,6 +19,8 @@ pub enum Request<'a> {
     Hello(Hello),
     /// v1: evaluate a filter.
     Run(#[serde(borrow)] RunRequest<'a>),
+    /// v1: the daemon's counters, as far as this tenant may see them.
+    Stats,
 }
 
 /// A message from the supervisor. Every request gets exactly one response.
@@ -31,6 +33,56 @@ pub enum Response {
     Run(RunReply),
     /// v1: any failure.
     Error(ErrorReply),
+    /// v1: answer to [`Request::Stats`].
+    Stats(StatsReply),
+}
+
+/// v1: the daemon's counters. A tenant sees the totals and its own row; the daemon's own
+/// uid (and root) sees every tenant's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsReply {
+    /// Milliseconds since the daemon started.
+    pub uptime_ms: u64,
+    /// Requests answered, by outcome: `OK` or an error code.
+    pub outcomes: Vec<(String, u64)>,
+    /// Latency of recent requests (the last 1,024), in microseconds.
+    pub latency: Latency,
+    /// Evaluations running and requests waiting for a slot, now.
+    pub running: u64,
+    /// Requests waiting for a slot, now.
+    pub waiting: u64,
+    /// Open connections, now.
+    pub connections: u64,
+    /// Workers started, workers that failed to start.
+    pub workers_started: u64,
+    /// Workers that failed to start.
+    pub worker_start_failures: u64,
+    /// Per tenant (only the caller's own, unless it is the daemon's administrator).
+    pub tenants: Vec<TenantStats>,
+}
+
+/// v1: latency percentiles, microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Requests in the window.
+    pub count: u64,
+    /// Median.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+}
+
+/// v1: one tenant's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantStats {
+    /// The tenant's name.
+    pub name: String,
+    /// Requests answered.
+    pub requests: u64,
+    /// Of which errors.
+    pub errors: u64,
 }
 
 /// v1: the client's opening message.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 
 /// jqjaild: evaluates untrusted jq filters in confined worker processes.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "jqjaild", version)]
 pub struct Args {
     /// Path of the Unix socket to listen on.
@@ -201,7 +201,10 @@ fn run(args: Args) -> anyhow::Result<()> {
                 }
             });
         }
-        let result = serve(listener, cfg, program, shutdown_signal()).await;
+        let reload_args = args.clone();
+        let reload: crate::server::Reload =
+            Box::new(move || reload_args.config().map_err(|e| format!("{e:#}")));
+        let result = serve(listener, cfg, program, shutdown_signal(), Some(reload)).await;
         // A socket the service manager passed is its to remove.
         if bound_here {
             let _ = std::fs::remove_file(&args.socket);

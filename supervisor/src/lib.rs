@@ -13,6 +13,7 @@ pub mod kmsg;
 pub mod pool;
 pub mod server;
 pub mod spawn;
+pub mod stats;
 pub mod systemd;
 
 pub use config::Config;

@@ -222,6 +222,11 @@ impl Pool {
         }
     }
 
+    /// (running, waiting) evaluations now.
+    pub fn load(&self) -> (usize, usize) {
+        self.slots.load()
+    }
+
     /// Closes the pool to new jobs: waiting and future `execute` calls answer `SHUTTING_DOWN`.
     pub fn close(&self) {
         self.slots.close();

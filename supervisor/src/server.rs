@@ -27,8 +27,14 @@ use tokio::task::JoinSet;
 /// The server name sent in the handshake.
 pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
 
+/// Re-reads the configuration (on SIGHUP); an error keeps the running configuration.
+pub type Reload = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
 struct Shared {
     cfg: Config,
+    /// The tenant policy in force: `cfg`'s, replaced on reload.
+    policy: std::sync::RwLock<Config>,
+    stats: crate::stats::Stats,
     pool: Pool,
     max_frame: u64,
     connections: AtomicUsize,
@@ -44,6 +50,7 @@ pub async fn serve(
     cfg: Config,
     program: Program,
     shutdown: impl Future<Output = ()>,
+    reload: Option<Reload>,
 ) -> std::io::Result<()> {
     let startup = StartupArgs {
         parent_pid: std::process::id(),
@@ -88,12 +95,39 @@ pub async fn serve(
         cgroup: cgroup.clone(),
     });
     let shared = Arc::new(Shared {
+        policy: std::sync::RwLock::new(cfg.clone()),
+        stats: crate::stats::Stats::default(),
         max_frame: max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes),
         cfg,
         pool,
         connections: AtomicUsize::new(0),
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
     });
+    if let Some(reload) = reload {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let Ok(mut hup) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                match reload() {
+                    Ok(cfg) => {
+                        let tenants = cfg.tenants.rules.len();
+                        *shared.policy.write().unwrap_or_else(|e| e.into_inner()) = cfg;
+                        tracing::info!(
+                            tenant_rules = tenants,
+                            "SIGHUP: tenant configuration reloaded"
+                        );
+                    }
+                    Err(why) => {
+                        tracing::error!(reason = %why, "SIGHUP: configuration not reloaded; keeping the running one")
+                    }
+                }
+            }
+        });
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
@@ -223,22 +257,35 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
     };
     let enc = Encoding::detect(&first);
-    let tenant = match peer {
-        Ok((uid, gid)) => shared
-            .cfg
-            .tenant_of(uid, gid)
-            .ok_or(format!("uid {uid} is not a tenant of this daemon")),
-        Err(e) => Err(format!("cannot learn the peer's credentials: {e}")),
-    };
-    let tenant = match tenant {
-        Ok(t) => t,
-        Err(why) => {
-            tracing::warn!(reason = %why, "connection refused");
-            let e = ErrorReply::new(ErrorCode::PermissionDenied, why);
+    let (uid, gid) = match peer {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::warn!(error = %e, "connection refused: the peer's credentials are unknown");
+            let e = ErrorReply::new(
+                ErrorCode::PermissionDenied,
+                format!("cannot learn the peer's credentials: {e}"),
+            );
             send(&mut wr, enc, &Response::Error(e)).await;
             return;
         }
     };
+    // The policy is consulted on every request, so a reload applies to open connections.
+    let tenant_now = || {
+        shared
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .tenant_of(uid, gid)
+            .ok_or_else(|| format!("uid {uid} is not a tenant of this daemon"))
+    };
+    // SAFETY: geteuid cannot fail.
+    let admin = uid == 0 || uid == unsafe { libc::geteuid() };
+    if let Err(why) = tenant_now() {
+        tracing::warn!(reason = %why, "connection refused");
+        let e = ErrorReply::new(ErrorCode::PermissionDenied, why);
+        send(&mut wr, enc, &Response::Error(e)).await;
+        return;
+    }
     match enc.decode::<Request<'_>>(&first) {
         Ok(Request::Hello(hello)) if hello.protocol >= MIN_PROTOCOL_VERSION => {
             let reply = Response::Hello(HelloReply {
@@ -281,7 +328,33 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             Err(end) => return finish(&mut wr, enc, shared, end).await,
         };
         let response = match enc.decode::<Request<'_>>(&frame) {
-            Ok(Request::Run(run)) => handle_run(run, shared, &tenant).await,
+            Ok(Request::Run(run)) => match tenant_now() {
+                Ok(tenant) => {
+                    let start = Instant::now();
+                    let response = handle_run(run, shared, &tenant).await;
+                    let error = match &response {
+                        Response::Error(e) => Some(e.code),
+                        _ => None,
+                    };
+                    let wall_us = start.elapsed().as_micros() as u64;
+                    shared.stats.record(&tenant.name, error, wall_us);
+                    response
+                }
+                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+            },
+            Ok(Request::Stats) => {
+                let viewer = tenant_now().ok().map(|t| t.name.to_string());
+                let (running, waiting) = shared.pool.load();
+                let now = crate::stats::Now {
+                    running: running as u64,
+                    waiting: waiting as u64,
+                    connections: shared.connections.load(Ordering::SeqCst) as u64,
+                    workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
+                    worker_start_failures: shared.pool.stats.failed_starts.load(Ordering::Relaxed),
+                };
+                let view = if admin { None } else { viewer.as_deref() };
+                Response::Stats(shared.stats.snapshot(view, now))
+            }
             Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
                 ErrorCode::ProtocolError,
                 "hello was already exchanged on this connection",

@@ -188,3 +188,143 @@ fn a_flooding_tenant_does_not_starve_another() {
         f.join().unwrap();
     }
 }
+
+#[test]
+fn stats_count_outcomes_and_show_each_tenant_only_itself() {
+    let d = Daemon::start_with(&["--socket-mode", "0666"], &[]);
+    open_to_others(&d);
+    let mut c = d.client();
+    for i in 0..5 {
+        c.run(".", i.to_string().as_bytes(), &RunOptions::default())
+            .unwrap();
+    }
+    c.run(".[", b"1", &RunOptions::default()).unwrap_err();
+    let stats = c.stats().unwrap();
+    let count = |code: &str| {
+        stats
+            .outcomes
+            .iter()
+            .find(|(c, _)| c == code)
+            .map_or(0, |(_, n)| *n)
+    };
+    assert_eq!(count("OK"), 5);
+    assert_eq!(count("COMPILE_ERROR"), 1);
+    assert_eq!(stats.latency.count, 6);
+    assert!(stats.latency.p50_us > 0 && stats.latency.p50_us <= stats.latency.p99_us);
+    assert!(stats.workers_started >= 6);
+    assert!(stats.connections >= 1);
+    // SAFETY: geteuid cannot fail.
+    let me = format!("uid-{}", unsafe { libc::geteuid() });
+    let mine = stats
+        .tenants
+        .iter()
+        .find(|t| t.name == me)
+        .expect("own row");
+    assert_eq!((mine.requests, mine.errors), (6, 1));
+    if root() {
+        // Another tenant sees the totals but only its own row.
+        let out = Command::new(CLI)
+            .arg("stats")
+            .arg("--socket")
+            .arg(&d.socket)
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(seen["tenants"], serde_json::json!([]), "{seen}");
+        assert!(seen["latency"]["count"].as_u64().unwrap() >= 6);
+    } else {
+        eprintln!("not root: the other tenant's view is not checked");
+    }
+}
+
+#[test]
+fn sighup_reloads_tenants_without_dropping_connections() {
+    if !root() {
+        eprintln!("skipped: needs root to connect as a second uid");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[tenants]\nunknown = \"allow\"\n").unwrap();
+    let d = Daemon::start_with(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--socket-mode",
+            "0666",
+        ],
+        &[],
+    );
+    open_to_others(&d);
+    let mut open = d.client();
+    assert_eq!(as_nobody(&d, ".").0, Some(0));
+    std::fs::write(
+        &config,
+        "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
+    )
+    .unwrap();
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .log()
+        .contains("tenant configuration reloaded")));
+    let (status, _, stderr, _) = as_nobody(&d, ".");
+    assert_eq!(status, Some(8), "{stderr}");
+    assert!(stderr.contains("PERMISSION_DENIED"), "{stderr}");
+    // The connection opened before the reload is still served, now as tenant `admins`.
+    assert_eq!(
+        open.run(".", b"5", &RunOptions::default()).unwrap().output,
+        "5"
+    );
+    let stats = open.stats().unwrap();
+    assert!(
+        stats.tenants.iter().any(|t| t.name == "admins"),
+        "{:?}",
+        stats.tenants
+    );
+    // A broken file is refused and the running configuration stays.
+    std::fs::write(&config, "[tenants]\nunknown = \"sometimes\"\n").unwrap();
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .log()
+        .contains("configuration not reloaded")));
+    assert_eq!(d.ok(".", "6"), "6");
+}
+
+#[test]
+fn a_client_that_stalls_inside_a_frame_is_cut_off() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[server]\nframe_timeout_ms = 300\n").unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let hello = br#"{"hello":{"protocol":1}}"#;
+    s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(hello).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    // Announce 100 bytes, send 10, and stall.
+    s.write_all(&100u32.to_le_bytes()).unwrap();
+    s.write_all(b"{\"run\":{\"f").unwrap();
+    let start = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let n = s.read_to_end(&mut rest).unwrap();
+    let took = start.elapsed();
+    assert_eq!(n, 0, "the daemon closed the connection without a reply");
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Others are unaffected.
+    assert_eq!(d.ok(".", "1"), "1");
+}
