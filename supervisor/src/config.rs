@@ -35,6 +35,8 @@ pub struct Config {
     pub frame_timeout: Duration,
     /// On SIGTERM, in-flight requests get this long to finish.
     pub drain_timeout: Duration,
+    /// Open connections beyond which new ones are closed at once.
+    pub max_connections: usize,
     /// Exit after this long with no connection (the CLI's private daemon uses it).
     pub idle_exit: Option<Duration>,
     /// Permission bits of the socket file.
@@ -167,6 +169,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(300),
             frame_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(10),
+            max_connections: 1024,
             idle_exit: None,
             socket_mode: 0o600,
             isolation: DEFAULT_ISOLATION,
@@ -257,6 +260,7 @@ pub struct FileServer {
     pub idle_timeout_ms: Option<u64>,
     pub frame_timeout_ms: Option<u64>,
     pub drain_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
     pub socket_mode: Option<String>,
 }
 
@@ -328,6 +332,7 @@ impl FileConfig {
             &mut base.drain_timeout,
             self.server.drain_timeout_ms.map(ms),
         );
+        set(&mut base.max_connections, self.server.max_connections);
         if let Some(mode) = &self.server.socket_mode {
             base.socket_mode = parse_mode(mode)?;
         }

@@ -64,6 +64,9 @@ pub struct Args {
     /// Requests of one tenant waiting beyond which its new ones get OVERLOADED.
     #[arg(long)]
     pub max_queue: Option<usize>,
+    /// Open connections beyond which new ones are closed at once (default 1024).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
     /// Permission bits of the socket file, octal (default 0600).
     #[arg(long)]
     pub socket_mode: Option<String>,
@@ -115,6 +118,7 @@ impl Args {
             },
             server: FileServer {
                 socket_mode: self.socket_mode.clone(),
+                max_connections: self.max_connections,
                 ..FileServer::default()
             },
             isolation,

@@ -137,6 +137,10 @@ pub async fn serve(
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, _addr)) if shared.connections.load(Ordering::SeqCst) >= shared.cfg.max_connections => {
+                    tracing::warn!(limit = shared.cfg.max_connections, "connection limit reached; closing a new connection");
+                    drop(stream);
+                }
                 Ok((stream, _addr)) => {
                     let shared = shared.clone();
                     let stop = stop_rx.clone();

@@ -328,3 +328,28 @@ fn a_client_that_stalls_inside_a_frame_is_cut_off() {
     // Others are unaffected.
     assert_eq!(d.ok(".", "1"), "1");
 }
+
+#[test]
+fn connections_over_the_global_cap_are_closed_and_the_cap_recovers() {
+    use std::io::Read;
+    let d = Daemon::start_with(&["--max-connections", "2"], &[]);
+    let a = d.client();
+    let b = d.client();
+    // A third connection is accepted by the kernel and closed by the daemon at once.
+    let mut third = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(third.read(&mut buf).unwrap(), 0, "closed without a byte");
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .log()
+        .contains("connection limit reached")));
+    drop((a, b));
+    // Once the others have gone, new connections are served again.
+    assert!(crate::util::wait_until(Duration::from_secs(5), || {
+        Client::connect(&d.socket)
+            .and_then(|mut c| c.run(".", b"1", &RunOptions::default()))
+            .is_ok()
+    }));
+}
