@@ -407,14 +407,18 @@ pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) ->
 async fn start_worker(
     program: &Program,
     startup: &StartupArgs,
-    cgroup: Option<&CgroupParent>,
+    cgroup: Option<Arc<CgroupParent>>,
 ) -> Result<Worker, String> {
     let (mut child, sock) =
         spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
     if let Some(parent) = cgroup {
-        match parent.attach(child.pid()) {
-            Ok(cg) => child.set_cgroup(cg),
-            Err(e) => tracing::warn!(error = %e, "cannot put a worker in its memory cgroup"),
+        // cgroupfs writes block (the kernel sets up the memory controller): keep them off the
+        // runtime's threads.
+        let pid = child.pid();
+        match tokio::task::spawn_blocking(move || parent.attach(pid)).await {
+            Ok(Ok(cg)) => child.set_cgroup(cg),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot put a worker in its memory cgroup"),
+            Err(e) => tracing::warn!(error = %e, "cgroup attach task failed"),
         }
     }
     let mut sock =
@@ -447,7 +451,7 @@ async fn refill(
 ) {
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
-        match start_worker(&program, &startup, cgroup.as_deref()).await {
+        match start_worker(&program, &startup, cgroup.clone()).await {
             Ok(worker) => {
                 stats.started.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut last) = last_error.lock() {

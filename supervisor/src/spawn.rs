@@ -226,7 +226,12 @@ impl Child {
         let oom_killed = match self.cgroup.take() {
             Some(cg) => {
                 let killed = cg.oom_killed();
-                cg.remove();
+                // rmdir of a memory cgroup waits for the kernel to offline it: off the
+                // runtime's threads where there is a runtime.
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => drop(rt.spawn_blocking(move || cg.remove())),
+                    Err(_) => cg.remove(),
+                }
                 killed
             }
             None => false,
