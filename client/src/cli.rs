@@ -170,7 +170,26 @@ fn stats(args: StatsArgs) -> Exit {
 /// Runs the command line with these arguments (argv\[0\] first).
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
-    // `jqjail stats` is the one subcommand; jq has no `stats` builtin, so no filter is lost.
+    // `jqjail tools [openai|anthropic]`: the tool definitions, no daemon needed.
+    if args.get(1).is_some_and(|a| a == "tools") {
+        let format = match args.get(2).and_then(|a| a.to_str()) {
+            None | Some("neutral") => crate::tools::Format::Neutral,
+            Some("openai") => crate::tools::Format::OpenAi,
+            Some("anthropic") => crate::tools::Format::Anthropic,
+            Some(other) => {
+                report(
+                    "USAGE",
+                    &format!("unknown tools format `{other}`; use neutral, openai or anthropic"),
+                );
+                return Exit::Usage.into();
+            }
+        };
+        let text =
+            serde_json::to_string_pretty(&crate::tools::definitions(format)).unwrap_or_default();
+        let _ = writeln!(std::io::stdout(), "{text}");
+        return Exit::Success.into();
+    }
+    // `jqjail stats`; jq has no `stats` or `tools` builtins, so no filter is lost.
     if args.get(1).is_some_and(|a| a == "stats") {
         let mut rest = args.clone();
         rest.remove(1);

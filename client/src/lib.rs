@@ -10,6 +10,7 @@ mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod paths;
+pub mod tools;
 
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;

@@ -153,3 +153,19 @@ fn starts_a_private_daemon_when_none_is_running() {
     signal(pid, libc::SIGTERM);
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
+
+#[test]
+fn tools_prints_definitions_in_each_shape() {
+    for (format, pointer) in [
+        ("neutral", "/0/parameters/properties/filter"),
+        ("openai", "/0/function/parameters/properties/filter"),
+        ("anthropic", "/1/input_schema/properties/query"),
+    ] {
+        let out = Command::new(CLI).args(["tools", format]).output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.pointer(pointer).is_some(), "{format}: {v}");
+    }
+    let bad = Command::new(CLI).args(["tools", "xml"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
