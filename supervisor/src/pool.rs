@@ -51,15 +51,13 @@ struct Worker {
     sock: UnixStream,
 }
 
-/// Counters for logs and, later, `jqjail stats`.
+/// Worker counters for `jqjail stats`.
 #[derive(Debug, Default)]
 pub struct PoolStats {
     /// Workers started and ready.
     pub started: AtomicU64,
     /// Workers that failed to start.
     pub failed_starts: AtomicU64,
-    /// Jobs run (whatever their outcome).
-    pub jobs: AtomicU64,
 }
 
 /// The result of one job: the worker's answer and what it cost.
@@ -160,7 +158,6 @@ impl Pool {
                 ));
             }
         };
-        self.stats.jobs.fetch_add(1, Ordering::Relaxed);
         // A worker that died while idle fails at the job's first byte and is replaced by the
         // next. Every idle worker may be dead (killed from outside), so allow one attempt more
         // than the pool holds: the last one is a freshly started worker.
