@@ -346,19 +346,26 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                 }
                 Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
             },
-            Ok(Request::Stats) => {
-                let viewer = tenant_now().ok().map(|t| t.name.to_string());
-                let (running, waiting) = shared.pool.load();
-                let now = crate::stats::Now {
-                    running: running as u64,
-                    waiting: waiting as u64,
-                    connections: shared.connections.load(Ordering::SeqCst) as u64,
-                    workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
-                    worker_start_failures: shared.pool.stats.failed_starts.load(Ordering::Relaxed),
-                };
-                let view = if admin { None } else { viewer.as_deref() };
-                Response::Stats(shared.stats.snapshot(view, now))
-            }
+            Ok(Request::Stats) => match tenant_now() {
+                Ok(tenant) => {
+                    let (running, waiting) = shared.pool.load();
+                    let now = crate::stats::Now {
+                        running: running as u64,
+                        waiting: waiting as u64,
+                        connections: shared.connections.load(Ordering::SeqCst) as u64,
+                        workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
+                        worker_start_failures: shared
+                            .pool
+                            .stats
+                            .failed_starts
+                            .load(Ordering::Relaxed),
+                    };
+                    // Administrators see every tenant's row; a tenant only its own.
+                    let view = (!admin).then_some(&*tenant.name);
+                    Response::Stats(shared.stats.snapshot(view, now))
+                }
+                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+            },
             Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
                 ErrorCode::ProtocolError,
                 "hello was already exchanged on this connection",

@@ -354,3 +354,31 @@ fn connections_over_the_global_cap_are_closed_and_the_cap_recovers() {
             .is_ok()
     }));
 }
+
+#[test]
+fn a_connection_whose_tenant_is_revoked_gets_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[tenants]\nunknown = \"allow\"\n").unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let mut open = d.client();
+    assert_eq!(
+        open.run(".", b"1", &RunOptions::default()).unwrap().output,
+        "1"
+    );
+    // Revoke everyone but a uid nobody here has.
+    std::fs::write(
+        &config,
+        "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"other\"\nuids = [4242]\n",
+    )
+    .unwrap();
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .log()
+        .contains("tenant configuration reloaded")));
+    let run = open.run(".", b"2", &RunOptions::default()).unwrap_err();
+    assert_eq!(run.code(), Some(ErrorCode::PermissionDenied));
+    // Not even the counters: a revoked peer must not see other tenants' rows.
+    let stats = open.stats().unwrap_err();
+    assert_eq!(stats.code(), Some(ErrorCode::PermissionDenied));
+}
