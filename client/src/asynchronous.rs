@@ -2,9 +2,10 @@
 
 use crate::{
     ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
-    hello, no_server_yet, run_request,
+    hello, no_server_yet,
 };
-use jqjail_protocol::frame::tokio_io::{read_frame, write_frame};
+use jqjail_protocol::codec::bincode_run_header;
+use jqjail_protocol::frame::tokio_io::{read_frame, write_frame, write_frame_parts};
 use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
 use std::path::Path;
 use tokio::net::UnixStream;
@@ -51,13 +52,19 @@ impl AsyncClient {
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        let request = run_request(filter, input, options);
-        expect_run(self.exchange(&request).await?)
+        // The input is sent from the caller's buffer, after the encoded rest of the request.
+        let header = bincode_run_header(filter, options.lang, options.limits, input.len())?;
+        write_frame_parts(&mut self.stream, &[&header, input]).await?;
+        expect_run(self.read_response().await?)
     }
 
     async fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {
         let body = Encoding::Bincode.encode(request)?;
         write_frame(&mut self.stream, &body).await?;
+        self.read_response().await
+    }
+
+    async fn read_response(&mut self) -> Result<Response, ClientError> {
         let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES).await?;
         Ok(Encoding::Bincode.decode(&frame)?)
     }

@@ -2,10 +2,12 @@
 
 use crate::{
     ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
-    hello, no_server_yet, run_request,
+    hello, no_server_yet,
 };
-use jqjail_protocol::frame::{read_frame, write_frame};
+use jqjail_protocol::codec::bincode_run_header;
+use jqjail_protocol::frame::{prefix, read_frame, write_frame};
 use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -63,13 +65,23 @@ impl Client {
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        let request = run_request(filter, input, options);
-        expect_run(self.exchange(&request)?)
+        // The input is sent from the caller's buffer, after the encoded rest of the request.
+        let header = bincode_run_header(filter, options.lang, options.limits, input.len())?;
+        let prefix = prefix(header.len() + input.len())?;
+        self.stream.write_all(&prefix)?;
+        self.stream.write_all(&header)?;
+        self.stream.write_all(input)?;
+        self.stream.flush()?;
+        expect_run(self.read_response()?)
     }
 
     fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {
         let body = Encoding::Bincode.encode(request)?;
         write_frame(&mut self.stream, &body)?;
+        self.read_response()
+    }
+
+    fn read_response(&mut self) -> Result<Response, ClientError> {
         let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES)?;
         Ok(Encoding::Bincode.decode(&frame)?)
     }

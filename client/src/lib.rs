@@ -18,10 +18,7 @@ pub use jqjail_protocol::{
     Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply, StatsReply,
 };
 
-use jqjail_protocol::{
-    CodecError, FrameError, Hello, HelloReply, Input, JsonText, PROTOCOL_VERSION, Request,
-    Response, RunRequest,
-};
+use jqjail_protocol::{CodecError, FrameError, Hello, HelloReply, PROTOCOL_VERSION, Response};
 use std::path::PathBuf;
 
 /// The client name sent in the handshake.
@@ -105,15 +102,6 @@ fn no_server_yet() -> HelloReply {
         server: String::new(),
         limits: Limits::default(),
     }
-}
-
-fn run_request<'a>(filter: &str, input: &'a [u8], options: &RunOptions) -> Request<'a> {
-    Request::Run(RunRequest {
-        filter: filter.to_string(),
-        lang: options.lang,
-        limits: options.limits,
-        input: Input::Inline(JsonText::from(input)),
-    })
 }
 
 fn expect_hello(response: Response) -> Result<HelloReply, ClientError> {
