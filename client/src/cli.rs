@@ -123,6 +123,20 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value * scale))
 }
 
+/// Reports a failed exchange with the daemon and picks its exit status.
+fn failed(e: ClientError) -> Exit {
+    match e {
+        ClientError::Server(e) => {
+            report(e.code.as_str(), &e.message);
+            Exit::of(e.code)
+        }
+        other => {
+            report("UNAVAILABLE", &other.to_string());
+            Exit::Unavailable
+        }
+    }
+}
+
 /// Prints `jqjail: CODE: message` once, with control characters removed.
 fn report(code: &str, message: &str) {
     let clean: String = message
@@ -156,14 +170,7 @@ fn stats(args: StatsArgs) -> Exit {
             let _ = writeln!(std::io::stdout(), "{text}");
             Exit::Success
         }
-        Err(ClientError::Server(e)) => {
-            report(e.code.as_str(), &e.message);
-            Exit::of(e.code)
-        }
-        Err(e) => {
-            report("UNAVAILABLE", &e.to_string());
-            Exit::Unavailable
-        }
+        Err(e) => failed(e),
     }
 }
 
@@ -257,14 +264,7 @@ fn run(args: Args) -> Exit {
                 }
             }
         }
-        Err(ClientError::Server(e)) => {
-            report(e.code.as_str(), &e.message);
-            Exit::of(e.code)
-        }
-        Err(e) => {
-            report("UNAVAILABLE", &e.to_string());
-            Exit::Unavailable
-        }
+        Err(e) => failed(e),
     }
 }
 

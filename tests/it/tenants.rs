@@ -47,6 +47,28 @@ fn as_nobody(d: &Daemon, filter: &str) -> (Option<i32>, String, String, Duration
     )
 }
 
+/// A daemon started with `--config` pointing at a file that holds `toml`; the file can be
+/// rewritten (for reloads) while the returned value lives.
+struct Configured {
+    d: Daemon,
+    config: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn with_config(toml: &str, flags: &[&str]) -> Configured {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut all = vec!["--config", config.to_str().unwrap()];
+    all.extend_from_slice(flags);
+    let d = Daemon::start_with(&all, &[]);
+    Configured {
+        d,
+        config,
+        _dir: dir,
+    }
+}
+
 /// A filter that computes for a few tens of milliseconds.
 const BUSY: &str = "reduce range(300000) as $i (0; . + $i)";
 
@@ -56,21 +78,9 @@ fn unknown_uids_can_be_refused() {
         eprintln!("skipped: needs root to connect as a second uid");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(
-        &config,
+    let Configured { d, .. } = with_config(
         "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
-    )
-    .unwrap();
-    let d = Daemon::start_with(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--socket-mode",
-            "0666",
-        ],
-        &[],
+        &["--socket-mode", "0666"],
     );
     open_to_others(&d);
     let (status, stdout, stderr, _) = as_nobody(&d, ".");
@@ -251,17 +261,11 @@ fn sighup_reloads_tenants_without_dropping_connections() {
         eprintln!("skipped: needs root to connect as a second uid");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, "[tenants]\nunknown = \"allow\"\n").unwrap();
-    let d = Daemon::start_with(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--socket-mode",
-            "0666",
-        ],
-        &[],
+    let Configured { d, config, _dir } = with_config(
+        "[tenants]
+unknown = \"allow\"
+",
+        &["--socket-mode", "0666"],
     );
     open_to_others(&d);
     let mut open = d.client();
@@ -301,10 +305,7 @@ fn sighup_reloads_tenants_without_dropping_connections() {
 #[test]
 fn a_client_that_stalls_inside_a_frame_is_cut_off() {
     use std::io::{Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, "[server]\nframe_timeout_ms = 300\n").unwrap();
-    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let Configured { d, .. } = with_config("[server]\nframe_timeout_ms = 300\n", &[]);
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     let hello = br#"{"hello":{"protocol":1}}"#;
     s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
@@ -357,10 +358,7 @@ fn connections_over_the_global_cap_are_closed_and_the_cap_recovers() {
 
 #[test]
 fn a_connection_whose_tenant_is_revoked_gets_nothing_more() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, "[tenants]\nunknown = \"allow\"\n").unwrap();
-    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let Configured { d, config, _dir } = with_config("[tenants]\nunknown = \"allow\"\n", &[]);
     let mut open = d.client();
     assert_eq!(
         open.run(".", b"1", &RunOptions::default()).unwrap().output,
