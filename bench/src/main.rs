@@ -357,15 +357,10 @@ fn measure(
     cell
 }
 
-/// The in-process floor: the worker's evaluation (compile, strict scan, parse, run, write),
-/// minus freeing the parsed input, which a worker never does either (it exits instead).
+/// The in-process floor: exactly the worker's evaluation (compile, strict scan, parse, run,
+/// write; the parsed input is never freed, as in a worker), without process or socket.
 fn in_process(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, String> {
-    let filter = engine.compile(&job.filter).map_err(|e| e.message)?;
-    jqjail_worker::json::scan(input, job.max_depth).map_err(|e| e.to_string())?;
-    let value = jaq_json::read::parse_single(input).map_err(|e| e.to_string())?;
-    let result = engine.run(&filter, value.clone(), job.max_output_bytes);
-    std::mem::forget(value);
-    result.map_err(|e| e.message)
+    jqjail_worker::evaluate(engine, job, input).map_err(|e| e.message)
 }
 
 fn throughput(daemon: &Daemon, seconds: f64) -> Vec<(usize, f64)> {

@@ -63,7 +63,7 @@ pub struct LimitOverrides {
 
 /// A request asked for more than the server allows, or for zero.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("requested {name} of {requested} is {why} the server's {allowed}")]
+#[error("requested {name} of {requested} is {}", if *.requested == 0 { format!("not a limit; ask for at most the server's {allowed}, or leave it out") } else { format!("above the server's {allowed}") })]
 pub struct OverrideError {
     /// Which limit.
     pub name: &'static str,
@@ -71,8 +71,6 @@ pub struct OverrideError {
     pub requested: u64,
     /// The server's value.
     pub allowed: u64,
-    /// "above" or "not positive; the limit is".
-    pub why: &'static str,
 }
 
 impl Limits {
@@ -83,17 +81,10 @@ impl Limits {
         fn pick(name: &'static str, server: u64, asked: Option<u64>) -> Result<u64, OverrideError> {
             match asked {
                 None => Ok(server),
-                Some(0) => Err(OverrideError {
-                    name,
-                    requested: 0,
-                    allowed: server,
-                    why: "not positive; the limit is",
-                }),
-                Some(v) if v > server => Err(OverrideError {
+                Some(v) if v == 0 || v > server => Err(OverrideError {
                     name,
                     requested: v,
                     allowed: server,
-                    why: "above",
                 }),
                 Some(v) => Ok(v),
             }
@@ -150,7 +141,10 @@ mod tests {
             max_output_bytes: Some(0),
             ..Default::default()
         };
-        assert!(server.tightened(&zero).is_err());
+        assert_eq!(
+            server.tightened(&zero).unwrap_err().to_string(),
+            "requested max_output_bytes of 0 is not a limit; ask for at most the server's 100000, or leave it out"
+        );
     }
 }
 

@@ -65,9 +65,9 @@ pub struct PoolStats {
 pub struct JobResult {
     /// The output text, or the error.
     pub result: Result<String, ErrorReply>,
-    /// Worker CPU time, where the worker was reaped.
+    /// Worker CPU time: its own report with a reply, the kernel's after a death.
     pub cpu: Duration,
-    /// Worker peak RSS, where the worker was reaped.
+    /// Worker peak RSS, measured the same way.
     pub peak_rss_bytes: u64,
 }
 

@@ -108,14 +108,14 @@ impl Engine {
         let loader = Loader::new(self.defs.iter().cloned());
         let modules = loader
             .load(&arena, File { code, path: () })
-            .map_err(|errs| compile_error(code, load_errors(code, errs)))?;
+            .map_err(|errs| compile_error(load_errors(code, errs)))?;
         load::import(&modules, |import| {
             Err(format!(
                 "data import \"{}\" is disabled in jqjail: filters cannot read files",
                 import.path
             ))
         })
-        .map_err(|errs| compile_error(code, load_errors(code, errs)))?;
+        .map_err(|errs| compile_error(load_errors(code, errs)))?;
         let filter = Compiler::default()
             .with_global_vars(["$ENV"])
             .with_funs(natives())
@@ -131,7 +131,7 @@ impl Engine {
                         ));
                     }
                 }
-                compile_error(code, lines)
+                compile_error(lines)
             })?;
         Ok(Compiled(filter))
     }
@@ -375,13 +375,11 @@ fn message_text(v: Val) -> String {
     text
 }
 
-fn compile_error(code: &str, lines: Vec<String>) -> EvalError {
-    let mut message = String::from("filter does not compile: ");
-    message.push_str(&lines.join("; "));
-    if code.contains("import") || code.contains("include") {
-        message.push_str(" (modules and data imports are disabled in jqjail)");
-    }
-    EvalError::new(ErrorCode::CompileError, message)
+fn compile_error(lines: Vec<String>) -> EvalError {
+    EvalError::new(
+        ErrorCode::CompileError,
+        format!("filter does not compile: {}", lines.join("; ")),
+    )
 }
 
 fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
@@ -390,7 +388,10 @@ fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
         match err {
             load::Error::Io(items) => {
                 for (path, why) in items {
-                    lines.push(format!("cannot load \"{path}\": {why}"));
+                    // The loader reads no files: every include and module import ends here.
+                    lines.push(format!(
+                        "cannot load \"{path}\": modules are disabled in jqjail ({why})"
+                    ));
                 }
             }
             load::Error::Lex(items) => {

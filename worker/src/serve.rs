@@ -160,13 +160,21 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>)
 }
 
 /// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
-/// Public so that tests can compare the daemon against in-process evaluation.
+/// Public so that tests and the benchmark evaluate in-process exactly as a worker does.
+///
+/// The parsed input is deliberately never freed: a worker exits right after replying, and
+/// freeing a parsed 20 MiB document costs about 300 ms with glibc malloc
+/// (research/perf-baselines.md). A long-lived caller leaks each input's parsed form.
 pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, EvalError> {
     match job.lang {
         Lang::Jq => {
             let filter = engine.compile(&job.filter)?;
             let value = parse_input(input, job.max_depth)?;
-            engine.run(&filter, value, job.max_output_bytes)
+            // The run gets a reference-counted handle; the original keeps the document alive
+            // past the end of the run, so that nothing frees it.
+            let result = engine.run(&filter, value.clone(), job.max_output_bytes);
+            std::mem::forget(value);
+            result
         }
         Lang::Path => {
             let query = crate::path::parse(&job.filter)?;
