@@ -1,0 +1,922 @@
+//! The hide store: oversized tool outputs kept on disk, per tenant, content-addressed,
+//! immutable once written, paged and searched off disk.
+//!
+//! Owns one directory (SPEC §5):
+//!
+//! ```text
+//! DIR/            0700, owned by the daemon's uid (refused otherwise)
+//!   lock          flock(LOCK_EX) around every mutation, by every process sharing DIR
+//!   index.sqlite3 0600, WAL: ID, tenant, kind, source, size, sha256, meta, created time
+//!   tmp/          content being written (temp file, fsync) before it is renamed in
+//!   objects/<tenant key>/<id>   0600, one file per hide, never rewritten
+//! ```
+//!
+//! A put writes and fsyncs a temp file outside the lock, then under the lock picks the ID,
+//! renames the file into place, fsyncs the directory and only then commits the index row. So
+//! every listed hide has its whole content on disk, whatever point a crash stops at; a crash
+//! leaves at most an unlisted file, which the next open removes. A delete commits first and
+//! unlinks after, for the same reason.
+//!
+//! Tenants share nothing: IDs are unique per tenant, every lookup names the tenant, and an ID
+//! of another tenant's hide reads exactly like an ID that does not exist.
+//!
+//! Not guaranteed: flock is advisory, so a process that writes DIR without taking the lock
+//! (or a user editing files by hand) can still damage it; a read then fails with an I/O error
+//! rather than returning wrong bytes of a different length, but same-length edits are not
+//! detected on read (the sha256 is in the index for whoever wants to check).
+//!
+//! This crate does no networking and never interprets a hide's content.
+
+pub mod id;
+pub mod page;
+
+use page::{Layout, SearchOptions};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Longest `kind` or `source` string.
+pub const MAX_LABEL_BYTES: usize = 256;
+/// Most meta pairs on one hide.
+pub const MAX_META_PAIRS: usize = 64;
+/// Longest meta key or value.
+pub const MAX_META_BYTES: usize = 1024;
+/// Temp files older than this are leftovers of a crashed writer and are removed at open.
+pub const STALE_TMP: Duration = Duration::from_secs(3600);
+
+/// One stored hide's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `<sanitized-source>-<hex>`.
+    pub id: String,
+    /// What produced it (e.g. `tool_output`), free-form.
+    pub kind: String,
+    /// Where it came from (e.g. the tool's name), as given.
+    pub source: String,
+    /// Bytes of content.
+    pub size: u64,
+    /// sha256 of the content, hex.
+    pub sha256: String,
+    /// Caller-chosen key/value pairs, in the order given.
+    pub meta: Vec<(String, String)>,
+    /// When it was first stored, milliseconds since the Unix epoch.
+    pub created_ms: u64,
+}
+
+/// The result of a put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Put {
+    /// The stored hide (the existing one when the same content was already there).
+    pub entry: Entry,
+    /// False when this tenant already had this content from this source.
+    pub created: bool,
+    /// IDs removed to make room (oldest first), or because they passed the age limit.
+    pub evicted: Vec<String>,
+}
+
+/// What happens when a put would take a tenant past its quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFull {
+    /// Delete the tenant's oldest hides until the new one fits.
+    #[default]
+    EvictOldest,
+    /// Refuse the put with [`StoreError::QuotaExceeded`].
+    Refuse,
+}
+
+/// A tenant's retention policy, applied on every put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Bytes of hides the tenant may hold.
+    pub quota_bytes: u64,
+    /// Hides older than this are deleted on the tenant's next put.
+    pub max_age: Option<Duration>,
+    /// Evict or refuse when full.
+    pub on_full: OnFull,
+}
+
+/// One page of a hide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// The hide.
+    pub hide_id: String,
+    /// 1-based page number.
+    pub page: u64,
+    /// Pages at this page size.
+    pub total_pages: u64,
+    /// Byte offset of the page in the hide.
+    pub offset: u64,
+    /// Size of the whole hide.
+    pub size: u64,
+    /// The page's bytes (never a split UTF-8 character).
+    pub content: Vec<u8>,
+}
+
+/// One search match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Match {
+    /// The page its first byte is on.
+    pub page: u64,
+    /// Byte offset in the hide.
+    pub offset: u64,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    /// Every match, ascending (empty: not found).
+    pub matches: Vec<Match>,
+    /// More matches exist than the bound let through.
+    pub truncated: bool,
+    /// Pages at the page size searched with.
+    pub total_pages: u64,
+}
+
+/// Bytes and hides a tenant holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Hides.
+    pub entries: u64,
+    /// Bytes of content.
+    pub bytes: u64,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No hide with this ID for this tenant (another tenant's hide reads the same).
+    #[error("no hide with id `{0}`")]
+    NotFound(String),
+    /// The page is not in `1..=total_pages`.
+    #[error(
+        "page {page} is out of range: hide `{id}` has {total} page(s) of at most {page_size} bytes"
+    )]
+    PageOutOfRange {
+        /// The hide.
+        id: String,
+        /// The page asked for.
+        page: u64,
+        /// Pages there are.
+        total: u64,
+        /// At this page size.
+        page_size: u64,
+    },
+    /// The put does not fit the tenant's quota and the policy is to refuse.
+    #[error(
+        "a hide of {size} bytes does not fit the {quota}-byte hide quota ({used} bytes in use)"
+    )]
+    QuotaExceeded {
+        /// The quota.
+        quota: u64,
+        /// Bytes in use.
+        used: u64,
+        /// The new hide's size.
+        size: u64,
+    },
+    /// An argument is out of range (page size, query, labels, meta).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store directory is not safe to use.
+    #[error("hide store {path}: {why}")]
+    Unsafe {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A file operation failed.
+    #[error("hide store I/O: {0}")]
+    Io(#[from] io::Error),
+    /// The index failed.
+    #[error("hide store index: {0}")]
+    Index(#[from] rusqlite::Error),
+}
+
+/// Shorthand.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// An open store. Cheap to share behind an `Arc`; every method blocks (file and SQLite I/O),
+/// so async callers run them on a blocking thread.
+pub struct Store {
+    root: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    db: Connection,
+    lock: File,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("root", &self.root).finish()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS hides (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant     TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    source_key TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    UNIQUE (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS hides_content ON hides (tenant, source_key, sha256);
+CREATE INDEX IF NOT EXISTS hides_age ON hides (tenant, created_ms);
+CREATE TABLE IF NOT EXISTS meta (
+    seq   INTEGER NOT NULL REFERENCES hides (seq) ON DELETE CASCADE,
+    pos   INTEGER NOT NULL,
+    key   TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (seq, pos)
+);
+";
+
+impl Store {
+    /// Opens the store at `dir`, creating it (0700) if it does not exist. Refuses a directory
+    /// that is not owned by this process's uid or that its group or others can access.
+    /// Removes leftovers of crashed writers.
+    pub fn open(dir: &Path) -> Result<Store> {
+        if !dir.exists() {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        }
+        let root = dir.canonicalize()?;
+        check_private_dir(&root)?;
+        for sub in ["tmp", "objects"] {
+            private_subdir(&root.join(sub))?;
+        }
+        let lock = private_file(&root.join("lock"))?;
+        let db_path = root.join("index.sqlite3");
+        drop(private_file(&db_path)?); // created 0600 before SQLite opens it
+        let db = Connection::open(&db_path)?;
+        db.busy_timeout(Duration::from_secs(30))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.pragma_update(None, "foreign_keys", "ON")?;
+        let store = Store {
+            root,
+            inner: Mutex::new(Inner { db, lock }),
+        };
+        store.mutate(|db| {
+            db.execute_batch(SCHEMA)?;
+            Ok(())
+        })?;
+        store.sweep()?;
+        Ok(store)
+    }
+
+    /// The store's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Stores `content` for `tenant`. The same content from the same source gives the same
+    /// entry back; different content never replaces an existing hide.
+    pub fn put(
+        &self,
+        tenant: &str,
+        kind: &str,
+        source: &str,
+        content: &[u8],
+        meta: &[(String, String)],
+        retention: &Retention,
+    ) -> Result<Put> {
+        check_labels(kind, source, meta)?;
+        let size = content.len() as u64;
+        if size > retention.quota_bytes {
+            return Err(StoreError::QuotaExceeded {
+                quota: retention.quota_bytes,
+                used: self.usage(tenant)?.bytes,
+                size,
+            });
+        }
+        let sha256 = hex(&Sha256::digest(content));
+        let source_key = id::sanitize_source(source);
+        if let Some(entry) = self.find_content(tenant, &source_key, &sha256)? {
+            return Ok(Put {
+                entry,
+                created: false,
+                evicted: Vec::new(),
+            });
+        }
+        let tmp = self.write_tmp(content)?;
+        let result = self.mutate(|db| {
+            if let Some(entry) = find_content(db, tenant, &source_key, &sha256)? {
+                return Ok((
+                    Put {
+                        entry,
+                        created: false,
+                        evicted: Vec::new(),
+                    },
+                    Vec::new(),
+                ));
+            }
+            let victims = make_room(db, tenant, size, retention)?;
+            let mut chosen = None;
+            for candidate in id::candidates(&source_key, &sha256) {
+                let taken: Option<String> = db
+                    .query_row(
+                        "SELECT sha256 FROM hides WHERE tenant = ?1 AND id = ?2",
+                        params![tenant, candidate],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if taken.is_none() {
+                    chosen = Some(candidate);
+                    break;
+                }
+            }
+            let id = chosen.ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "no free id for content {sha256} (a sha256 collision)"
+                ))
+            })?;
+            let dir = self.tenant_dir(tenant)?;
+            std::fs::rename(&tmp, dir.join(&id))?;
+            File::open(&dir)?.sync_all()?;
+            let created_ms = now_ms();
+            db.execute(
+                "INSERT INTO hides (tenant, id, source_key, sha256, kind, source, size, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    tenant,
+                    id,
+                    source_key,
+                    sha256,
+                    kind,
+                    source,
+                    size as i64,
+                    created_ms as i64
+                ],
+            )?;
+            let seq = db.last_insert_rowid();
+            for (pos, (k, v)) in meta.iter().enumerate() {
+                db.execute(
+                    "INSERT INTO meta (seq, pos, key, value) VALUES (?1, ?2, ?3, ?4)",
+                    params![seq, pos as i64, k, v],
+                )?;
+            }
+            let entry = Entry {
+                id,
+                kind: kind.to_string(),
+                source: source.to_string(),
+                size,
+                sha256: sha256.clone(),
+                meta: meta.to_vec(),
+                created_ms,
+            };
+            let evicted = victims.clone();
+            Ok((
+                Put {
+                    entry,
+                    created: true,
+                    evicted,
+                },
+                victims,
+            ))
+        });
+        // The temp file is gone when it was renamed; otherwise it must not stay behind.
+        let _ = std::fs::remove_file(&tmp);
+        let (put, victims) = result?;
+        self.unlink(tenant, &victims);
+        Ok(put)
+    }
+
+    /// A hide's metadata and whole content.
+    pub fn get(&self, tenant: &str, id: &str) -> Result<(Entry, Vec<u8>)> {
+        let (entry, file) = self.open_hide(tenant, id)?;
+        let content = page::read_range(&file, 0..entry.size)?;
+        Ok((entry, content))
+    }
+
+    /// A hide's metadata and its file, open for reading (to be read with positioned reads
+    /// or streamed; the file is never written again).
+    pub fn open_hide(&self, tenant: &str, id: &str) -> Result<(Entry, File)> {
+        let entry = self.entry(tenant, id)?;
+        let path = self.tenant_dir_path(tenant).join(&entry.id);
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(f) => f,
+            // Deleted by another process between the lookup and the open.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(id.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let on_disk = file.metadata()?.len();
+        if on_disk != entry.size {
+            return Err(StoreError::Io(io::Error::other(format!(
+                "hide `{id}` is damaged: {on_disk} bytes on disk, {} in the index",
+                entry.size
+            ))));
+        }
+        Ok((entry, file))
+    }
+
+    /// One page of a hide, read off disk.
+    pub fn cut(&self, tenant: &str, id: &str, page: u64, page_size: u64) -> Result<Cut> {
+        check_page_size(page_size)?;
+        let (entry, file) = self.open_hide(tenant, id)?;
+        let layout = Layout::new(&file, entry.size, page_size)?;
+        let range = layout
+            .page(page)
+            .ok_or_else(|| StoreError::PageOutOfRange {
+                id: entry.id.clone(),
+                page,
+                total: layout.total_pages(),
+                page_size,
+            })?;
+        Ok(Cut {
+            content: page::read_range(&file, range.clone())?,
+            hide_id: entry.id,
+            page,
+            total_pages: layout.total_pages(),
+            offset: range.start,
+            size: entry.size,
+        })
+    }
+
+    /// Every occurrence of `query` in a hide (up to the bound), with its page at `page_size`.
+    pub fn search(
+        &self,
+        tenant: &str,
+        id: &str,
+        query: &str,
+        opts: SearchOptions,
+        page_size: u64,
+    ) -> Result<Search> {
+        check_page_size(page_size)?;
+        if query.is_empty() || query.len() > page::MAX_QUERY_BYTES {
+            return Err(StoreError::Invalid(format!(
+                "search query is {} bytes; it must be 1 to {} bytes",
+                query.len(),
+                page::MAX_QUERY_BYTES
+            )));
+        }
+        if !(1..=page::MAX_MATCHES).contains(&opts.max_matches) {
+            return Err(StoreError::Invalid(format!(
+                "max_matches is {}; it must be 1 to {}",
+                opts.max_matches,
+                page::MAX_MATCHES
+            )));
+        }
+        let (entry, file) = self.open_hide(tenant, id)?;
+        let layout = Layout::new(&file, entry.size, page_size)?;
+        let found = page::search(&file, entry.size, query, opts)?;
+        Ok(Search {
+            matches: found
+                .offsets
+                .iter()
+                .map(|&offset| Match {
+                    page: layout.page_of(offset),
+                    offset,
+                })
+                .collect(),
+            truncated: found.truncated,
+            total_pages: layout.total_pages(),
+        })
+    }
+
+    /// A tenant's hides, newest first.
+    pub fn list(&self, tenant: &str) -> Result<Vec<Entry>> {
+        let inner = self.lock_inner();
+        let mut stmt = inner.db.prepare_cached(
+            "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+             WHERE tenant = ?1 ORDER BY created_ms DESC, seq DESC",
+        )?;
+        let rows = stmt
+            .query_map(params![tenant], row_entry)?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(seq, entry)| with_meta(&inner.db, seq, entry))
+            .collect()
+    }
+
+    /// Deletes a hide; returns what it was.
+    pub fn delete(&self, tenant: &str, id: &str) -> Result<Entry> {
+        let entry = self.mutate(|db| {
+            let entry = lookup(db, tenant, id)?;
+            db.execute(
+                "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
+                params![tenant, id],
+            )?;
+            Ok(entry)
+        })?;
+        self.unlink(tenant, std::slice::from_ref(&entry.id));
+        Ok(entry)
+    }
+
+    /// What a tenant holds.
+    pub fn usage(&self, tenant: &str) -> Result<Usage> {
+        let inner = self.lock_inner();
+        usage(&inner.db, tenant)
+    }
+
+    /// A hide's metadata.
+    pub fn entry(&self, tenant: &str, id: &str) -> Result<Entry> {
+        let inner = self.lock_inner();
+        lookup(&inner.db, tenant, id)
+    }
+
+    fn find_content(&self, tenant: &str, source_key: &str, sha: &str) -> Result<Option<Entry>> {
+        let inner = self.lock_inner();
+        find_content(&inner.db, tenant, source_key, sha)
+    }
+
+    fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` in an immediate transaction while holding the store's flock, so that it is
+    /// the only mutation in any process sharing the directory.
+    fn mutate<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut inner = self.lock_inner();
+        let Inner { db, lock } = &mut *inner;
+        let _held = Flock::exclusive(lock)?;
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn write_tmp(&self, content: &[u8]) -> Result<PathBuf> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "{}-{}-{}",
+            std::process::id(),
+            now_ms(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = self.root.join("tmp").join(name);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
+        let written = file.write_all(content).and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(e.into());
+        }
+        Ok(path)
+    }
+
+    fn tenant_dir_path(&self, tenant: &str) -> PathBuf {
+        self.root.join("objects").join(tenant_key(tenant))
+    }
+
+    fn tenant_dir(&self, tenant: &str) -> Result<PathBuf> {
+        let dir = self.tenant_dir_path(tenant);
+        if private_subdir(&dir)? {
+            File::open(self.root.join("objects"))?.sync_all()?;
+        }
+        Ok(dir)
+    }
+
+    /// Removes the files of deleted hides (after their rows are committed).
+    fn unlink(&self, tenant: &str, ids: &[String]) {
+        if ids.is_empty() {
+            return;
+        }
+        let dir = self.tenant_dir_path(tenant);
+        for id in ids {
+            let _ = std::fs::remove_file(dir.join(id));
+        }
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+    }
+
+    /// Under the lock: removes stale temp files and object files no index row names.
+    fn sweep(&self) -> Result<()> {
+        let tenants: Vec<String> = {
+            let inner = self.lock_inner();
+            let mut stmt = inner.db.prepare("SELECT DISTINCT tenant FROM hides")?;
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let by_key: std::collections::HashMap<String, String> =
+            tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
+        let root = self.root.clone();
+        self.mutate(|db| {
+            for entry in std::fs::read_dir(root.join("tmp"))? {
+                let entry = entry?;
+                let age = entry
+                    .metadata()?
+                    .modified()?
+                    .elapsed()
+                    .unwrap_or(Duration::ZERO);
+                if age > STALE_TMP {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+            for dir in std::fs::read_dir(root.join("objects"))? {
+                let dir = dir?;
+                let key = dir.file_name().to_string_lossy().into_owned();
+                let tenant = by_key.get(&key);
+                for file in std::fs::read_dir(dir.path())? {
+                    let file = file?;
+                    let id = file.file_name().to_string_lossy().into_owned();
+                    let listed = match tenant {
+                        Some(t) => db
+                            .query_row(
+                                "SELECT 1 FROM hides WHERE tenant = ?1 AND id = ?2",
+                                params![t, id],
+                                |_| Ok(()),
+                            )
+                            .optional()?
+                            .is_some(),
+                        None => false,
+                    };
+                    if !listed {
+                        let _ = std::fs::remove_file(file.path());
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Deletes hides past the age limit, then (by policy) the oldest until `size` more bytes fit.
+/// Returns the IDs whose rows were deleted; their files are unlinked after the commit.
+fn make_room(
+    db: &Connection,
+    tenant: &str,
+    size: u64,
+    retention: &Retention,
+) -> Result<Vec<String>> {
+    let mut victims = Vec::new();
+    if let Some(age) = retention.max_age {
+        let cutoff = now_ms().saturating_sub(age.as_millis() as u64) as i64;
+        let mut stmt = db.prepare_cached(
+            "DELETE FROM hides WHERE tenant = ?1 AND created_ms < ?2 RETURNING id",
+        )?;
+        let expired = stmt
+            .query_map(params![tenant, cutoff], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        victims.extend(expired);
+    }
+    let mut used = usage(db, tenant)?.bytes;
+    if used + size <= retention.quota_bytes {
+        return Ok(victims);
+    }
+    if retention.on_full == OnFull::Refuse {
+        return Err(StoreError::QuotaExceeded {
+            quota: retention.quota_bytes,
+            used,
+            size,
+        });
+    }
+    let oldest: Vec<(String, u64)> = {
+        let mut stmt = db.prepare_cached(
+            "SELECT id, size FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC",
+        )?;
+        stmt.query_map(params![tenant], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+        })?
+        .collect::<Result<_, _>>()?
+    };
+    for (id, bytes) in oldest {
+        if used + size <= retention.quota_bytes {
+            break;
+        }
+        db.execute(
+            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
+            params![tenant, id],
+        )?;
+        used -= bytes;
+        victims.push(id);
+    }
+    Ok(victims)
+}
+
+fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
+    let (entries, bytes): (i64, i64) = db.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM hides WHERE tenant = ?1",
+        params![tenant],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(Usage {
+        entries: entries as u64,
+        bytes: bytes as u64,
+    })
+}
+
+fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Entry)> {
+    Ok((
+        r.get(0)?,
+        Entry {
+            id: r.get(1)?,
+            kind: r.get(2)?,
+            source: r.get(3)?,
+            size: r.get::<_, i64>(4)? as u64,
+            sha256: r.get(5)?,
+            meta: Vec::new(),
+            created_ms: r.get::<_, i64>(6)? as u64,
+        },
+    ))
+}
+
+fn with_meta(db: &Connection, seq: i64, mut entry: Entry) -> Result<Entry> {
+    let mut stmt = db.prepare_cached("SELECT key, value FROM meta WHERE seq = ?1 ORDER BY pos")?;
+    entry.meta = stmt
+        .query_map(params![seq], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(entry)
+}
+
+fn lookup(db: &Connection, tenant: &str, id: &str) -> Result<Entry> {
+    if !id::is_well_formed(id) {
+        return Err(StoreError::NotFound(id.to_string()));
+    }
+    let mut stmt = db.prepare_cached(
+        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+         WHERE tenant = ?1 AND id = ?2",
+    )?;
+    let (seq, entry) = stmt
+        .query_row(params![tenant, id], row_entry)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    with_meta(db, seq, entry)
+}
+
+fn find_content(
+    db: &Connection,
+    tenant: &str,
+    source_key: &str,
+    sha: &str,
+) -> Result<Option<Entry>> {
+    let mut stmt = db.prepare_cached(
+        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+         WHERE tenant = ?1 AND source_key = ?2 AND sha256 = ?3",
+    )?;
+    match stmt
+        .query_row(params![tenant, source_key, sha], row_entry)
+        .optional()?
+    {
+        Some((seq, entry)) => Ok(Some(with_meta(db, seq, entry)?)),
+        None => Ok(None),
+    }
+}
+
+fn check_labels(kind: &str, source: &str, meta: &[(String, String)]) -> Result<()> {
+    for (what, text) in [("kind", kind), ("source", source)] {
+        if text.len() > MAX_LABEL_BYTES {
+            return Err(StoreError::Invalid(format!(
+                "{what} is {} bytes, over the {MAX_LABEL_BYTES}-byte limit",
+                text.len()
+            )));
+        }
+    }
+    if meta.len() > MAX_META_PAIRS {
+        return Err(StoreError::Invalid(format!(
+            "{} meta pairs, over the limit of {MAX_META_PAIRS}",
+            meta.len()
+        )));
+    }
+    if let Some((k, v)) = meta
+        .iter()
+        .find(|(k, v)| k.len() > MAX_META_BYTES || v.len() > MAX_META_BYTES)
+    {
+        return Err(StoreError::Invalid(format!(
+            "meta pair of {} and {} bytes; keys and values are limited to {MAX_META_BYTES} bytes",
+            k.len(),
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a page size outside `MIN_PAGE_SIZE..=MAX_PAGE_SIZE`.
+pub fn check_page_size(page_size: u64) -> Result<()> {
+    if (page::MIN_PAGE_SIZE..=page::MAX_PAGE_SIZE).contains(&page_size) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "page size is {page_size} bytes; it must be {} to {} bytes",
+            page::MIN_PAGE_SIZE,
+            page::MAX_PAGE_SIZE
+        )))
+    }
+}
+
+/// The directory name of a tenant's objects: a hash, so no tenant name reaches a path.
+fn tenant_key(tenant: &str) -> String {
+    hex(&Sha256::digest(tenant.as_bytes())[..8])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn check_private_dir(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    let unsafe_dir = |why: String| StoreError::Unsafe {
+        path: path.to_owned(),
+        why,
+    };
+    if !meta.is_dir() {
+        return Err(unsafe_dir("not a directory".into()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != euid {
+        return Err(unsafe_dir(format!(
+            "owned by uid {}, not by this process's uid {euid}",
+            meta.uid()
+        )));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(unsafe_dir(format!(
+            "mode is {mode:o}; group and others must have no access (0700)"
+        )));
+    }
+    Ok(())
+}
+
+/// Makes sure `path` is a private directory (not a symlink); returns whether it was created.
+fn private_subdir(path: &Path) -> Result<bool> {
+    match DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            check_private_dir(path)?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn private_file(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let mode = file.metadata()?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(StoreError::Unsafe {
+            path: path.to_owned(),
+            why: format!("mode is {mode:o}; group and others must have no access (0600)"),
+        });
+    }
+    Ok(file)
+}
+
+/// An exclusive flock, released on drop.
+struct Flock<'a>(&'a File);
+
+impl<'a> Flock<'a> {
+    fn exclusive(file: &'a File) -> io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        loop {
+            // SAFETY: the fd is open for the life of `file`, which outlives the guard.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Flock(file));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `exclusive`; unlocking a held lock cannot fail in a way we could act on.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}

@@ -1,0 +1,444 @@
+//! The store against a real directory: round trips, IDs, permissions, retention, several
+//! processes at once, and SIGKILL at random points.
+
+use jqjail_store::page::{self, Layout, SearchOptions};
+use jqjail_store::{OnFull, Retention, Store, StoreError};
+use proptest::prelude::*;
+use sha2::{Digest, Sha256};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+const ROOMY: Retention = Retention {
+    quota_bytes: 1 << 30,
+    max_age: None,
+    on_full: OnFull::Refuse,
+};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    (dir, store)
+}
+
+fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn put_then_get_round_trips_bytes_exactly() {
+    let (_dir, store) = store();
+    let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    let big: Vec<u8> = (0..20 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    for content in [&b""[..], &binary, &big] {
+        let put = store
+            .put("t", "tool_output", "Bytes!", content, &[], &ROOMY)
+            .unwrap();
+        assert!(put.created);
+        assert_eq!(put.entry.size, content.len() as u64);
+        assert_eq!(put.entry.sha256, sha(content));
+        assert!(put.entry.id.starts_with("bytes-"));
+        let (entry, back) = store.get("t", &put.entry.id).unwrap();
+        assert_eq!(entry, put.entry);
+        assert!(
+            back == content,
+            "bytes differ for a {}-byte hide",
+            content.len()
+        );
+    }
+}
+
+#[test]
+fn same_content_same_id_and_meta_kept() {
+    let (_dir, store) = store();
+    let meta = vec![
+        ("tool".to_string(), "gh".to_string()),
+        ("turn".to_string(), "3".to_string()),
+    ];
+    let a = store
+        .put("t", "k", "GitHub", b"[1,2]", &meta, &ROOMY)
+        .unwrap();
+    let b = store
+        .put("t", "k", "GitHub", b"[1,2]", &[], &ROOMY)
+        .unwrap();
+    assert!(a.created && !b.created);
+    assert_eq!(a.entry, b.entry);
+    assert_eq!(a.entry.id, format!("github-{}", &sha(b"[1,2]")[..8]));
+    assert_eq!(store.entry("t", &a.entry.id).unwrap().meta, meta);
+    let other = store
+        .put("t", "k", "GitHub", b"[1,2,3]", &[], &ROOMY)
+        .unwrap();
+    assert_ne!(other.entry.id, a.entry.id);
+    assert_eq!(store.list("t").unwrap().len(), 2);
+}
+
+/// Finds two contents whose sha256 share the first 8 hex digits (a 32-bit birthday search:
+/// about 80,000 hashes) and stores both: the second gets a longer ID, the first is untouched.
+#[test]
+fn a_real_prefix_collision_gets_a_longer_id_never_an_overwrite() {
+    let mut seen = std::collections::HashMap::new();
+    let (first, second) = (0u64..)
+        .find_map(|i| {
+            let content = format!("{{\"n\":{i}}}");
+            let prefix = sha(content.as_bytes())[..8].to_string();
+            match seen.insert(prefix, content.clone()) {
+                Some(earlier) => Some((earlier, content)),
+                None => None,
+            }
+        })
+        .unwrap();
+    let (_dir, store) = store();
+    let a = store
+        .put("t", "k", "src", first.as_bytes(), &[], &ROOMY)
+        .unwrap();
+    let b = store
+        .put("t", "k", "src", second.as_bytes(), &[], &ROOMY)
+        .unwrap();
+    assert_eq!(a.entry.id.len(), "src-".len() + 8);
+    assert_eq!(
+        b.entry.id.len(),
+        "src-".len() + 12,
+        "{} vs {}",
+        a.entry.id,
+        b.entry.id
+    );
+    assert!(b.entry.id.starts_with(&a.entry.id));
+    assert_eq!(store.get("t", &a.entry.id).unwrap().1, first.as_bytes());
+    assert_eq!(store.get("t", &b.entry.id).unwrap().1, second.as_bytes());
+    // Putting either again finds it rather than minting a third ID.
+    assert_eq!(
+        store
+            .put("t", "k", "src", second.as_bytes(), &[], &ROOMY)
+            .unwrap()
+            .entry
+            .id,
+        b.entry.id
+    );
+    // Another tenant with the second content gets the short ID: IDs are per tenant.
+    let other = store
+        .put("u", "k", "src", second.as_bytes(), &[], &ROOMY)
+        .unwrap();
+    assert_eq!(other.entry.id.len(), "src-".len() + 8);
+}
+
+#[test]
+fn tenants_cannot_see_each_other() {
+    let (_dir, store) = store();
+    let a = store
+        .put("alice", "k", "s", b"secret", &[], &ROOMY)
+        .unwrap()
+        .entry;
+    for result in [
+        store.get("bob", &a.id).map(|_| ()),
+        store.cut("bob", &a.id, 1, 64).map(|_| ()),
+        store
+            .search("bob", &a.id, "secret", SearchOptions::default(), 64)
+            .map(|_| ()),
+        store.delete("bob", &a.id).map(|_| ()),
+    ] {
+        assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
+    }
+    assert!(store.list("bob").unwrap().is_empty());
+    assert_eq!(store.usage("bob").unwrap().entries, 0);
+    assert_eq!(store.get("alice", &a.id).unwrap().1, b"secret");
+}
+
+#[test]
+fn malformed_ids_are_not_found_and_never_reach_a_path() {
+    let (_dir, store) = store();
+    for id in ["../../etc/passwd", "x-../../a", "", "UPPER-0123abcd"] {
+        assert!(
+            matches!(store.get("t", id), Err(StoreError::NotFound(_))),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn refuses_a_store_others_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    std::fs::create_dir(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(err.to_string().contains("mode is 750"), "{err}");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let store = Store::open(&path).unwrap();
+    store.put("t", "k", "s", b"x", &[], &ROOMY).unwrap();
+    for f in ["lock", "index.sqlite3"] {
+        let mode = std::fs::metadata(path.join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{f}");
+    }
+}
+
+#[test]
+fn quota_evicts_oldest_or_refuses() {
+    let (_dir, store) = store();
+    let evict = Retention {
+        quota_bytes: 250,
+        max_age: None,
+        on_full: OnFull::EvictOldest,
+    };
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            store
+                .put("t", "k", "s", &[b'a' + i; 100], &[], &evict)
+                .unwrap()
+                .entry
+                .id
+        })
+        .collect();
+    let listed: Vec<String> = store.list("t").unwrap().into_iter().map(|e| e.id).collect();
+    assert_eq!(
+        listed,
+        [ids[2].clone(), ids[1].clone()],
+        "newest first; the oldest was evicted"
+    );
+    assert!(matches!(
+        store.get("t", &ids[0]),
+        Err(StoreError::NotFound(_))
+    ));
+    let refuse = Retention {
+        on_full: OnFull::Refuse,
+        ..evict
+    };
+    let err = store
+        .put("t", "k", "s", &[b'z'; 100], &[], &refuse)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::QuotaExceeded {
+                quota: 250,
+                used: 200,
+                size: 100
+            }
+        ),
+        "{err}"
+    );
+    let err = store
+        .put("t", "k", "s", &[b'z'; 251], &[], &evict)
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::QuotaExceeded { size: 251, .. }),
+        "{err}"
+    );
+    assert_eq!(store.usage("t").unwrap().bytes, 200);
+}
+
+#[test]
+fn age_limit_expires_on_put() {
+    let (_dir, store) = store();
+    let old = store
+        .put("t", "k", "s", b"old", &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    std::thread::sleep(Duration::from_millis(30));
+    let short = Retention {
+        max_age: Some(Duration::from_millis(10)),
+        ..ROOMY
+    };
+    let put = store.put("t", "k", "s", b"new", &[], &short).unwrap();
+    assert_eq!(put.evicted, [old.clone()]);
+    assert!(matches!(store.get("t", &old), Err(StoreError::NotFound(_))));
+}
+
+#[test]
+fn cuts_and_searches_off_disk() {
+    let (_dir, store) = store();
+    // 100 lines of "line NNN é\n": 12 bytes each, with a 2-byte character.
+    let text: String = (0..100).map(|i| format!("line {i:03} é\n")).collect();
+    let id = store
+        .put("t", "k", "s", text.as_bytes(), &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    let first = store.cut("t", &id, 1, 64).unwrap();
+    let mut all = Vec::new();
+    for p in 1..=first.total_pages {
+        let cut = store.cut("t", &id, p, 64).unwrap();
+        assert!(cut.content.len() <= 64);
+        assert!(
+            std::str::from_utf8(&cut.content).is_ok(),
+            "page {p} splits a character"
+        );
+        assert_eq!(cut.offset, all.len() as u64);
+        all.extend(cut.content);
+    }
+    assert_eq!(all, text.as_bytes());
+    let err = store.cut("t", &id, first.total_pages + 1, 64).unwrap_err();
+    assert!(matches!(err, StoreError::PageOutOfRange { .. }), "{err}");
+    assert!(matches!(
+        store.cut("t", &id, 0, 64),
+        Err(StoreError::PageOutOfRange { .. })
+    ));
+    assert!(matches!(
+        store.cut("t", &id, 1, 63),
+        Err(StoreError::Invalid(_))
+    ));
+    let hit = store
+        .search("t", &id, "line 042", SearchOptions::default(), 64)
+        .unwrap();
+    let offset = text.find("line 042").unwrap() as u64;
+    assert_eq!(hit.matches.len(), 1);
+    assert_eq!(hit.matches[0].offset, offset);
+    let layout = Layout::new(text.as_bytes(), text.len() as u64, 64).unwrap();
+    assert!(layout.page(hit.matches[0].page).unwrap().contains(&offset));
+    let miss = store
+        .search("t", &id, "line 100", SearchOptions::default(), 64)
+        .unwrap();
+    assert!(miss.matches.is_empty(), "a miss is empty, never page 1");
+}
+
+/// Child mode: `JQJAIL_STORE_CHILD=<dir>:<worker>:<count>` puts `count` hides and exits; with
+/// count 0 it puts until killed.
+#[test]
+fn child_put_loop() {
+    let Ok(spec) = std::env::var("JQJAIL_STORE_CHILD") else {
+        return;
+    };
+    let mut parts = spec.rsplitn(3, ':');
+    let count: u64 = parts.next().unwrap().parse().unwrap();
+    let worker: u64 = parts.next().unwrap().parse().unwrap();
+    let dir = parts.next().unwrap();
+    let store = Store::open(dir.as_ref()).unwrap();
+    let mut i = 0u64;
+    while count == 0 || i < count {
+        let size = ((worker * 7919 + i * 104_729) % 300_000) as usize;
+        let content: Vec<u8> = (0..size).map(|j| (j as u64 ^ worker ^ i) as u8).collect();
+        let source = format!("w{worker}");
+        store
+            .put(
+                "t",
+                "k",
+                &source,
+                &content,
+                &[("i".into(), i.to_string())],
+                &ROOMY,
+            )
+            .unwrap();
+        i += 1;
+    }
+}
+
+fn child(dir: &std::path::Path, worker: u64, count: u64) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_put_loop",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(
+        "JQJAIL_STORE_CHILD",
+        format!("{}:{worker}:{count}", dir.display()),
+    );
+    cmd
+}
+
+fn check_every_entry_whole(store: &Store) -> usize {
+    let entries = store.list("t").unwrap();
+    for e in &entries {
+        let (_, bytes) = store.get("t", &e.id).unwrap();
+        assert_eq!(bytes.len() as u64, e.size, "{}", e.id);
+        assert_eq!(sha(&bytes), e.sha256, "{} is not what was put", e.id);
+    }
+    entries.len()
+}
+
+#[test]
+fn parallel_puts_from_several_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    drop(Store::open(&path).unwrap());
+    let children: Vec<_> = (0..4)
+        .map(|w| child(&path, w, 25).spawn().unwrap())
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let store = Store::open(&path).unwrap();
+    let entries = store.list("t").unwrap();
+    // Each worker's contents are distinct except where a size repeats; count distinct IDs.
+    let expected: std::collections::HashSet<(u64, Vec<u8>)> = (0..4u64)
+        .flat_map(|w| (0..25u64).map(move |i| (w, i)))
+        .map(|(w, i)| {
+            let size = ((w * 7919 + i * 104_729) % 300_000) as usize;
+            (w, (0..size).map(|j| (j as u64 ^ w ^ i) as u8).collect())
+        })
+        .collect();
+    assert_eq!(entries.len(), expected.len(), "a put was lost");
+    assert_eq!(check_every_entry_whole(&store), expected.len());
+}
+
+#[test]
+fn sigkill_at_random_points_leaves_only_whole_hides() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    drop(Store::open(&path).unwrap());
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    for round in 0..8 {
+        let mut c = child(&path, round, 0).spawn().unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(20 + seed % 120));
+        c.kill().unwrap(); // SIGKILL
+        c.wait().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let n = check_every_entry_whole(&store);
+    assert!(n > 0, "no put completed in 8 rounds");
+    // After the reopen's sweep, every object file on disk is a listed hide.
+    let objects: usize = std::fs::read_dir(path.join("objects"))
+        .unwrap()
+        .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+        .sum();
+    assert_eq!(objects, n);
+    eprintln!("{n} whole hides after 8 SIGKILLs");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn pages_concatenate_to_the_content_and_are_valid_utf8(
+        text in "\\PC{0,600}", page_size in 64u64..200,
+    ) {
+        let bytes = text.as_bytes();
+        let layout = Layout::new(bytes, bytes.len() as u64, page_size).unwrap();
+        let mut all = Vec::new();
+        for p in 1..=layout.total_pages() {
+            let chunk = page::read_range(bytes, layout.page(p).unwrap()).unwrap();
+            prop_assert!(chunk.len() as u64 <= page_size);
+            prop_assert!(std::str::from_utf8(&chunk).is_ok());
+            prop_assert!(p == layout.total_pages() || !chunk.is_empty());
+            all.extend(chunk);
+        }
+        prop_assert_eq!(all, bytes);
+    }
+
+    #[test]
+    fn search_reports_every_occurrence(
+        parts in prop::collection::vec("[ab€]{0,6}", 1..40), needle in "[ab€]{1,3}",
+    ) {
+        let text = parts.concat();
+        let expected: Vec<u64> = (0..text.len())
+            .filter(|&i| text.is_char_boundary(i) && text[i..].starts_with(&needle))
+            .map(|i| i as u64)
+            .collect();
+        let opts = SearchOptions { max_matches: 10_000, ..Default::default() };
+        let found = page::search(text.as_bytes(), text.len() as u64, &needle, opts).unwrap();
+        prop_assert_eq!(found.offsets, expected);
+    }
+}
