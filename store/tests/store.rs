@@ -86,10 +86,8 @@ fn a_real_prefix_collision_gets_a_longer_id_never_an_overwrite() {
         .find_map(|i| {
             let content = format!("{{\"n\":{i}}}");
             let prefix = sha(content.as_bytes())[..8].to_string();
-            match seen.insert(prefix, content.clone()) {
-                Some(earlier) => Some((earlier, content)),
-                None => None,
-            }
+            seen.insert(prefix, content.clone())
+                .map(|earlier| (earlier, content))
         })
         .unwrap();
     let (_dir, store) = store();
@@ -249,7 +247,7 @@ fn age_limit_expires_on_put() {
         ..ROOMY
     };
     let put = store.put("t", "k", "s", b"new", &[], &short).unwrap();
-    assert_eq!(put.evicted, [old.clone()]);
+    assert_eq!(put.evicted, std::slice::from_ref(&old));
     assert!(matches!(store.get("t", &old), Err(StoreError::NotFound(_))));
 }
 
