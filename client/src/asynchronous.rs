@@ -1,12 +1,16 @@
 //! The async (tokio) client.
 
 use crate::{
-    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
-    hello, no_server_yet,
+    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, Source, calls, no_server_yet,
+    only_output, run_head,
 };
-use jqjail_protocol::codec::bincode_run_header;
+use jqjail_protocol::codec::bincode_put_header;
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame, write_frame_parts};
-use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
+use jqjail_protocol::{
+    Encoding, HelloReply, HideContent, HideCut, HideEntry, HidePutReply, HideSearchReply,
+    HideSearchRequest, HideUsageReply, Limits, Response, RunReply, StatsReply,
+};
+use std::collections::BTreeMap;
 use std::path::Path;
 use tokio::net::UnixStream;
 
@@ -31,7 +35,7 @@ impl AsyncClient {
             stream,
             server: no_server_yet(),
         };
-        client.server = expect_hello(client.exchange(&Request::Hello(hello())).await?)?;
+        client.server = client.call(calls::hello()).await?;
         Ok(client)
     }
 
@@ -42,26 +46,108 @@ impl AsyncClient {
 
     /// The daemon's counters (its totals, and this tenant's own row).
     pub async fn stats(&mut self) -> Result<StatsReply, ClientError> {
-        expect_stats(self.exchange(&Request::Stats).await?)
+        self.call(calls::stats()).await
     }
 
-    /// Runs a jq filter over JSON text.
+    /// Runs a filter over JSON text (see [`crate::Client::run`]).
     pub async fn run(
         &mut self,
         filter: &str,
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        // The input is sent from the caller's buffer, after the encoded rest of the request.
-        let header = bincode_run_header(filter, options.lang, options.limits, input.len())?;
-        write_frame_parts(&mut self.stream, &[&header, input]).await?;
-        expect_run(self.read_response().await?)
+        only_output(
+            self.run_answer(filter, Source::Inline(input), options)
+                .await?,
+        )
     }
 
-    async fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {
-        let body = Encoding::Bincode.encode(request)?;
+    /// Runs a filter over a hide of this tenant, read by the daemon off its disk.
+    pub async fn run_hide(
+        &mut self,
+        filter: &str,
+        hide_id: &str,
+        options: &RunOptions,
+    ) -> Result<RunReply, ClientError> {
+        only_output(
+            self.run_answer(filter, Source::Hide(hide_id), options)
+                .await?,
+        )
+    }
+
+    /// Runs a filter over either kind of input (see [`crate::Client::run_answer`]).
+    pub async fn run_answer(
+        &mut self,
+        filter: &str,
+        source: Source<'_>,
+        options: &RunOptions,
+    ) -> Result<Answer, ClientError> {
+        // Inline input is sent from the caller's buffer, after the encoded rest of the request.
+        let (head, tail) = run_head(filter, source, options)?;
+        let input = match source {
+            Source::Inline(input) => &input[..tail],
+            Source::Hide(_) => &[],
+        };
+        write_frame_parts(&mut self.stream, &[&head, input]).await?;
+        calls::run_answer().answer(self.read_response().await?)
+    }
+
+    /// Stores `content` as a hide of this tenant.
+    pub async fn hide_put(
+        &mut self,
+        kind: &str,
+        source: &str,
+        content: &[u8],
+        meta: &BTreeMap<String, String>,
+    ) -> Result<HidePutReply, ClientError> {
+        let head = bincode_put_header(kind, source, meta, content.len())?;
+        write_frame_parts(&mut self.stream, &[&head, content]).await?;
+        calls::put_answer().answer(self.read_response().await?)
+    }
+
+    /// A hide's metadata and bytes.
+    pub async fn hide_get(&mut self, id: &str) -> Result<HideContent, ClientError> {
+        self.call(calls::get(id)).await
+    }
+
+    /// One page (1-based) of a hide; `page_size` defaults to 16,384 bytes.
+    pub async fn hide_cut(
+        &mut self,
+        id: &str,
+        page: u64,
+        page_size: Option<u64>,
+        hint: bool,
+    ) -> Result<HideCut, ClientError> {
+        self.call(calls::cut(id, page, page_size, hint)).await
+    }
+
+    /// Every occurrence of a string in a hide (empty matches: not found).
+    pub async fn hide_search(
+        &mut self,
+        request: HideSearchRequest,
+    ) -> Result<HideSearchReply, ClientError> {
+        self.call(calls::search(request)).await
+    }
+
+    /// This tenant's hides, newest first.
+    pub async fn hide_list(&mut self) -> Result<Vec<HideEntry>, ClientError> {
+        self.call(calls::list()).await
+    }
+
+    /// Deletes a hide; returns what it was.
+    pub async fn hide_delete(&mut self, id: &str) -> Result<HideEntry, ClientError> {
+        self.call(calls::delete(id)).await
+    }
+
+    /// What this tenant holds and may hold.
+    pub async fn hide_usage(&mut self) -> Result<HideUsageReply, ClientError> {
+        self.call(calls::usage()).await
+    }
+
+    async fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
+        let body = Encoding::Bincode.encode(&call.request)?;
         write_frame(&mut self.stream, &body).await?;
-        self.read_response().await
+        call.answer(self.read_response().await?)
     }
 
     async fn read_response(&mut self) -> Result<Response, ClientError> {

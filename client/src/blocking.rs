@@ -1,12 +1,16 @@
 //! The blocking client.
 
 use crate::{
-    ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, expect_hello, expect_run, expect_stats,
-    hello, no_server_yet,
+    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, Source, calls, no_server_yet,
+    only_output, run_head,
 };
-use jqjail_protocol::codec::bincode_run_header;
+use jqjail_protocol::codec::bincode_put_header;
 use jqjail_protocol::frame::{prefix, read_frame, write_frame};
-use jqjail_protocol::{Encoding, HelloReply, Limits, Request, Response, RunReply, StatsReply};
+use jqjail_protocol::{
+    Encoding, HelloReply, HideContent, HideCut, HideEntry, HidePutReply, HideSearchReply,
+    HideSearchRequest, HideUsageReply, Limits, Response, RunReply, StatsReply,
+};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -31,7 +35,7 @@ impl Client {
             stream,
             server: no_server_yet(),
         };
-        client.server = expect_hello(client.exchange(&Request::Hello(hello()))?)?;
+        client.server = client.call(calls::hello())?;
         Ok(client)
     }
 
@@ -55,30 +59,114 @@ impl Client {
 
     /// The daemon's counters (its totals, and this tenant's own row).
     pub fn stats(&mut self) -> Result<StatsReply, ClientError> {
-        expect_stats(self.exchange(&Request::Stats)?)
+        self.call(calls::stats())
     }
 
-    /// Runs a jq filter over JSON text.
+    /// Runs a filter over JSON text. Output over the limit is an `OUTPUT_TOO_LARGE` error
+    /// (use [`Client::run_answer`] with `on_oversize: Hide` to have it kept as a hide).
     pub fn run(
         &mut self,
         filter: &str,
         input: &[u8],
         options: &RunOptions,
     ) -> Result<RunReply, ClientError> {
-        // The input is sent from the caller's buffer, after the encoded rest of the request.
-        let header = bincode_run_header(filter, options.lang, options.limits, input.len())?;
-        let prefix = prefix(header.len() + input.len())?;
-        self.stream.write_all(&prefix)?;
-        self.stream.write_all(&header)?;
-        self.stream.write_all(input)?;
-        self.stream.flush()?;
-        expect_run(self.read_response()?)
+        only_output(self.run_answer(filter, Source::Inline(input), options)?)
     }
 
-    fn exchange(&mut self, request: &Request<'_>) -> Result<Response, ClientError> {
-        let body = Encoding::Bincode.encode(request)?;
+    /// Runs a filter over a hide of this tenant, read by the daemon off its disk.
+    pub fn run_hide(
+        &mut self,
+        filter: &str,
+        hide_id: &str,
+        options: &RunOptions,
+    ) -> Result<RunReply, ClientError> {
+        only_output(self.run_answer(filter, Source::Hide(hide_id), options)?)
+    }
+
+    /// Runs a filter over either kind of input; with `options.on_oversize` set to `Hide`, an
+    /// oversized output comes back as [`Answer::Hidden`].
+    pub fn run_answer(
+        &mut self,
+        filter: &str,
+        source: Source<'_>,
+        options: &RunOptions,
+    ) -> Result<Answer, ClientError> {
+        // Inline input is sent from the caller's buffer, after the encoded rest of the request.
+        let (head, tail) = run_head(filter, source, options)?;
+        let input = match source {
+            Source::Inline(input) => input,
+            Source::Hide(_) => &[],
+        };
+        self.send_parts(&head, input, tail)?;
+        calls::run_answer().answer(self.read_response()?)
+    }
+
+    /// Stores `content` as a hide of this tenant.
+    pub fn hide_put(
+        &mut self,
+        kind: &str,
+        source: &str,
+        content: &[u8],
+        meta: &BTreeMap<String, String>,
+    ) -> Result<HidePutReply, ClientError> {
+        let head = bincode_put_header(kind, source, meta, content.len())?;
+        self.send_parts(&head, content, content.len())?;
+        calls::put_answer().answer(self.read_response()?)
+    }
+
+    /// A hide's metadata and bytes.
+    pub fn hide_get(&mut self, id: &str) -> Result<HideContent, ClientError> {
+        self.call(calls::get(id))
+    }
+
+    /// One page (1-based) of a hide; `page_size` defaults to 16,384 bytes.
+    pub fn hide_cut(
+        &mut self,
+        id: &str,
+        page: u64,
+        page_size: Option<u64>,
+        hint: bool,
+    ) -> Result<HideCut, ClientError> {
+        self.call(calls::cut(id, page, page_size, hint))
+    }
+
+    /// Every occurrence of a string in a hide (empty matches: not found).
+    pub fn hide_search(
+        &mut self,
+        request: HideSearchRequest,
+    ) -> Result<HideSearchReply, ClientError> {
+        self.call(calls::search(request))
+    }
+
+    /// This tenant's hides, newest first.
+    pub fn hide_list(&mut self) -> Result<Vec<HideEntry>, ClientError> {
+        self.call(calls::list())
+    }
+
+    /// Deletes a hide; returns what it was.
+    pub fn hide_delete(&mut self, id: &str) -> Result<HideEntry, ClientError> {
+        self.call(calls::delete(id))
+    }
+
+    /// What this tenant holds and may hold.
+    pub fn hide_usage(&mut self) -> Result<HideUsageReply, ClientError> {
+        self.call(calls::usage())
+    }
+
+    fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
+        let body = Encoding::Bincode.encode(&call.request)?;
         write_frame(&mut self.stream, &body)?;
-        self.read_response()
+        call.answer(self.read_response()?)
+    }
+
+    /// Writes one frame made of `head` and then `tail` (`tail_len` bytes of it).
+    fn send_parts(&mut self, head: &[u8], tail: &[u8], tail_len: usize) -> Result<(), ClientError> {
+        let prefix = prefix(head.len() + tail_len)?;
+        self.stream.write_all(&prefix)?;
+        self.stream.write_all(head)?;
+        self.stream.write_all(&tail[..tail_len])?;
+        self.stream.flush()?;
+        Ok(())
     }
 
     fn read_response(&mut self) -> Result<Response, ClientError> {

@@ -7,8 +7,10 @@
 //! Without `--socket` or `$JQJAIL_SOCKET`, it uses the system daemon if one listens at
 //! [`SYSTEM_SOCKET`], else the user's private daemon, which it starts when none is running.
 
+mod hide;
+
 use crate::paths::{SOCKET_ENV, SYSTEM_SOCKET, private_dir, private_socket, private_store};
-use crate::{Client, ClientError, ErrorCode, RunOptions};
+use crate::{Answer, Client, ClientError, ErrorCode, OnOversize, RunOptions, Source};
 use clap::Parser;
 use jqjail_protocol::limits::grouped;
 use std::ffi::OsString;
@@ -35,6 +37,8 @@ pub const PRIVATE_START_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum Exit {
     /// The filter ran and its answer was printed.
     Success = 0,
+    /// `jqjail hide search` found no match.
+    NoMatch = 1,
     /// Bad command-line usage.
     Usage = 2,
     /// The input cannot be used: unreadable, not JSON, too large or too deep.
@@ -51,6 +55,8 @@ pub enum Exit {
     Unavailable = 8,
     /// A protocol or internal failure.
     Internal = 9,
+    /// No such hide (or not this user's), or no such page of it.
+    NotFound = 10,
 }
 
 impl Exit {
@@ -63,11 +69,11 @@ impl Exit {
             RuntimeError | NonJsonOutput | MissingProperty | TypeMismatch | IndexOutOfBounds => {
                 Exit::Runtime
             }
-            OutputTooLarge | Timeout | CpuLimit | MemoryLimit | StackLimit | ProjectionTooLarge => {
-                Exit::Limit
-            }
+            OutputTooLarge | Timeout | CpuLimit | MemoryLimit | StackLimit | ProjectionTooLarge
+            | QuotaExceeded => Exit::Limit,
             SandboxViolation | WorkerCrashed => Exit::Sandbox,
-            Overloaded | ShuttingDown | PermissionDenied => Exit::Unavailable,
+            Overloaded | ShuttingDown | PermissionDenied | StoreUnavailable => Exit::Unavailable,
+            NotFound | PageOutOfRange => Exit::NotFound,
             _ => Exit::Internal,
         }
     }
@@ -84,13 +90,21 @@ impl From<Exit> for ExitCode {
 #[command(
     name = "jqjail",
     version,
-    after_help = "Exit status: 0 ok, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal."
+    after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
 )]
 struct Args {
     /// The jq filter.
     filter: String,
     /// The JSON input file; standard input if absent or `-`.
+    #[arg(conflicts_with = "hide")]
     file: Option<PathBuf>,
+    /// Filter a hide of the store instead of a file (the daemon reads it off its disk).
+    #[arg(long, value_name = "ID")]
+    hide: Option<String>,
+    /// Output over the limit: `error` (OUTPUT_TOO_LARGE), or `hide` to keep it as a hide and
+    /// print its first page.
+    #[arg(long, default_value = "error", value_parser = ["error", "hide"])]
+    on_oversize: String,
     /// The daemon's socket (default: $JQJAIL_SOCKET, the system daemon, or a private one).
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -196,7 +210,23 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         let _ = writeln!(std::io::stdout(), "{text}");
         return Exit::Success.into();
     }
-    // `jqjail stats`; jq has no `stats` or `tools` builtins, so no filter is lost.
+    // `jqjail hide …` and `jqjail stats`; jq has no `hide`, `stats` or `tools` builtins, so no
+    // filter is lost.
+    if args.get(1).is_some_and(|a| a == "hide") {
+        let mut rest = args.clone();
+        rest.remove(1);
+        return match hide::HideArgs::try_parse_from(rest) {
+            Ok(a) => hide::main(a).into(),
+            Err(e) => {
+                let _ = e.print();
+                if e.use_stderr() {
+                    Exit::Usage.into()
+                } else {
+                    Exit::Success.into()
+                }
+            }
+        };
+    }
     if args.get(1).is_some_and(|a| a == "stats") {
         let mut rest = args.clone();
         rest.remove(1);
@@ -234,13 +264,19 @@ fn run(args: Args) -> Exit {
             return Exit::Unavailable;
         }
     };
-    let max_input = client.limits().max_input_bytes;
-    let input = match read_input(args.file.as_deref(), max_input) {
-        Ok(bytes) => bytes,
-        Err((code, message)) => {
-            report(code, &message);
-            return Exit::Input;
-        }
+    let input = match &args.hide {
+        Some(_) => Vec::new(),
+        None => match read_input(args.file.as_deref(), client.limits().max_input_bytes) {
+            Ok(bytes) => bytes,
+            Err((code, message)) => {
+                report(code, &message);
+                return Exit::Input;
+            }
+        },
+    };
+    let source = match &args.hide {
+        Some(id) => Source::Hide(id),
+        None => Source::Inline(&input),
     };
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
@@ -248,23 +284,35 @@ fn run(args: Args) -> Exit {
     if args.lang == "path" {
         options.lang = crate::Lang::Path;
     }
-    match client.run(&args.filter, &input, &options) {
-        Ok(reply) => {
-            let mut out = std::io::stdout().lock();
-            let written = out
-                .write_all(reply.output.as_bytes())
-                .and_then(|()| out.write_all(b"\n"))
-                .and_then(|()| out.flush());
-            match written {
-                Ok(()) => Exit::Success,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Success,
-                Err(e) => {
-                    report("IO_ERROR", &format!("writing the answer: {e}"));
-                    Exit::Internal
-                }
-            }
+    if args.on_oversize == "hide" {
+        options.on_oversize = OnOversize::Hide;
+    }
+    match client.run_answer(&args.filter, source, &options) {
+        Ok(Answer::Output(reply)) => {
+            let mut text = reply.output.into_bytes();
+            text.push(b'\n');
+            write_out(&text)
+        }
+        // The output was kept as a hide: print its first page as `jqjail hide cut` would.
+        Ok(Answer::Hidden(hidden)) => {
+            let mut text = serde_json::to_string(&hidden.first).unwrap_or_default();
+            text.push('\n');
+            write_out(text.as_bytes())
         }
         Err(e) => failed(e),
+    }
+}
+
+/// Writes to stdout; a closed stdout (`| head`) is not an error.
+fn write_out(bytes: &[u8]) -> Exit {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Exit::Success,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Success,
+        Err(e) => {
+            report("IO_ERROR", &format!("writing the answer: {e}"));
+            Exit::Internal
+        }
     }
 }
 

@@ -9,16 +9,22 @@ mod asynchronous;
 mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod hide_buffer;
 pub mod paths;
 pub mod tools;
 
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
+pub use hide_buffer::HideBuffer;
 pub use jqjail_protocol::{
-    Cost, ErrorCode, ErrorReply, Lang, LimitOverrides, Limits, RunReply, StatsReply,
+    Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideMatch,
+    HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang, LimitOverrides, Limits,
+    OnOversize, RunReply, StatsReply,
 };
 
-use jqjail_protocol::{CodecError, FrameError, Hello, HelloReply, PROTOCOL_VERSION, Response};
+use jqjail_protocol::{
+    CodecError, FrameError, Hello, HelloReply, PROTOCOL_VERSION, Request, Response,
+};
 use std::path::PathBuf;
 
 /// The client name sent in the handshake.
@@ -48,6 +54,9 @@ pub enum ClientError {
     /// The daemon answered with an error: the request was understood and failed.
     #[error("{0}")]
     Server(Box<ErrorReply>),
+    /// A [`HideBuffer`] was asked for its latest hide before one was stored or loaded.
+    #[error("no hide has been stored in or loaded into this buffer")]
+    NoHide,
 }
 
 impl ClientError {
@@ -86,6 +95,8 @@ pub struct RunOptions {
     pub limits: LimitOverrides,
     /// The filter's language (jq by default).
     pub lang: Lang,
+    /// What to do with output over the output limit (fail, by default).
+    pub on_oversize: OnOversize,
 }
 
 fn hello() -> Hello {
@@ -104,32 +115,195 @@ fn no_server_yet() -> HelloReply {
     }
 }
 
-fn expect_hello(response: Response) -> Result<HelloReply, ClientError> {
-    match response {
-        Response::Hello(reply) => Ok(reply),
-        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-        other => Err(ClientError::Protocol(format!(
-            "expected hello, got {other:?}"
-        ))),
+/// A run's answer when its output may be kept as a hide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The output, within the output limit.
+    Output(RunReply),
+    /// The output was over the limit and is stored as a hide; here is its first page.
+    Hidden(Box<HiddenReply>),
+}
+
+/// Where a run's input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// JSON text sent with the request.
+    Inline(&'a [u8]),
+    /// A hide of this tenant, read by the daemon off its disk.
+    Hide(&'a str),
+}
+
+/// One request and how to pick its answer out of a response; shared by both clients.
+pub(crate) struct Call<'a, T> {
+    pub(crate) request: Request<'a>,
+    pick: fn(Response) -> Result<T, Box<Response>>,
+    what: &'static str,
+}
+
+impl<T> Call<'_, T> {
+    pub(crate) fn answer(&self, response: Response) -> Result<T, ClientError> {
+        match (self.pick)(response).map_err(|r| *r) {
+            Ok(t) => Ok(t),
+            Err(Response::Error(e)) => Err(ClientError::Server(Box::new(e))),
+            Err(other) => Err(ClientError::Protocol(format!(
+                "expected {}, got {other:?}",
+                self.what
+            ))),
+        }
     }
 }
 
-fn expect_stats(response: Response) -> Result<StatsReply, ClientError> {
-    match response {
-        Response::Stats(reply) => Ok(reply),
-        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-        other => Err(ClientError::Protocol(format!(
-            "expected stats, got {other:?}"
-        ))),
+/// The calls both clients make, built once.
+pub(crate) mod calls {
+    use super::*;
+    use jqjail_protocol::{HideCutRequest, HideRef};
+
+    macro_rules! pick {
+        ($variant:path) => {
+            |r| match r {
+                $variant(x) => Ok(x),
+                other => Err(Box::new(other)),
+            }
+        };
+    }
+
+    pub(crate) fn hello() -> Call<'static, HelloReply> {
+        Call {
+            request: Request::Hello(super::hello()),
+            pick: pick!(Response::Hello),
+            what: "hello",
+        }
+    }
+
+    pub(crate) fn stats() -> Call<'static, StatsReply> {
+        Call {
+            request: Request::Stats,
+            pick: pick!(Response::Stats),
+            what: "stats",
+        }
+    }
+
+    /// A run's answer (the request itself is written by the client, input last).
+    pub(crate) fn run_answer() -> Call<'static, Answer> {
+        Call {
+            request: Request::HideList, // unused: the run request is streamed
+            pick: |r| match r {
+                Response::Run(x) => Ok(Answer::Output(x)),
+                Response::Hidden(x) => Ok(Answer::Hidden(Box::new(x))),
+                other => Err(Box::new(other)),
+            },
+            what: "a run result",
+        }
+    }
+
+    pub(crate) fn put_answer() -> Call<'static, HidePutReply> {
+        Call {
+            request: Request::HideList, // unused: the put request is streamed
+            pick: pick!(Response::HidePut),
+            what: "a stored hide",
+        }
+    }
+
+    pub(crate) fn get(id: &str) -> Call<'static, HideContent> {
+        Call {
+            request: Request::HideGet(HideRef { id: id.into() }),
+            pick: pick!(Response::HideContent),
+            what: "a hide's content",
+        }
+    }
+
+    pub(crate) fn cut(
+        id: &str,
+        page: u64,
+        page_size: Option<u64>,
+        hint: bool,
+    ) -> Call<'static, HideCut> {
+        Call {
+            request: Request::HideCut(HideCutRequest {
+                id: id.into(),
+                page,
+                page_size,
+                hint,
+            }),
+            pick: pick!(Response::HideCut),
+            what: "a page",
+        }
+    }
+
+    pub(crate) fn search(request: HideSearchRequest) -> Call<'static, HideSearchReply> {
+        Call {
+            request: Request::HideSearch(request),
+            pick: pick!(Response::HideSearch),
+            what: "search results",
+        }
+    }
+
+    pub(crate) fn list() -> Call<'static, Vec<HideEntry>> {
+        Call {
+            request: Request::HideList,
+            pick: |r| match r {
+                Response::HideList(x) => Ok(x.entries),
+                other => Err(Box::new(other)),
+            },
+            what: "a list of hides",
+        }
+    }
+
+    pub(crate) fn delete(id: &str) -> Call<'static, HideEntry> {
+        Call {
+            request: Request::HideDelete(HideRef { id: id.into() }),
+            pick: pick!(Response::HideEntry),
+            what: "the deleted hide",
+        }
+    }
+
+    pub(crate) fn usage() -> Call<'static, HideUsageReply> {
+        Call {
+            request: Request::HideUsage,
+            pick: pick!(Response::HideUsage),
+            what: "hide usage",
+        }
     }
 }
 
-fn expect_run(response: Response) -> Result<RunReply, ClientError> {
-    match response {
-        Response::Run(reply) => Ok(reply),
-        Response::Error(e) => Err(ClientError::Server(Box::new(e))),
-        other => Err(ClientError::Protocol(format!(
-            "expected a run result, got {other:?}"
+/// The encoded head of a run request whose input (last) follows it: for a hide input the
+/// whole message, for inline input everything before the input bytes.
+pub(crate) fn run_head(
+    filter: &str,
+    source: Source<'_>,
+    options: &RunOptions,
+) -> Result<(Vec<u8>, usize), ClientError> {
+    Ok(match source {
+        Source::Inline(input) => (
+            jqjail_protocol::codec::bincode_run_header(
+                filter,
+                options.lang,
+                options.limits,
+                options.on_oversize,
+                input.len(),
+            )?,
+            input.len(),
+        ),
+        Source::Hide(id) => {
+            let request = Request::Run(jqjail_protocol::RunRequest {
+                filter: filter.into(),
+                lang: options.lang,
+                limits: options.limits,
+                on_oversize: options.on_oversize,
+                input: jqjail_protocol::Input::Hide(id.into()),
+            });
+            (jqjail_protocol::Encoding::Bincode.encode(&request)?, 0)
+        }
+    })
+}
+
+/// The answer of a plain run: an output, or (only when asked for) a hide.
+pub(crate) fn only_output(answer: Answer) -> Result<RunReply, ClientError> {
+    match answer {
+        Answer::Output(reply) => Ok(reply),
+        Answer::Hidden(h) => Err(ClientError::Protocol(format!(
+            "the output was kept as hide {}; call run_answer to receive hides",
+            h.entry.id
         ))),
     }
 }

@@ -1,6 +1,9 @@
-//! Tool definitions for model APIs: `jq` and `json_path`, as JSON Schema, in the shapes the
-//! major APIs accept. `jqjail tools` prints them. The hide-paging tools (`hide_next`,
-//! `hide_jump`, `hide_search`) join them with the hide store.
+//! Tool definitions for model APIs: `jq`, `json_path` and the hide-paging tools (`hide_next`,
+//! `hide_jump`, `hide_search`), as JSON Schema, in the shapes the major APIs accept.
+//! `jqjail tools` prints them; [`crate::HideBuffer::call_tool`] answers the hide tools.
+//!
+//! Every schema is a closed object (`additionalProperties: false`) whose required properties
+//! all exist, which is what OpenAI's strict mode and Anthropic's `input_schema` accept.
 
 use serde_json::{Value, json};
 
@@ -19,14 +22,15 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
     vec![
         (
             "jq",
-            "Run a jq filter over a JSON document in a sandbox and return the result as JSON text: one output is returned as that value, several as an array, none as null. Use it to narrow a large JSON tool result (for example `.items[:20]`, `map({id, title})`, `length`, `keys`). The output is capped at 100,000 bytes; narrow further when it is too large. The filter cannot read files, the environment or the network.",
+            "Run a jq filter over a JSON document in a sandbox and return the result as JSON text: one output is returned as that value, several as an array, none as null. Use it to narrow a large JSON tool result (for example `.items[:20]`, `map({id, title})`, `length`, `keys`). Give the document either as `input` or, for an output too large to read that was kept as a hide, as `hide_id`: the whole hide is filtered without passing through the conversation. The output is capped at 100,000 bytes; narrow further when it is too large. The filter cannot read files, the environment or the network.",
             json!({
                 "type": "object",
                 "properties": {
                     "filter": {"type": "string", "description": "The jq filter, e.g. `.items[] | {id, name}`.", "maxLength": 65536},
-                    "input": {"type": "string", "description": "The JSON document, as text."}
+                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "hide_id": {"type": "string", "description": "The ID of a hide to filter instead of input, e.g. `github-1a2b3c4d`.", "maxLength": 97}
                 },
-                "required": ["filter", "input"],
+                "required": ["filter"],
                 "additionalProperties": false
             }),
         ),
@@ -37,9 +41,49 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "The path, e.g. `data.items[*].name`.", "maxLength": 200},
-                    "input": {"type": "string", "description": "The JSON document, as text."}
+                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "hide_id": {"type": "string", "description": "The ID of a hide to query instead of input.", "maxLength": 97}
                 },
-                "required": ["query", "input"],
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "hide_next",
+            "Read the next page of a tool output that was too large to show at once (a hide). Returns the page after the last one you read of that hide, or page 1. Summarise what you need from each page before reading further.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "hide_id": {"type": "string", "description": "The hide to page; defaults to the most recent one.", "maxLength": 97}
+                },
+                "required": [],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "hide_jump",
+            "Read one page of a hide by number (pages start at 1; the header of every page says how many there are).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "hide_id": {"type": "string", "description": "The hide to read; defaults to the most recent one.", "maxLength": 97},
+                    "page": {"type": "integer", "minimum": 1, "description": "The page number."}
+                },
+                "required": ["page"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "hide_search",
+            "Find text in a hide and read the page where it first occurs. Says plainly when the text does not occur anywhere in the hide (including across page boundaries).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "hide_id": {"type": "string", "description": "The hide to search; defaults to the most recent one.", "maxLength": 97},
+                    "query": {"type": "string", "description": "The text to find, matched literally.", "minLength": 1, "maxLength": 1024},
+                    "ignore_case": {"type": "boolean", "description": "Match regardless of case (default false)."}
+                },
+                "required": ["query"],
                 "additionalProperties": false
             }),
         ),
@@ -72,7 +116,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_format_carries_both_tools_with_a_closed_object_schema() {
+    fn every_format_carries_every_tool_with_a_closed_object_schema() {
         for (format, schema_key) in [
             (Format::Neutral, "/parameters"),
             (Format::OpenAi, "/function/parameters"),
@@ -80,7 +124,7 @@ mod tests {
         ] {
             let defs = definitions(format);
             let tools = defs.as_array().unwrap();
-            assert_eq!(tools.len(), 2);
+            assert_eq!(tools.len(), 5);
             for tool in tools {
                 let schema = tool.pointer(schema_key).unwrap();
                 assert_eq!(schema["type"], "object");
@@ -94,9 +138,15 @@ mod tests {
                 }
             }
         }
+        let names: Vec<_> = definitions(Format::OpenAi)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
         assert_eq!(
-            definitions(Format::OpenAi)[1]["function"]["name"],
-            "json_path"
+            names,
+            ["jq", "json_path", "hide_next", "hide_jump", "hide_search"]
         );
     }
 }

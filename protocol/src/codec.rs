@@ -74,26 +74,57 @@ pub fn bincode_run_header(
     filter: &str,
     lang: crate::Lang,
     limits: crate::LimitOverrides,
+    on_oversize: crate::OnOversize,
     input_len: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    let empty = crate::Request::Run(crate::RunRequest {
-        filter: filter.to_string(),
-        lang,
-        limits,
-        input: crate::Input::Inline(crate::JsonText::from(&b""[..])),
-    });
-    let mut header = Encoding::Bincode.encode(&empty)?;
-    // The encoding ends with the input's variant index (0, `Inline`) and its length (0).
-    debug_assert_eq!(header[header.len() - 2..], [0, 0]);
+    header_before_tail(
+        &crate::Request::Run(crate::RunRequest {
+            filter: filter.to_string(),
+            lang,
+            limits,
+            on_oversize,
+            input: crate::Input::Inline(crate::JsonText::from(&b""[..])),
+        }),
+        input_len,
+    )
+}
+
+/// The bincode encoding of a hide put, minus its content bytes (as [`bincode_run_header`]).
+pub fn bincode_put_header(
+    kind: &str,
+    source: &str,
+    meta: &std::collections::BTreeMap<String, String>,
+    content_len: usize,
+) -> Result<Vec<u8>, CodecError> {
+    header_before_tail(
+        &crate::Request::HidePut(crate::HidePut {
+            kind: kind.to_string(),
+            source: source.to_string(),
+            meta: meta.clone(),
+            content: crate::Bytes::from(&b""[..]),
+        }),
+        content_len,
+    )
+}
+
+/// Encodes `message`, whose last field is an empty byte string, and replaces that field's
+/// length (a one-byte varint 0) with `tail_len`, so that `header ++ tail` is the message with
+/// the tail in place.
+fn header_before_tail(
+    message: &crate::Request<'_>,
+    tail_len: usize,
+) -> Result<Vec<u8>, CodecError> {
+    let mut header = Encoding::Bincode.encode(message)?;
+    debug_assert_eq!(header.last(), Some(&0));
     header.pop();
-    header.extend(bincode::encode_to_vec(input_len as u64, BINCODE)?);
+    header.extend(bincode::encode_to_vec(tail_len as u64, BINCODE)?);
     Ok(header)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Input, JsonText, Lang, LimitOverrides, Request, RunRequest};
+    use crate::{Input, JsonText, Lang, LimitOverrides, OnOversize, Request, RunRequest};
 
     #[test]
     fn run_header_plus_input_is_the_whole_message() {
@@ -108,12 +139,27 @@ mod tests {
                     filter: ".a".into(),
                     lang: Lang::Path,
                     limits,
+                    on_oversize: OnOversize::Hide,
                     input: Input::Inline(JsonText::from(&input[..])),
                 }))
                 .unwrap();
-            let mut parts = bincode_run_header(".a", Lang::Path, limits, len).unwrap();
+            let mut parts =
+                bincode_run_header(".a", Lang::Path, limits, OnOversize::Hide, len).unwrap();
             parts.extend_from_slice(&input);
             assert_eq!(parts, whole, "input of {len} bytes");
+            let meta: std::collections::BTreeMap<_, _> =
+                [("k".to_string(), "v".to_string())].into();
+            let whole = Encoding::Bincode
+                .encode(&Request::HidePut(crate::HidePut {
+                    kind: "k".into(),
+                    source: "s".into(),
+                    meta: meta.clone(),
+                    content: crate::Bytes::from(&input[..]),
+                }))
+                .unwrap();
+            let mut parts = bincode_put_header("k", "s", &meta, len).unwrap();
+            parts.extend_from_slice(&input);
+            assert_eq!(parts, whole, "content of {len} bytes");
         }
     }
 }

@@ -66,6 +66,14 @@ pub enum ErrorCode {
     ProjectionTooLarge,
     /// v1: the peer's uid is not a tenant of this daemon; the connection is closed.
     PermissionDenied,
+    /// v1 (hide store): no hide with this ID for this tenant (another tenant's reads the same).
+    NotFound,
+    /// v1 (hide store): the page is outside `1..=total_pages`.
+    PageOutOfRange,
+    /// v1 (hide store): the put does not fit the tenant's quota and the policy refuses it.
+    QuotaExceeded,
+    /// v1 (hide store): the daemon has no hide store, or it failed (an I/O error).
+    StoreUnavailable,
 }
 
 impl ErrorCode {
@@ -99,11 +107,15 @@ impl ErrorCode {
             Self::InvalidQuery => "INVALID_QUERY",
             Self::ProjectionTooLarge => "PROJECTION_TOO_LARGE",
             Self::PermissionDenied => "PERMISSION_DENIED",
+            Self::NotFound => "NOT_FOUND",
+            Self::PageOutOfRange => "PAGE_OUT_OF_RANGE",
+            Self::QuotaExceeded => "QUOTA_EXCEEDED",
+            Self::StoreUnavailable => "STORE_UNAVAILABLE",
         }
     }
 
     /// Every code, in wire order.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 31] = [
         Self::InputTooLarge,
         Self::FilterTooLong,
         Self::InputTooDeep,
@@ -131,6 +143,10 @@ impl ErrorCode {
         Self::InvalidQuery,
         Self::ProjectionTooLarge,
         Self::PermissionDenied,
+        Self::NotFound,
+        Self::PageOutOfRange,
+        Self::QuotaExceeded,
+        Self::StoreUnavailable,
     ];
 }
 

@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod hide;
 pub mod limits;
 pub mod message;
 pub mod worker;
@@ -18,9 +19,13 @@ pub mod worker;
 pub use codec::{CodecError, Encoding};
 pub use error::ErrorCode;
 pub use frame::{FrameError, MAX_FRAME_BYTES};
+pub use hide::{
+    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideMatch,
+    HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
+};
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
-    Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Latency, Request, Response,
+    Bytes, Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Latency, Request, Response,
     RunReply, RunRequest, StatsReply, TenantStats,
 };
 

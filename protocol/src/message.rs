@@ -6,6 +6,10 @@
 //! version that added it.
 
 use crate::error::ErrorCode;
+use crate::hide::{
+    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HidePut,
+    HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
+};
 use crate::limits::{LimitOverrides, Limits};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
@@ -21,6 +25,20 @@ pub enum Request<'a> {
     Run(#[serde(borrow)] RunRequest<'a>),
     /// v1: the daemon's counters, as far as this tenant may see them.
     Stats,
+    /// v1: store a hide → [`Response::HidePut`].
+    HidePut(#[serde(borrow)] HidePut<'a>),
+    /// v1: a hide's metadata and bytes → [`Response::HideContent`].
+    HideGet(HideRef),
+    /// v1: one page of a hide → [`Response::HideCut`].
+    HideCut(HideCutRequest),
+    /// v1: every occurrence of a string → [`Response::HideSearch`].
+    HideSearch(HideSearchRequest),
+    /// v1: the tenant's hides, newest first → [`Response::HideList`].
+    HideList,
+    /// v1: delete a hide → [`Response::HideEntry`] (what was deleted).
+    HideDelete(HideRef),
+    /// v1: what the tenant holds and may hold → [`Response::HideUsage`].
+    HideUsage,
 }
 
 /// A message from the supervisor. Every request gets exactly one response.
@@ -35,6 +53,22 @@ pub enum Response {
     Error(ErrorReply),
     /// v1: answer to [`Request::Stats`].
     Stats(StatsReply),
+    /// v1: answer to [`Request::HidePut`].
+    HidePut(HidePutReply),
+    /// v1: answer to [`Request::HideGet`].
+    HideContent(HideContent),
+    /// v1: answer to [`Request::HideCut`].
+    HideCut(HideCut),
+    /// v1: answer to [`Request::HideSearch`].
+    HideSearch(HideSearchReply),
+    /// v1: answer to [`Request::HideList`].
+    HideList(HideListReply),
+    /// v1: answer to [`Request::HideDelete`]: the deleted hide.
+    HideEntry(HideEntry),
+    /// v1: answer to [`Request::HideUsage`].
+    HideUsage(HideUsageReply),
+    /// v1: answer to a run with `on_oversize: hide` whose output was over the output limit.
+    Hidden(HiddenReply),
 }
 
 /// v1: the daemon's counters. A tenant sees the totals and its own row; the daemon's own
@@ -120,6 +154,9 @@ pub struct RunRequest<'a> {
     /// Tighter limits for this request only.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// What to do with output over the output limit.
+    #[serde(default)]
+    pub on_oversize: OnOversize,
     /// Where the input comes from.
     #[serde(borrow)]
     pub input: Input<'a>,
@@ -131,6 +168,8 @@ pub struct RunRequest<'a> {
 pub enum Input<'a> {
     /// v1: the JSON text itself.
     Inline(#[serde(borrow)] JsonText<'a>),
+    /// v1: a hide of the caller's tenant, by ID: read by the daemon off its own disk.
+    Hide(String),
 }
 
 /// v1: the language of a filter.
@@ -223,50 +262,62 @@ impl std::error::Error for ErrorReply {}
 ///
 /// Borrowed from the frame buffer when the encoding allows, so a 20 MiB input is not copied
 /// on its way through the supervisor.
-#[derive(Clone, PartialEq, Eq)]
-pub struct JsonText<'a>(pub Cow<'a, [u8]>);
+pub type JsonText<'a> = Bytes<'a>;
 
-impl JsonText<'_> {
-    /// The bytes of the text.
+/// Bytes on the wire: a byte string in bincode, a (UTF-8) string in JSON. Borrowed from the
+/// frame when decoding bincode.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Bytes<'a>(pub Cow<'a, [u8]>);
+
+impl Bytes<'_> {
+    /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
     /// An owned copy that outlives the frame it was decoded from.
-    pub fn into_owned(self) -> JsonText<'static> {
-        JsonText(Cow::Owned(self.0.into_owned()))
+    pub fn into_owned(self) -> Bytes<'static> {
+        Bytes(Cow::Owned(self.0.into_owned()))
     }
 }
 
-impl<'a> From<&'a [u8]> for JsonText<'a> {
+impl<'a> From<&'a [u8]> for Bytes<'a> {
     fn from(bytes: &'a [u8]) -> Self {
         Self(Cow::Borrowed(bytes))
     }
 }
 
-impl<'a> From<&'a str> for JsonText<'a> {
+impl<'a> From<&'a str> for Bytes<'a> {
     fn from(text: &'a str) -> Self {
         Self(Cow::Borrowed(text.as_bytes()))
     }
 }
 
-impl From<Vec<u8>> for JsonText<'static> {
+impl From<Vec<u8>> for Bytes<'static> {
     fn from(bytes: Vec<u8>) -> Self {
         Self(Cow::Owned(bytes))
     }
 }
 
-impl fmt::Debug for JsonText<'_> {
+impl fmt::Debug for Bytes<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "JsonText({} bytes)", self.0.len())
+        write!(f, "Bytes({} bytes)", self.0.len())
     }
 }
 
-impl Serialize for JsonText<'_> {
+/// Deserializes [`Bytes`] that outlive the frame (for replies, which own their data).
+pub(crate) fn owned_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes<'static>, D::Error> {
+    Bytes::deserialize(d).map(Bytes::into_owned)
+}
+
+impl Serialize for Bytes<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if serializer.is_human_readable() {
-            let text = std::str::from_utf8(&self.0)
-                .map_err(|e| serde::ser::Error::custom(format!("JSON text is not UTF-8: {e}")))?;
+            let text = std::str::from_utf8(&self.0).map_err(|e| {
+                serde::ser::Error::custom(format!(
+                    "bytes are not UTF-8 ({e}); the JSON encoding carries only text"
+                ))
+            })?;
             serializer.serialize_str(text)
         } else {
             serializer.serialize_bytes(&self.0)
@@ -274,31 +325,31 @@ impl Serialize for JsonText<'_> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for JsonText<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for Bytes<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visit;
         impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = JsonText<'de>;
+            type Value = Bytes<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("JSON text as a string or bytes")
+                f.write_str("a string or bytes")
             }
             fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Borrowed(v)))
+                Ok(Bytes(Cow::Borrowed(v)))
             }
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Borrowed(v.as_bytes())))
+                Ok(Bytes(Cow::Borrowed(v.as_bytes())))
             }
             fn visit_bytes<E>(self, v: &[u8]) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Owned(v.to_vec())))
+                Ok(Bytes(Cow::Owned(v.to_vec())))
             }
             fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Owned(v)))
+                Ok(Bytes(Cow::Owned(v)))
             }
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Owned(v.as_bytes().to_vec())))
+                Ok(Bytes(Cow::Owned(v.as_bytes().to_vec())))
             }
             fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-                Ok(JsonText(Cow::Owned(v.into_bytes())))
+                Ok(Bytes(Cow::Owned(v.into_bytes())))
             }
         }
         if deserializer.is_human_readable() {

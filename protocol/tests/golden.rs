@@ -2,8 +2,9 @@
 //! change and needs a new protocol version.
 
 use jqjail_protocol::{
-    Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, Input, JsonText, Lang,
-    LimitOverrides, Limits, Request, Response, RunReply, RunRequest,
+    Bytes, Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HideCut, HideCutRequest,
+    HideMatch, HidePut, HideSearchReply, Input, JsonText, Lang, LimitOverrides, Limits, OnOversize,
+    Request, Response, RunReply, RunRequest,
 };
 
 fn both(value_bincode: &[u8], value_json: &str, check: impl Fn(Encoding, &[u8])) {
@@ -38,17 +39,18 @@ fn run_request() {
             timeout_ms: Some(300),
             max_depth: None,
         },
+        on_oversize: OnOversize::Error,
     });
     // variant 1, filter ".a", lang Jq, three options: None, Some(300 as varint 0xfb 0x2c 0x01),
-    // None; then Input::Inline (0) with 7 bytes.
+    // None; on_oversize Error (0); then Input::Inline (0) with 7 bytes.
     let mut bincode = vec![
-        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00,
+        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00,
     ];
     bincode.extend_from_slice(&[0x00, 0x07]);
     bincode.extend_from_slice(br#"{"a":1}"#);
     both(
         &bincode,
-        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"input":{"inline":"{\"a\":1}"}}}"#,
+        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":"{\"a\":1}"}}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
@@ -67,6 +69,7 @@ fn json_run_request_with_optional_fields_left_out() {
             input: Input::Inline(JsonText::from("[1]")),
             lang: Lang::Jq,
             limits: LimitOverrides::default(),
+            on_oversize: OnOversize::Error,
         })
     );
 }
@@ -78,12 +81,15 @@ fn bincode_input_is_borrowed_from_the_frame() {
         input: Input::Inline(JsonText::from("[1,2]")),
         lang: Lang::Jq,
         limits: LimitOverrides::default(),
+        on_oversize: OnOversize::Error,
     });
     let body = Encoding::Bincode.encode(&msg).unwrap();
     let Request::Run(run) = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap() else {
         panic!("not a run");
     };
-    let Input::Inline(text) = run.input;
+    let Input::Inline(text) = run.input else {
+        panic!("not inline");
+    };
     assert!(matches!(text.0, std::borrow::Cow::Borrowed(_)));
 }
 
@@ -181,4 +187,136 @@ fn trailing_bytes_are_refused() {
         .unwrap();
     body.push(0);
     assert!(Encoding::Bincode.decode::<Request<'_>>(&body).is_err());
+}
+
+#[test]
+fn run_over_a_hide() {
+    let msg = Request::Run(RunRequest {
+        filter: ".".into(),
+        input: Input::Hide("gh-0123abcd".into()),
+        lang: Lang::Jq,
+        limits: LimitOverrides::default(),
+        on_oversize: OnOversize::Hide,
+    });
+    let mut bincode = vec![0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x0b];
+    bincode.extend_from_slice(b"gh-0123abcd");
+    both(
+        &bincode,
+        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"hide","input":{"hide":"gh-0123abcd"}}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+}
+
+#[test]
+fn hide_put() {
+    let msg = Request::HidePut(HidePut {
+        kind: "k".into(),
+        source: "gh".into(),
+        meta: [("a".to_string(), "b".to_string())].into(),
+        content: Bytes::from("[1]"),
+    });
+    // variant 3; kind, source; a map of one pair; the content as 3 bytes.
+    let bincode = [
+        0x03, 0x01, b'k', 0x02, b'g', b'h', 0x01, 0x01, b'a', 0x01, b'b', 0x03, b'[', b'1', b']',
+    ];
+    both(
+        &bincode,
+        r#"{"hide_put":{"kind":"k","source":"gh","meta":{"a":"b"},"content":"[1]"}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+    // JSON clients may leave out everything but the content.
+    let short: Request<'_> = Encoding::Json
+        .decode(br#"{"hide_put":{"content":"x"}}"#)
+        .unwrap();
+    assert!(matches!(short, Request::HidePut(p) if p.source.is_empty() && p.meta.is_empty()));
+}
+
+#[test]
+fn hide_cut_request_and_reply() {
+    let msg = Request::HideCut(HideCutRequest {
+        id: "gh-0123abcd".into(),
+        page: 2,
+        page_size: Some(64),
+        hint: true,
+    });
+    let mut bincode = vec![0x05, 0x0b];
+    bincode.extend_from_slice(b"gh-0123abcd");
+    bincode.extend_from_slice(&[0x02, 0x01, 0x40, 0x01]);
+    both(
+        &bincode,
+        r#"{"hide_cut":{"id":"gh-0123abcd","page":2,"page_size":64,"hint":true}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+    let reply = Response::HideCut(HideCut {
+        hide_id: "h-0123abcd".into(),
+        page: 1,
+        total_pages: 2,
+        page_size: 64,
+        offset: 0,
+        size: 70,
+        content: Bytes::from(b"ab".to_vec()),
+        preface: None,
+    });
+    let mut bincode = vec![0x06, 0x0a];
+    bincode.extend_from_slice(b"h-0123abcd");
+    bincode.extend_from_slice(&[0x01, 0x02, 0x40, 0x00, 0x46, 0x02, b'a', b'b', 0x00]);
+    both(
+        &bincode,
+        r#"{"hide_cut":{"hide_id":"h-0123abcd","page":1,"total_pages":2,"page_size":64,"offset":0,"size":70,"content":"ab","preface":null}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&reply).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), reply);
+        },
+    );
+}
+
+#[test]
+fn hide_search_reply() {
+    let reply = Response::HideSearch(HideSearchReply {
+        hide_id: "h-0123abcd".into(),
+        matches: vec![HideMatch {
+            page: 3,
+            offset: 200,
+        }],
+        truncated: false,
+        total_pages: 4,
+        page_size: 64,
+    });
+    let mut bincode = vec![0x07, 0x0a];
+    bincode.extend_from_slice(b"h-0123abcd");
+    bincode.extend_from_slice(&[0x01, 0x03, 0xc8, 0x00, 0x04, 0x40]);
+    both(
+        &bincode,
+        r#"{"hide_search":{"hide_id":"h-0123abcd","matches":[{"page":3,"offset":200}],"truncated":false,"total_pages":4,"page_size":64}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&reply).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), reply);
+        },
+    );
+}
+
+#[test]
+fn binary_content_has_no_json_form() {
+    let reply = Response::HideCut(HideCut {
+        hide_id: "h-0123abcd".into(),
+        page: 1,
+        total_pages: 1,
+        page_size: 64,
+        offset: 0,
+        size: 1,
+        content: Bytes::from(vec![0xff]),
+        preface: None,
+    });
+    assert!(Encoding::Bincode.encode(&reply).is_ok());
+    let err = Encoding::Json.encode(&reply).unwrap_err();
+    assert!(err.to_string().contains("not UTF-8"), "{err}");
 }

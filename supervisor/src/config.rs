@@ -3,6 +3,7 @@
 
 use jqjail_protocol::Limits;
 use jqjail_protocol::worker::Isolation;
+use jqjail_store::{OnFull, Retention};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,7 +50,14 @@ pub struct Config {
     pub cgroup_memory_bytes: Option<u64>,
     /// Who may connect, as which tenant, with which share.
     pub tenants: Tenants,
+    /// Hide-store retention for each tenant (a tenant rule may set its own quota).
+    pub hides: Retention,
 }
+
+/// The default hide quota of a tenant.
+pub const DEFAULT_HIDE_QUOTA_BYTES: u64 = 1 << 30;
+/// The default age after which a tenant's hides are deleted (on its next put).
+pub const DEFAULT_HIDE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The tenant policy: a connection's tenant is its peer's uid (SO_PEERCRED) mapped by these
 /// rules; nothing in a request can claim another tenant.
@@ -77,6 +85,8 @@ pub struct TenantRule {
     pub max_concurrent: Option<usize>,
     /// Requests of this tenant that may wait (default: the daemon's max_queue).
     pub max_queue: Option<usize>,
+    /// Bytes of hides this tenant may keep (default: `[store] quota_bytes`).
+    pub hide_quota_bytes: Option<u64>,
 }
 
 /// A connection's tenant and share.
@@ -86,6 +96,8 @@ pub struct TenantOf {
     pub name: std::sync::Arc<str>,
     /// Its share of the evaluation slots.
     pub share: crate::fair::Share,
+    /// Its hide-store retention.
+    pub hides: Retention,
 }
 
 impl Config {
@@ -107,11 +119,16 @@ impl Config {
                     max_concurrent: rule.max_concurrent.unwrap_or(default.max_concurrent),
                     max_queue: rule.max_queue.unwrap_or(default.max_queue),
                 },
+                hides: Retention {
+                    quota_bytes: rule.hide_quota_bytes.unwrap_or(self.hides.quota_bytes),
+                    ..self.hides
+                },
             });
         }
         (!self.tenants.refuse_unknown).then(|| TenantOf {
             name: format!("uid-{uid}").into(),
             share: default,
+            hides: self.hides,
         })
     }
 }
@@ -175,6 +192,11 @@ impl Default for Config {
             isolation: DEFAULT_ISOLATION,
             cgroup_memory_bytes: None,
             tenants: Tenants::default(),
+            hides: Retention {
+                quota_bytes: DEFAULT_HIDE_QUOTA_BYTES,
+                max_age: Some(DEFAULT_HIDE_MAX_AGE),
+                on_full: OnFull::EvictOldest,
+            },
         }
     }
 }
@@ -202,6 +224,22 @@ pub struct FileConfig {
     /// `[tenants]`
     #[serde(default)]
     pub tenants: FileTenants,
+    /// `[store]`
+    #[serde(default)]
+    pub store: FileStore,
+}
+
+/// `[store]` of the TOML file: hide retention per tenant.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStore {
+    /// Bytes of hides each tenant may keep.
+    pub quota_bytes: Option<u64>,
+    /// Hides older than this are deleted on the tenant's next put; 0 keeps them forever.
+    pub max_age_secs: Option<u64>,
+    /// `"evict"` (default: delete the oldest hides to make room) or `"refuse"`
+    /// (`QUOTA_EXCEEDED`).
+    pub on_full: Option<String>,
 }
 
 /// `[tenants]` of the TOML file.
@@ -349,6 +387,20 @@ impl FileConfig {
         if !self.tenants.tenant.is_empty() {
             base.tenants.rules = self.tenants.tenant.clone();
         }
+        set(&mut base.hides.quota_bytes, self.store.quota_bytes);
+        if let Some(secs) = self.store.max_age_secs {
+            base.hides.max_age = (secs > 0).then(|| Duration::from_secs(secs));
+        }
+        match self.store.on_full.as_deref() {
+            None => {}
+            Some("evict") => base.hides.on_full = OnFull::EvictOldest,
+            Some("refuse") => base.hides.on_full = OnFull::Refuse,
+            Some(other) => {
+                return Err(ConfigError::Invalid(format!(
+                    "store.on_full is `{other}`; use \"evict\" or \"refuse\""
+                )));
+            }
+        }
         let iso = &self.isolation;
         set(&mut base.isolation.user, iso.user);
         set(&mut base.isolation.ipc_uts, iso.ipc_uts);
@@ -412,6 +464,26 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_retention_and_per_tenant_hide_quota() {
+        let file: FileConfig = toml::from_str(
+            "[store]\nquota_bytes = 5000\nmax_age_secs = 0\non_full = \"refuse\"\n\
+             [[tenants.tenant]]\nname = \"big\"\nuids = [7]\nhide_quota_bytes = 9000\n",
+        )
+        .unwrap();
+        let cfg = file.apply(Config::default()).unwrap();
+        assert_eq!(cfg.hides.quota_bytes, 5000);
+        assert_eq!(cfg.hides.max_age, None);
+        assert_eq!(cfg.hides.on_full, OnFull::Refuse);
+        let big = cfg.tenant_of(7, 7).unwrap();
+        assert_eq!(big.hides.quota_bytes, 9000);
+        assert_eq!(big.hides.on_full, OnFull::Refuse);
+        assert_eq!(cfg.tenant_of(8, 8).unwrap().hides.quota_bytes, 5000);
+        let bad: FileConfig = toml::from_str("[store]\non_full = \"panic\"\n").unwrap();
+        let err = bad.apply(Config::default()).unwrap_err().to_string();
+        assert!(err.contains("store.on_full is `panic`"), "{err}");
+    }
 
     #[test]
     fn file_overrides_defaults_and_rejects_unknown_keys() {

@@ -9,7 +9,7 @@ use crate::spawn::Program;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use std::ffi::OsString;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -123,6 +123,7 @@ impl Args {
             },
             isolation,
             tenants: FileTenants::default(),
+            store: Default::default(),
         };
         cfg = flags.apply(cfg)?;
         cfg.idle_exit = self
@@ -175,7 +176,10 @@ fn run(args: Args) -> anyhow::Result<()> {
     ensure_std_fds_open()?;
     set_worker_stack(cfg.stack_bytes)?;
     let program = Program::current_exe().context("resolving the worker executable")?;
-    prepare_store(&args.store)?;
+    let store = jqjail_store::Store::open(&args.store)
+        .with_context(|| format!("opening the hide store {}", args.store.display()))?;
+    tracing::info!(store = %store.root().display(), "hide store open");
+    let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("jqjaild")
@@ -208,7 +212,15 @@ fn run(args: Args) -> anyhow::Result<()> {
         let reload_args = args.clone();
         let reload: crate::server::Reload =
             Box::new(move || reload_args.config().map_err(|e| format!("{e:#}")));
-        let result = serve(listener, cfg, program, shutdown_signal(), Some(reload)).await;
+        let result = serve(
+            listener,
+            cfg,
+            program,
+            Some(store),
+            shutdown_signal(),
+            Some(reload),
+        )
+        .await;
         // A socket the service manager passed is its to remove.
         if bound_here {
             let _ = std::fs::remove_file(&args.socket);
@@ -281,28 +293,6 @@ fn set_worker_stack(bytes: u64) -> anyhow::Result<()> {
     rlimit::Resource::STACK
         .set(soft, hard)
         .context("setting RLIMIT_STACK for workers")
-}
-
-fn prepare_store(dir: &Path) -> anyhow::Result<()> {
-    match std::fs::metadata(dir) {
-        Ok(meta) if !meta.is_dir() => bail!("store {} is not a directory", dir.display()),
-        Ok(meta) => {
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                bail!(
-                    "store {} has mode {mode:04o}; it must not be accessible to group or others (chmod 700)",
-                    dir.display()
-                );
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating store {}", dir.display())),
-        Err(e) => Err(e).with_context(|| format!("store {}", dir.display())),
-    }
 }
 
 /// Binds the socket, replacing a stale socket file but never a live daemon's.

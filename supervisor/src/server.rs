@@ -12,8 +12,8 @@ use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{Job, StartupArgs};
 use jqjail_protocol::{
-    Cost, Encoding, ErrorCode, ErrorReply, HelloReply, Input, MIN_PROTOCOL_VERSION,
-    PROTOCOL_VERSION, Request, Response, RunReply, RunRequest,
+    Cost, Encoding, ErrorCode, ErrorReply, HelloReply, HiddenReply, Input, MIN_PROTOCOL_VERSION,
+    OnOversize, PROTOCOL_VERSION, Request, Response, RunReply, RunRequest,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +40,8 @@ struct Shared {
     connections: AtomicUsize,
     /// The per-worker cgroup limit in force (0: none).
     cgroup_bytes: u64,
+    /// The hide store, when the daemon has one.
+    store: Option<Arc<jqjail_store::Store>>,
 }
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
@@ -49,6 +51,7 @@ pub async fn serve(
     listener: UnixListener,
     cfg: Config,
     program: Program,
+    store: Option<Arc<jqjail_store::Store>>,
     shutdown: impl Future<Output = ()>,
     reload: Option<Reload>,
 ) -> std::io::Result<()> {
@@ -102,6 +105,7 @@ pub async fn serve(
         pool,
         connections: AtomicUsize::new(0),
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
+        store,
     });
     if let Some(reload) = reload {
         let shared = shared.clone();
@@ -240,8 +244,18 @@ async fn next_frame<R: AsyncRead + Unpin>(
     }
 }
 
+/// Sends one response. A response with no form in the connection's encoding (bytes that are
+/// not UTF-8, in JSON) is answered with `INVALID_REQUEST` instead, so the request still gets
+/// exactly one answer.
 async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Response) -> bool {
-    match enc.encode(response) {
+    let body = enc.encode(response).or_else(|e| {
+        let e = ErrorReply::new(
+            ErrorCode::InvalidRequest,
+            format!("the answer cannot be sent in the {enc:?} encoding: {e}"),
+        );
+        enc.encode(&Response::Error(e))
+    });
+    match body {
         Ok(body) => write_frame(wr, &body).await.is_ok(),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode a response");
@@ -366,6 +380,23 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                 }
                 Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
             },
+            Ok(
+                request @ (Request::HidePut(_)
+                | Request::HideGet(_)
+                | Request::HideCut(_)
+                | Request::HideSearch(_)
+                | Request::HideList
+                | Request::HideDelete(_)
+                | Request::HideUsage),
+            ) => match tenant_now() {
+                Ok(tenant) => crate::hides::handle(
+                    request,
+                    shared.store.as_deref(),
+                    &tenant,
+                    shared.cfg.limits.max_input_bytes,
+                ),
+                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+            },
             Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
                 ErrorCode::ProtocolError,
                 "hello was already exchanged on this connection",
@@ -422,8 +453,24 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> 
             filter_len,
         );
     }
-    let Input::Inline(text) = &run.input;
-    let input = text.as_bytes();
+    let store = shared.store.as_deref();
+    // Output over the limit is kept as a hide (up to the input limit, the size of a hide).
+    let keep = match (run.on_oversize, store) {
+        (OnOversize::Error, _) => None,
+        (OnOversize::Hide, Some(store)) => Some((store, run.filter.clone())),
+        (OnOversize::Hide, None) => return Response::Error(crate::hides::unavailable()),
+    };
+    let from_hide;
+    let input = match &run.input {
+        Input::Inline(text) => text.as_bytes(),
+        Input::Hide(id) => match crate::hides::read_input(store, tenant, id) {
+            Ok(content) => {
+                from_hide = content;
+                &from_hide[..]
+            }
+            Err(e) => return Response::Error(*e),
+        },
+    };
     let input_len = input.len() as u64;
     if input_len > limits.max_input_bytes {
         return refuse(
@@ -451,7 +498,10 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> 
         lang: run.lang,
         input_bytes: input_len,
         max_depth: effective.max_depth,
-        max_output_bytes: effective.max_output_bytes,
+        max_output_bytes: match keep {
+            Some(_) => effective.max_output_bytes.max(limits.max_input_bytes),
+            None => effective.max_output_bytes,
+        },
     };
     let ctx = Context {
         killed_for_timeout: false,
@@ -473,6 +523,19 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> 
         output_bytes: 0,
     };
     match outcome.result {
+        Ok(output) if output.len() as u64 > effective.max_output_bytes => {
+            let Some((store, filter)) = keep else {
+                unreachable!("the worker caps output at the limit unless it is to be kept")
+            };
+            cost.output_bytes = output.len() as u64;
+            match crate::hides::keep_output(store, tenant, &filter, output.as_bytes()) {
+                Ok((entry, first)) => Response::Hidden(HiddenReply { entry, first, cost }),
+                Err(mut e) => {
+                    e.cost = Some(cost);
+                    Response::Error(*e)
+                }
+            }
+        }
         Ok(output) => {
             cost.output_bytes = output.len() as u64;
             tracing::debug!(

@@ -96,3 +96,79 @@ fn an_oversized_frame_is_refused_before_allocation() {
     assert_eq!(reply["error"]["code"], "FRAME_TOO_LARGE");
     assert_eq!(reply["error"]["limit"], max);
 }
+
+#[test]
+fn raw_json_client_uses_the_hide_store() {
+    let d = Daemon::start();
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    send(&mut s, &json!({"hello": {"protocol": 1}}));
+    assert_eq!(recv(&mut s)["hello"]["protocol"], 1);
+    let content = "ab".repeat(100);
+    send(
+        &mut s,
+        &json!({"hide_put": {"source": "Tool X", "meta": {"turn": "7"}, "content": content}}),
+    );
+    let put = recv(&mut s);
+    let id = put["hide_put"]["entry"]["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("toolx-"), "{put}");
+    assert_eq!(put["hide_put"]["entry"]["meta"]["turn"], "7");
+    send(
+        &mut s,
+        &json!({"hide_cut": {"id": id, "page": 4, "page_size": 64, "hint": true}}),
+    );
+    let cut = recv(&mut s);
+    assert_eq!(cut["hide_cut"]["content"], "abababab");
+    assert_eq!(cut["hide_cut"]["total_pages"], 4);
+    assert!(
+        cut["hide_cut"]["preface"]
+            .as_str()
+            .unwrap()
+            .contains("page 4 of 4")
+    );
+    send(
+        &mut s,
+        &json!({"hide_search": {"id": id, "query": "ba", "max_matches": 2}}),
+    );
+    let found = recv(&mut s);
+    assert_eq!(
+        found["hide_search"]["matches"],
+        json!([{"page": 1, "offset": 1}, {"page": 1, "offset": 3}])
+    );
+    assert_eq!(found["hide_search"]["truncated"], true);
+    send(
+        &mut s,
+        &json!({"run": {"filter": "length", "input": {"hide": id}}}),
+    );
+    let run = recv(&mut s);
+    assert_eq!(run["error"]["code"], "INVALID_JSON", "{run}");
+    send(&mut s, &json!("hide_list"));
+    assert_eq!(recv(&mut s)["hide_list"]["entries"][0]["id"], id.as_str());
+    send(&mut s, &json!({"hide_get": {"id": "nope-00000000"}}));
+    assert_eq!(recv(&mut s)["error"]["code"], "NOT_FOUND");
+}
+
+#[test]
+fn binary_hide_content_gets_an_answer_in_json_too() {
+    let d = Daemon::start();
+    let id = d
+        .client()
+        .hide_put("k", "bin", &[0xff, 0xfe, 0x00], &Default::default())
+        .unwrap()
+        .entry
+        .id;
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    send(&mut s, &json!({"hello": {"protocol": 1}}));
+    recv(&mut s);
+    send(&mut s, &json!({"hide_get": {"id": id}}));
+    let reply = recv(&mut s);
+    assert_eq!(reply["error"]["code"], "INVALID_REQUEST", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not UTF-8")
+    );
+    // The connection still serves.
+    send(&mut s, &json!("hide_usage"));
+    assert_eq!(recv(&mut s)["hide_usage"]["entries"], 1);
+}

@@ -8,6 +8,7 @@ mod cli;
 mod confinement;
 mod conformance;
 mod contract;
+mod hide;
 mod hostile;
 mod json_client;
 mod lifecycle;

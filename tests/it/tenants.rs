@@ -380,3 +380,79 @@ fn a_connection_whose_tenant_is_revoked_gets_nothing_more() {
     let stats = open.stats().unwrap_err();
     assert_eq!(stats.code(), Some(ErrorCode::PermissionDenied));
 }
+
+/// Runs `jqjail ARGS…` as `nobody`; returns (exit status, stdout, stderr).
+fn cli_as_nobody(d: &Daemon, args: &[&str], stdin: &[u8]) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(CLI)
+        .args(args)
+        .env("JQJAIL_SOCKET", &d.socket)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_tenant_cannot_reach_another_tenants_hides_even_by_exact_id() {
+    if !root() {
+        eprintln!("skipped: needs root to connect as a second uid");
+        return;
+    }
+    let d = Daemon::start_with(&["--socket-mode", "0666"], &[]);
+    open_to_others(&d);
+    let secret = br#"{"token":"s3cr3t","items":[1,2,3]}"#;
+    let mut root_client = d.client();
+    let mine = root_client
+        .hide_put("k", "vault", secret, &std::collections::BTreeMap::new())
+        .unwrap()
+        .entry;
+    // `nobody` knows (or guesses from the content) the exact ID, and tries everything.
+    let id = mine.id.as_str();
+    for args in [
+        vec!["hide", "get", id],
+        vec!["hide", "cut", id, "1"],
+        vec!["hide", "search", id, "s3cr3t"],
+        vec!["hide", "rm", id],
+        vec!["--hide", id, ".token"],
+    ] {
+        let (status, stdout, stderr) = cli_as_nobody(&d, &args, b"");
+        assert_eq!(status, Some(10), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?} printed {stdout}");
+        // Exactly what a hide that does not exist looks like.
+        assert_eq!(
+            stderr,
+            format!("jqjail: NOT_FOUND: no hide with id `{id}`\n"),
+            "{args:?}"
+        );
+    }
+    let (status, stdout, _) = cli_as_nobody(&d, &["hide", "list"], b"");
+    assert_eq!((status, stdout.as_str()), (Some(0), "[]\n"));
+    let (_, usage, _) = cli_as_nobody(&d, &["hide", "usage"], b"");
+    assert!(usage.contains("\"entries\":0"), "{usage}");
+    // The same content from `nobody` is its own hide: created anew, no sign that root has it.
+    let (status, put, stderr) = cli_as_nobody(&d, &["hide", "put", "--source", "vault"], secret);
+    assert_eq!(status, Some(0), "{stderr}");
+    let put: serde_json::Value = serde_json::from_str(&put).unwrap();
+    assert_eq!(put["id"], id, "content addressing is per tenant");
+    assert_eq!(put["created"], true);
+    assert_ne!(put["created_ms"], mine.created_ms);
+    let (status, out, _) = cli_as_nobody(&d, &["--hide", id, ".items | add"], b"");
+    assert_eq!((status, out.as_str()), (Some(0), "6\n"));
+    let (status, _, _) = cli_as_nobody(&d, &["hide", "rm", id], b"");
+    assert_eq!(status, Some(0));
+    // Root's hide is untouched by all of it.
+    let got = root_client.hide_get(id).unwrap();
+    assert_eq!(got.content.as_bytes(), secret);
+    assert_eq!(got.entry, mine);
+}

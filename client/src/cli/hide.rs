@@ -1,0 +1,178 @@
+//! `jqjail hide put|get|cut|search|list|rm|usage`: the hide store from a shell.
+//!
+//! Every subcommand but `get` prints one JSON value on stdout; `get` writes the hide's raw
+//! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
+//! grep, so scripts can branch on it.
+
+use super::{Exit, connect, failed, read_input, report, write_out};
+use clap::{Parser, Subcommand};
+use jqjail_protocol::HideSearchRequest;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// jqjail hide: keep oversized outputs in the daemon's hide store and read them page by page.
+#[derive(Debug, Parser)]
+#[command(name = "jqjail hide")]
+pub(super) struct HideArgs {
+    /// The daemon's socket (default as for running a filter).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    op: Op,
+}
+
+#[derive(Debug, Subcommand)]
+enum Op {
+    /// Store FILE (or stdin) as a hide; prints its entry.
+    Put {
+        /// Where it came from (its letters and digits start the ID).
+        #[arg(long, default_value = "")]
+        source: String,
+        /// What kind of content it is.
+        #[arg(long, default_value = "cli")]
+        kind: String,
+        /// A `key=value` pair to keep with it (repeatable).
+        #[arg(long = "meta", value_parser = key_value)]
+        meta: Vec<(String, String)>,
+        /// The file; standard input if absent or `-`.
+        file: Option<PathBuf>,
+    },
+    /// Write a hide's bytes to stdout.
+    Get {
+        /// The hide's ID.
+        id: String,
+    },
+    /// Print one page of a hide.
+    Cut {
+        /// The hide's ID.
+        id: String,
+        /// The page, from 1.
+        page: u64,
+        /// Bytes per page (64 to 1048576; default 16384).
+        #[arg(long)]
+        page_size: Option<u64>,
+        /// Add the reflection hint for a model.
+        #[arg(long)]
+        hint: bool,
+    },
+    /// Find every occurrence of QUERY; exit status 1 when there is none.
+    Search {
+        /// The hide's ID.
+        id: String,
+        /// The text to find, literally.
+        query: String,
+        /// Match regardless of case.
+        #[arg(long, short = 'i')]
+        ignore_case: bool,
+        /// The page size the reported pages refer to (default 16384).
+        #[arg(long)]
+        page_size: Option<u64>,
+        /// Report at most this many matches (default 100, at most 10000).
+        #[arg(long)]
+        max_matches: Option<u32>,
+    },
+    /// List this user's hides, newest first.
+    List,
+    /// Delete a hide.
+    Rm {
+        /// The hide's ID.
+        id: String,
+    },
+    /// Bytes and hides held, and the quota.
+    Usage,
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("`{text}` is not key=value"))
+}
+
+pub(super) fn main(args: HideArgs) -> Exit {
+    let mut client = match connect(args.socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report("UNAVAILABLE", &e);
+            return Exit::Unavailable;
+        }
+    };
+    let printed = match args.op {
+        Op::Put {
+            source,
+            kind,
+            meta,
+            file,
+        } => {
+            let content = match read_input(file.as_deref(), client.limits().max_input_bytes) {
+                Ok(bytes) => bytes,
+                Err((code, message)) => {
+                    report(code, &message);
+                    return Exit::Input;
+                }
+            };
+            let meta: BTreeMap<String, String> = meta.into_iter().collect();
+            client.hide_put(&kind, &source, &content, &meta).map(|put| {
+                let mut v = json!(put.entry);
+                v["created"] = json!(put.created);
+                v["evicted"] = json!(put.evicted);
+                print_json(&v)
+            })
+        }
+        Op::Get { id } => client
+            .hide_get(&id)
+            .map(|got| write_out(got.content.as_bytes())),
+        Op::Cut {
+            id,
+            page,
+            page_size,
+            hint,
+        } => client.hide_cut(&id, page, page_size, hint).map(|cut| {
+            match serde_json::to_value(&cut) {
+                Ok(v) => print_json(&v),
+                Err(_) => {
+                    report(
+                        "NOT_TEXT",
+                        &format!("page {page} of {id} is not UTF-8 text; use `jqjail hide get`"),
+                    );
+                    Exit::Input
+                }
+            }
+        }),
+        Op::Search {
+            id,
+            query,
+            ignore_case,
+            page_size,
+            max_matches,
+        } => client
+            .hide_search(HideSearchRequest {
+                id,
+                query,
+                ignore_case,
+                page_size,
+                max_matches,
+            })
+            .map(|found| {
+                let none = found.matches.is_empty();
+                let mut v = json!(found);
+                v["found"] = json!(!none);
+                match print_json(&v) {
+                    Exit::Success if none => Exit::NoMatch,
+                    other => other,
+                }
+            }),
+        Op::List => client
+            .hide_list()
+            .map(|entries| print_json(&json!(entries))),
+        Op::Rm { id } => client.hide_delete(&id).map(|e| print_json(&json!(e))),
+        Op::Usage => client.hide_usage().map(|u| print_json(&json!(u))),
+    };
+    printed.unwrap_or_else(failed)
+}
+
+fn print_json(value: &Value) -> Exit {
+    let mut text = serde_json::to_string(value).unwrap_or_default();
+    text.push('\n');
+    write_out(text.as_bytes())
+}

@@ -1,0 +1,198 @@
+//! Hide-store messages (v1): put, get, cut, search, list, delete and usage of a tenant's
+//! hides, and the reply of a run whose oversized output was stored as a hide.
+//!
+//! Content is raw bytes in bincode (binary-safe) and a JSON string in the JSON encoding, which
+//! therefore carries only UTF-8 content; a reply whose content is not UTF-8 cannot be sent in
+//! JSON and is answered with `INVALID_REQUEST` instead.
+
+use crate::message::{Bytes, Cost};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// v1: store `content` as a hide of the caller's tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HidePut<'a> {
+    /// What produced it (e.g. `tool_output`), free-form, at most 256 bytes.
+    #[serde(default)]
+    pub kind: String,
+    /// Where it came from (e.g. the tool's name); its letters and digits, lowercased, start
+    /// the ID. At most 256 bytes.
+    #[serde(default)]
+    pub source: String,
+    /// Key/value pairs kept with the hide (at most 64, each string at most 1,024 bytes).
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
+    /// The bytes. Last, so that in bincode a client can send them from its own buffer.
+    #[serde(borrow)]
+    pub content: Bytes<'a>,
+}
+
+/// v1: names one hide of the caller's tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideRef {
+    /// The hide's ID.
+    pub id: String,
+}
+
+/// v1: one page of a hide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideCutRequest {
+    /// The hide's ID.
+    pub id: String,
+    /// 1-based page number.
+    pub page: u64,
+    /// Bytes per page (64 to 1,048,576); `None` means 16,384.
+    #[serde(default)]
+    pub page_size: Option<u64>,
+    /// Add the reflection-hint preface for a model.
+    #[serde(default)]
+    pub hint: bool,
+}
+
+/// v1: find every occurrence of a string in a hide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideSearchRequest {
+    /// The hide's ID.
+    pub id: String,
+    /// The text to find (1 to 1,024 bytes), matched literally.
+    pub query: String,
+    /// Match regardless of case (Unicode simple case folding).
+    #[serde(default)]
+    pub ignore_case: bool,
+    /// The page size the reported pages refer to; `None` means 16,384.
+    #[serde(default)]
+    pub page_size: Option<u64>,
+    /// Report at most this many matches (1 to 10,000); `None` means 100.
+    #[serde(default)]
+    pub max_matches: Option<u32>,
+}
+
+/// v1: a hide's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideEntry {
+    /// `<sanitized-source>-<hex prefix of sha256(content)>`.
+    pub id: String,
+    /// As put.
+    pub kind: String,
+    /// As put.
+    pub source: String,
+    /// Bytes of content.
+    pub size: u64,
+    /// sha256 of the content, hex.
+    pub sha256: String,
+    /// As put.
+    pub meta: BTreeMap<String, String>,
+    /// When it was stored, milliseconds since the Unix epoch.
+    pub created_ms: u64,
+}
+
+/// v1: answer to a put.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HidePutReply {
+    /// The stored hide.
+    pub entry: HideEntry,
+    /// False when the tenant already had this content from this source (same ID back).
+    pub created: bool,
+    /// IDs the retention policy deleted to make room or for age.
+    pub evicted: Vec<String>,
+}
+
+/// v1: answer to a get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideContent {
+    /// The hide.
+    pub entry: HideEntry,
+    /// All of its bytes.
+    #[serde(deserialize_with = "crate::message::owned_bytes")]
+    pub content: Bytes<'static>,
+}
+
+/// v1: one page of a hide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideCut {
+    /// The hide.
+    pub hide_id: String,
+    /// 1-based page number.
+    pub page: u64,
+    /// Pages at this page size.
+    pub total_pages: u64,
+    /// The page size used.
+    pub page_size: u64,
+    /// Byte offset of the page in the hide.
+    pub offset: u64,
+    /// Size of the whole hide.
+    pub size: u64,
+    /// The page's bytes; never ends or starts inside a UTF-8 character.
+    #[serde(deserialize_with = "crate::message::owned_bytes")]
+    pub content: Bytes<'static>,
+    /// The reflection hint, when asked for.
+    #[serde(default)]
+    pub preface: Option<String>,
+}
+
+/// v1: one occurrence found by a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideMatch {
+    /// The page its first byte is on.
+    pub page: u64,
+    /// Its byte offset in the hide.
+    pub offset: u64,
+}
+
+/// v1: answer to a search. No match is an empty list, never a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideSearchReply {
+    /// The hide.
+    pub hide_id: String,
+    /// Every match, ascending, up to the bound.
+    pub matches: Vec<HideMatch>,
+    /// More matches exist than were reported.
+    pub truncated: bool,
+    /// Pages at `page_size`.
+    pub total_pages: u64,
+    /// The page size the pages refer to.
+    pub page_size: u64,
+}
+
+/// v1: answer to a list: the tenant's hides, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideListReply {
+    /// The hides.
+    pub entries: Vec<HideEntry>,
+}
+
+/// v1: what the tenant holds and may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideUsageReply {
+    /// Hides.
+    pub entries: u64,
+    /// Bytes of content.
+    pub bytes: u64,
+    /// The tenant's quota in bytes.
+    pub quota_bytes: u64,
+    /// Hides older than this many seconds are deleted on the tenant's next put (0: never).
+    pub max_age_secs: u64,
+}
+
+/// v1: a run whose output was over the output limit and was stored as a hide instead
+/// (`on_oversize: hide`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HiddenReply {
+    /// The hide holding the whole output.
+    pub entry: HideEntry,
+    /// Its first page, with the reflection hint.
+    pub first: HideCut,
+    /// What the run cost.
+    pub cost: Cost,
+}
+
+/// v1: what a run does when its output is over the output limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOversize {
+    /// v1: fail with `OUTPUT_TOO_LARGE`.
+    #[default]
+    Error,
+    /// v1: store the output (up to the input limit) as a hide and answer with its first page.
+    Hide,
+}

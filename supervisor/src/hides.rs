@@ -1,0 +1,233 @@
+//! Hide-store requests: maps protocol messages to the store's calls and the store's errors to
+//! stable codes. Every call names the connection's tenant (from SO_PEERCRED), so a tenant only
+//! ever reaches its own hides. The supervisor never interprets a hide's content.
+//!
+//! Store calls block on file and SQLite I/O; they run under `block_in_place`, which lets the
+//! runtime move its other work off this thread, so a put's content is stored straight from
+//! the frame it arrived in, without a copy.
+
+use crate::config::TenantOf;
+use jqjail_protocol::limits::grouped;
+use jqjail_protocol::{
+    Bytes, ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch,
+    HidePutReply, HideSearchReply, HideUsageReply, Request, Response,
+};
+use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
+use jqjail_store::{Store, StoreError};
+
+/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. `max_content` bounds a
+/// put: a hide is a filter's input, so it is held to the input limit.
+pub(crate) fn handle(
+    request: Request<'_>,
+    store: Option<&Store>,
+    tenant: &TenantOf,
+    max_content: u64,
+) -> Response {
+    let Some(store) = store else {
+        return Response::Error(unavailable());
+    };
+    let t = &*tenant.name;
+    let result = tokio::task::block_in_place(|| match request {
+        Request::HidePut(put) => {
+            let size = put.content.as_bytes().len() as u64;
+            if size > max_content {
+                return Ok(Response::Error(
+                    ErrorReply::new(
+                        ErrorCode::InputTooLarge,
+                        format!(
+                            "hide content is {} bytes, over the {}-byte input limit (a hide is a filter's input)",
+                            grouped(size),
+                            grouped(max_content)
+                        ),
+                    )
+                    .with_limit(max_content, size),
+                ));
+            }
+            let meta: Vec<(String, String)> = put.meta.into_iter().collect();
+            let done = store.put(
+                t,
+                &put.kind,
+                &put.source,
+                put.content.as_bytes(),
+                &meta,
+                &tenant.hides,
+            )?;
+            if !done.evicted.is_empty() {
+                tracing::info!(
+                    evicted = done.evicted.len(),
+                    "hide retention deleted old hides"
+                );
+            }
+            Ok(Response::HidePut(HidePutReply {
+                entry: entry(done.entry),
+                created: done.created,
+                evicted: done.evicted,
+            }))
+        }
+        Request::HideGet(r) => {
+            let (e, content) = store.get(t, &r.id)?;
+            Ok(Response::HideContent(HideContent {
+                entry: entry(e),
+                content: Bytes::from(content),
+            }))
+        }
+        Request::HideCut(r) => {
+            let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+            Ok(Response::HideCut(cut(
+                store, tenant, &r.id, r.page, page_size, r.hint,
+            )?))
+        }
+        Request::HideSearch(r) => {
+            let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+            let opts = SearchOptions {
+                ignore_case: r.ignore_case,
+                max_matches: r.max_matches.unwrap_or(DEFAULT_MATCHES),
+            };
+            let found = store.search(t, &r.id, &r.query, opts, page_size)?;
+            Ok(Response::HideSearch(HideSearchReply {
+                hide_id: r.id,
+                matches: found
+                    .matches
+                    .iter()
+                    .map(|m| HideMatch {
+                        page: m.page,
+                        offset: m.offset,
+                    })
+                    .collect(),
+                truncated: found.truncated,
+                total_pages: found.total_pages,
+                page_size,
+            }))
+        }
+        Request::HideList => Ok(Response::HideList(HideListReply {
+            entries: store.list(t)?.into_iter().map(entry).collect(),
+        })),
+        Request::HideDelete(r) => Ok(Response::HideEntry(entry(store.delete(t, &r.id)?))),
+        Request::HideUsage => {
+            let usage = store.usage(t)?;
+            Ok(Response::HideUsage(HideUsageReply {
+                entries: usage.entries,
+                bytes: usage.bytes,
+                quota_bytes: tenant.hides.quota_bytes,
+                max_age_secs: tenant.hides.max_age.map_or(0, |d| d.as_secs()),
+            }))
+        }
+        Request::Hello(_) | Request::Run(_) | Request::Stats => {
+            unreachable!("the server routes only hide requests here")
+        }
+    });
+    result.unwrap_or_else(|e| Response::Error(error_reply(e)))
+}
+
+/// The whole content of a tenant's hide, as a run's input.
+pub(crate) fn read_input(
+    store: Option<&Store>,
+    tenant: &TenantOf,
+    id: &str,
+) -> Result<Vec<u8>, Box<ErrorReply>> {
+    let store = store.ok_or_else(|| Box::new(unavailable()))?;
+    tokio::task::block_in_place(|| store.get(&tenant.name, id))
+        .map(|(_, content)| content)
+        .map_err(|e| Box::new(error_reply(e)))
+}
+
+/// Stores a run's oversized output as a hide of `tenant`; returns it and its first page
+/// (with the reflection hint).
+pub(crate) fn keep_output(
+    store: &Store,
+    tenant: &TenantOf,
+    filter: &str,
+    output: &[u8],
+) -> Result<(HideEntry, HideCut), Box<ErrorReply>> {
+    tokio::task::block_in_place(|| {
+        let meta = [("filter".to_string(), clip(filter, 1024).to_string())];
+        let put = store.put(
+            &tenant.name,
+            "run_output",
+            "output",
+            output,
+            &meta,
+            &tenant.hides,
+        )?;
+        let first = cut(store, tenant, &put.entry.id, 1, DEFAULT_PAGE_SIZE, true)?;
+        Ok((entry(put.entry), first))
+    })
+    .map_err(|e| Box::new(error_reply(e)))
+}
+
+fn cut(
+    store: &Store,
+    tenant: &TenantOf,
+    id: &str,
+    page: u64,
+    page_size: u64,
+    hint: bool,
+) -> Result<HideCut, StoreError> {
+    let c = store.cut(&tenant.name, id, page, page_size)?;
+    let preface = hint.then(|| preface(&c));
+    Ok(HideCut {
+        hide_id: c.hide_id,
+        page: c.page,
+        total_pages: c.total_pages,
+        page_size,
+        offset: c.offset,
+        size: c.size,
+        content: Bytes::from(c.content),
+        preface,
+    })
+}
+
+/// The reflection hint (SPEC §5): tells a model where it is and to summarise before paging.
+fn preface(c: &jqjail_store::Cut) -> String {
+    format!(
+        "[HIDE id={} page={}/{} bytes={}] This output is too large to read at once; this is page {} of {}. \
+         Summarise what you need from this page before paging further, and do not infer what unseen pages hold. \
+         Read on with hide_next, hide_jump or hide_search, or narrow the whole output with jq over the hide.",
+        c.hide_id, c.page, c.total_pages, c.size, c.page, c.total_pages
+    )
+}
+
+fn clip(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn entry(e: jqjail_store::Entry) -> HideEntry {
+    HideEntry {
+        id: e.id,
+        kind: e.kind,
+        source: e.source,
+        size: e.size,
+        sha256: e.sha256,
+        meta: e.meta.into_iter().collect(),
+        created_ms: e.created_ms,
+    }
+}
+
+pub(crate) fn unavailable() -> ErrorReply {
+    ErrorReply::new(
+        ErrorCode::StoreUnavailable,
+        "this daemon has no hide store (start it with --store DIR)",
+    )
+}
+
+fn error_reply(e: StoreError) -> ErrorReply {
+    let message = e.to_string();
+    match e {
+        StoreError::NotFound(_) => ErrorReply::new(ErrorCode::NotFound, message),
+        StoreError::PageOutOfRange { page, total, .. } => {
+            ErrorReply::new(ErrorCode::PageOutOfRange, message).with_limit(total, page)
+        }
+        StoreError::QuotaExceeded { quota, used, size } => {
+            ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(quota, used + size)
+        }
+        StoreError::Invalid(_) => ErrorReply::new(ErrorCode::InvalidRequest, message),
+        StoreError::Unsafe { .. } | StoreError::Io(_) | StoreError::Index(_) => {
+            tracing::error!(error = %message, "hide store failure");
+            ErrorReply::new(ErrorCode::StoreUnavailable, message)
+        }
+    }
+}

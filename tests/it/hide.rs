@@ -1,0 +1,415 @@
+//! The hide store through the real daemon: round trips, pages, search, filtering by ID,
+//! oversized outputs kept as hides, the HideBuffer, retention and the `jqjail hide` CLI.
+
+use crate::util::{CLI, Daemon};
+use jqjail_client::{
+    Answer, ClientError, ErrorCode, HideBuffer, HideSearchRequest, OnOversize, RunOptions, Source,
+};
+use std::collections::BTreeMap;
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+fn code(e: ClientError) -> ErrorCode {
+    e.code()
+        .unwrap_or_else(|| panic!("not a server error: {e}"))
+}
+
+fn search(id: &str, query: &str, page_size: u64) -> HideSearchRequest {
+    HideSearchRequest {
+        id: id.into(),
+        query: query.into(),
+        ignore_case: false,
+        page_size: Some(page_size),
+        max_matches: None,
+    }
+}
+
+/// An array of GitHub-issue-like objects of at most `bytes` bytes; the first has id 0.
+fn issues(bytes: usize) -> String {
+    let mut out = String::from("[");
+    for i in 0.. {
+        let item = format!(
+            r#"{{"id":{i},"title":"issue number {i} — ünïcode","labels":["bug","p{}"],"body":"{}"}}"#,
+            i % 4,
+            "lorem ipsum ".repeat(8)
+        );
+        if out.len() + item.len() + 2 > bytes {
+            break;
+        }
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&item);
+    }
+    out.push(']');
+    out
+}
+
+#[test]
+fn put_get_round_trips_exactly_through_the_socket() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let binary: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    let big = issues(20 << 20);
+    for content in [&b""[..], &binary, big.as_bytes()] {
+        let put = c
+            .hide_put("k", "Test Source", content, &BTreeMap::new())
+            .unwrap();
+        assert!(put.created);
+        assert!(put.entry.id.starts_with("testsource-"), "{}", put.entry.id);
+        let got = c.hide_get(&put.entry.id).unwrap();
+        assert_eq!(got.entry, put.entry);
+        assert!(
+            got.content.as_bytes() == content,
+            "{} bytes differ",
+            content.len()
+        );
+    }
+    // The same content again: the same ID, not a second hide.
+    let again = c
+        .hide_put("k", "Test Source", &binary, &BTreeMap::new())
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(c.hide_list().unwrap().len(), 3);
+    let usage = c.hide_usage().unwrap();
+    assert_eq!(usage.entries, 3);
+    assert_eq!(usage.bytes, (binary.len() + big.len()) as u64);
+}
+
+#[test]
+fn pages_search_and_explicit_errors() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    // 1,000 bytes; "NEEDLE" straddles the boundary between pages 2 and 3 at page size 100.
+    let mut text = "é".repeat(95) + &"x".repeat(8); // 198 bytes
+    text.push_str("NEEDLE");
+    text.push_str(&"y".repeat(1000 - text.len()));
+    let id = c
+        .hide_put("k", "s", text.as_bytes(), &BTreeMap::new())
+        .unwrap()
+        .entry
+        .id;
+    let first = c.hide_cut(&id, 1, Some(100), false).unwrap();
+    assert_eq!(first.content.as_bytes().len(), 100);
+    assert!(first.preface.is_none());
+    let mut all = Vec::new();
+    for page in 1..=first.total_pages {
+        let cut = c.hide_cut(&id, page, Some(100), false).unwrap();
+        assert_eq!(cut.total_pages, first.total_pages);
+        assert!(std::str::from_utf8(cut.content.as_bytes()).is_ok());
+        all.extend_from_slice(cut.content.as_bytes());
+    }
+    assert_eq!(all, text.as_bytes());
+    assert_eq!(first.total_pages, 10);
+
+    let found = c.hide_search(search(&id, "NEEDLE", 100)).unwrap();
+    assert_eq!(found.matches.len(), 1);
+    assert_eq!(found.matches[0].offset, 198);
+    assert_eq!(
+        found.matches[0].page, 2,
+        "a match is on the page its first byte is on"
+    );
+    let miss = c.hide_search(search(&id, "needle", 100)).unwrap();
+    assert!(miss.matches.is_empty(), "a miss is not-found, never page 1");
+    let folded = c
+        .hide_search(HideSearchRequest {
+            ignore_case: true,
+            ..search(&id, "needle", 100)
+        })
+        .unwrap();
+    assert_eq!(folded.matches.len(), 1);
+
+    let e = c.hide_cut(&id, 11, Some(100), false).unwrap_err();
+    assert_eq!(code(e), ErrorCode::PageOutOfRange);
+    let e = c.hide_cut(&id, 0, Some(100), false).unwrap_err();
+    assert_eq!(code(e), ErrorCode::PageOutOfRange);
+    let e = c.hide_cut(&id, 1, Some(10), false).unwrap_err();
+    assert_eq!(code(e), ErrorCode::InvalidRequest);
+    for bad in ["s-00000000", "../../etc/passwd", ""] {
+        let e = c.hide_cut(bad, 1, None, false).unwrap_err();
+        assert_eq!(code(e), ErrorCode::NotFound, "{bad}");
+    }
+    let deleted = c.hide_delete(&id).unwrap();
+    assert_eq!(deleted.id, id);
+    assert_eq!(code(c.hide_get(&id).unwrap_err()), ErrorCode::NotFound);
+}
+
+#[test]
+fn a_filter_over_a_20_mib_hide_by_id() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let big = issues(20 << 20);
+    let id = c
+        .hide_put("k", "github", big.as_bytes(), &BTreeMap::new())
+        .unwrap()
+        .entry
+        .id;
+    let opts = RunOptions::default();
+    let filter = ".[0].id, (map(select(.labels[1] == \"p3\")) | length)";
+    let started = Instant::now();
+    let by_id = c.run_hide(filter, &id, &opts).unwrap();
+    let by_id_time = started.elapsed();
+    let started = Instant::now();
+    let inline = c.run(filter, big.as_bytes(), &opts).unwrap();
+    let inline_time = started.elapsed();
+    assert_eq!(by_id.output, inline.output);
+    assert!(by_id.output.starts_with("[0,"), "{}", by_id.output);
+    assert_eq!(by_id.cost.input_bytes, big.len() as u64);
+    eprintln!(
+        "20 MiB filter: by hide ID {by_id_time:?}, inline {inline_time:?} (debug build; see the note for release numbers)"
+    );
+    let e = c.run_hide(".", "github-00000000", &opts).unwrap_err();
+    assert_eq!(code(e), ErrorCode::NotFound);
+}
+
+#[test]
+fn oversized_output_is_kept_as_a_hide_when_asked() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let filter = "[range(40000)]";
+    let expected = format!(
+        "[{}]",
+        (0..40000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert!(expected.len() > 100_000);
+    let plain = c.run(filter, b"null", &RunOptions::default()).unwrap_err();
+    assert_eq!(code(plain), ErrorCode::OutputTooLarge);
+    let opts = RunOptions {
+        on_oversize: OnOversize::Hide,
+        ..Default::default()
+    };
+    let Answer::Hidden(hidden) = c
+        .run_answer(filter, Source::Inline(b"null"), &opts)
+        .unwrap()
+    else {
+        panic!("expected the output to be kept as a hide");
+    };
+    assert_eq!(hidden.entry.size, expected.len() as u64);
+    assert_eq!(hidden.first.page, 1);
+    assert!(
+        hidden
+            .first
+            .preface
+            .as_deref()
+            .unwrap()
+            .contains("Summarise")
+    );
+    assert!(
+        expected
+            .as_bytes()
+            .starts_with(hidden.first.content.as_bytes())
+    );
+    assert_eq!(
+        c.hide_get(&hidden.entry.id).unwrap().content.as_bytes(),
+        expected.as_bytes()
+    );
+    assert_eq!(hidden.entry.meta["filter"], filter);
+    // A small output is an ordinary answer even when hides are allowed.
+    let Answer::Output(small) = c.run_answer("1+1", Source::Inline(b"null"), &opts).unwrap() else {
+        panic!("a small output is not hidden");
+    };
+    assert_eq!(small.output, "2");
+    // Beyond the hide size (the input limit) it is still an error, naming that limit.
+    let huge = c
+        .run_answer("[range(3000000)]", Source::Inline(b"null"), &opts)
+        .unwrap_err();
+    let ClientError::Server(e) = huge else {
+        panic!()
+    };
+    assert_eq!(e.code, ErrorCode::OutputTooLarge);
+    assert_eq!(e.limit, Some(20 << 20));
+}
+
+#[test]
+fn hide_buffer_pages_with_a_per_turn_cursor() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let text: String = (0..50).map(|i| format!("row {i:02}\n")).collect(); // 350 bytes
+    let mut buffer = HideBuffer::new(&mut c, 100);
+    assert!(!buffer.needs_paging());
+    let entry = buffer.store("search_tool", text.as_bytes()).unwrap();
+    assert!(buffer.needs_paging());
+    let first = buffer.first_cut().unwrap();
+    assert!(first.preface.is_some());
+    assert_eq!(first.total_pages, 4);
+    assert_eq!(
+        buffer.next(None).unwrap().page,
+        2,
+        "next follows the last page served"
+    );
+    assert_eq!(buffer.next(None).unwrap().page, 3);
+    let jumped = buffer.call_tool("hide_jump", &serde_json::json!({"page": 1}));
+    assert!(
+        jumped.contains("[HIDE id=") && jumped.contains("row 00"),
+        "{jumped}"
+    );
+    let next = buffer.call_tool("hide_next", &serde_json::json!({}));
+    assert!(next.contains("page=2/4"), "{next}");
+    let found = buffer.call_tool("hide_search", &serde_json::json!({"query": "row 42"}));
+    assert!(found.contains("on page 3"), "{found}"); // offset 294
+    let missing = buffer.call_tool("hide_search", &serde_json::json!({"query": "row 99"}));
+    assert!(missing.starts_with("Not found"), "{missing}");
+    let past = buffer.call_tool("hide_jump", &serde_json::json!({"page": 9}));
+    assert!(past.starts_with("error: PAGE_OUT_OF_RANGE"), "{past}");
+    assert_eq!(
+        buffer
+            .search(&entry.id, "ROW 07", true)
+            .unwrap()
+            .unwrap()
+            .page,
+        1
+    );
+    drop(buffer);
+    // Loading the persisted hide into a fresh buffer reproduces it.
+    let mut loaded = HideBuffer::load(&mut c, &entry.id, 100).unwrap();
+    assert!(loaded.needs_paging());
+    assert_eq!(
+        loaded.get(&entry.id).unwrap().content.as_bytes(),
+        text.as_bytes()
+    );
+    let mut pages = Vec::new();
+    for page in 1..=4 {
+        pages.extend_from_slice(loaded.cut(&entry.id, page).unwrap().content.as_bytes());
+    }
+    assert_eq!(pages, text.as_bytes());
+}
+
+#[test]
+fn retention_quota_refuses_or_evicts_by_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(
+        &config,
+        "[store]\nquota_bytes = 1000\non_full = \"refuse\"\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let mut c = d.client();
+    c.hide_put("k", "a", &[b'a'; 600], &BTreeMap::new())
+        .unwrap();
+    let e = c
+        .hide_put("k", "b", &[b'b'; 600], &BTreeMap::new())
+        .unwrap_err();
+    let ClientError::Server(e) = e else { panic!() };
+    assert_eq!(e.code, ErrorCode::QuotaExceeded);
+    assert_eq!(e.limit, Some(1000));
+    assert!(e.message.contains("1000-byte hide quota"), "{}", e.message);
+    drop(d);
+
+    std::fs::write(
+        &config,
+        "[store]\nquota_bytes = 1000\non_full = \"evict\"\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let mut c = d.client();
+    let a = c
+        .hide_put("k", "a", &[b'a'; 600], &BTreeMap::new())
+        .unwrap();
+    let b = c
+        .hide_put("k", "b", &[b'b'; 600], &BTreeMap::new())
+        .unwrap();
+    assert_eq!(b.evicted, std::slice::from_ref(&a.entry.id));
+    assert_eq!(
+        code(c.hide_get(&a.entry.id).unwrap_err()),
+        ErrorCode::NotFound
+    );
+    assert_eq!(c.hide_usage().unwrap().quota_bytes, 1000);
+}
+
+#[test]
+fn refuses_a_store_other_users_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(crate::util::DAEMON)
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mode is 755"), "{err}");
+}
+
+fn cli(d: &Daemon, args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(CLI)
+        .arg("hide")
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_hide_command_line() {
+    let d = Daemon::start();
+    let doc = br#"[{"id":1,"title":"first"},{"id":2,"title":"second"},{"id":3,"title":"the third of three"}]"#;
+    let put = json(&cli(
+        &d,
+        &["put", "--source", "GitHub", "--meta", "repo=x/y"],
+        doc,
+    ));
+    let id = put["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("github-"));
+    assert_eq!(put["size"], doc.len());
+    assert_eq!(put["meta"]["repo"], "x/y");
+    let got = cli(&d, &["get", &id], b"");
+    assert_eq!(got.stdout, doc);
+    let cut = json(&cli(
+        &d,
+        &["cut", &id, "2", "--page-size", "64", "--hint"],
+        b"",
+    ));
+    assert_eq!(cut["page"], 2);
+    assert_eq!(cut["total_pages"], 1 + (doc.len() as u64 - 1) / 64);
+    assert!(cut["preface"].as_str().unwrap().contains("page 2 of"));
+    let found = json(&cli(&d, &["search", &id, "second"], b""));
+    let at = doc.windows(6).position(|w| w == b"second").unwrap();
+    assert_eq!(found["matches"][0]["offset"], at);
+    assert_eq!(found["matches"][0]["page"], 1);
+    assert_eq!(found["found"], true);
+    let miss = cli(&d, &["search", &id, "fourth"], b"");
+    assert_eq!(miss.status.code(), Some(1), "no match exits 1");
+    let list = json(&cli(&d, &["list"], b""));
+    assert_eq!(list[0]["id"], id.as_str());
+    // `jqjail --hide ID FILTER` filters the hide.
+    let out = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["--hide", &id, "map(.title)"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[\"first\",\"second\",\"the third of three\"]\n"
+    );
+    let rm = json(&cli(&d, &["rm", &id], b""));
+    assert_eq!(rm["id"], id.as_str());
+    let gone = cli(&d, &["cut", &id, "1"], b"");
+    assert_eq!(gone.status.code(), Some(10));
+    assert!(String::from_utf8_lossy(&gone.stderr).starts_with("jqjail: NOT_FOUND:"));
+}
