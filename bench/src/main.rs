@@ -247,6 +247,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             cells.push(cell);
         }
     }
+    let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
     let throughput = throughput(&daemon, if opts.smoke { 0.3 } else { 3.0 });
     let stream_rss = stream_big(&daemon, opts.smoke);
     let supervisor_peak_kib = daemon.status_kib("VmHWM:");
@@ -256,6 +257,7 @@ fn run(opts: &Opts) -> Result<(), String> {
 
     let report = render(
         &cells,
+        &by_hide,
         &throughput,
         &stream_rss,
         supervisor_peak_kib,
@@ -273,6 +275,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             "worker_peak_rss_bytes": c.worker_peak_rss,
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
+        "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
         "throughput_rps": throughput.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
         "supervisor_rss_kib_streaming_20mib": stream_rss.iter().map(|(c, r)| json!({"concurrency": c, "vm_hwm_kib": r})).collect::<Vec<_>>(),
         "supervisor_peak_rss_kib": supervisor_peak_kib,
@@ -405,6 +408,43 @@ fn throughput(daemon: &Daemon, seconds: f64) -> Vec<(usize, f64)> {
 }
 
 /// The daemon's peak RSS while 20 MiB inputs stream through it at concurrency 1 and 4.
+/// `.[0]` over the largest input stored as a hide (the daemon reads it off its disk) against
+/// the same input sent inline, interleaved.
+fn by_hide(
+    client: &mut Client,
+    sizes: &[(&'static str, usize, usize)],
+    iters: usize,
+) -> Vec<(&'static str, Samples, Samples)> {
+    let Some(&(name, size, _)) = sizes.last() else {
+        return Vec::new();
+    };
+    let input = corpus::issues(size);
+    let id = match client.hide_put("bench", "bench", &input, &Default::default()) {
+        Ok(put) => put.entry.id,
+        Err(e) => {
+            eprintln!("hide put failed: {e}");
+            return Vec::new();
+        }
+    };
+    let (mut hide, mut inline) = (Samples(Vec::new()), Samples(Vec::new()));
+    let opts = RunOptions::default();
+    for _ in 0..iters {
+        let t = Instant::now();
+        let a = client.run_hide(".[0]", &id, &opts).map(|r| r.output);
+        hide.push(t.elapsed());
+        let t = Instant::now();
+        let b = client.run(".[0]", &input, &opts).map(|r| r.output);
+        inline.push(t.elapsed());
+        assert_eq!(a.ok(), b.ok(), "the two inputs gave different answers");
+    }
+    eprintln!(
+        "by hide ID {name}: {:.2} ms, inline {:.2} ms",
+        hide.median(),
+        inline.median()
+    );
+    vec![(name, hide, inline)]
+}
+
 fn stream_big(daemon: &Daemon, smoke: bool) -> Vec<(usize, u64)> {
     let input = Arc::new(corpus::issues(if smoke { 1 << 20 } else { 20_900_000 }));
     let mut out = Vec::new();
@@ -528,6 +568,7 @@ fn ms(v: f64) -> String {
 #[allow(clippy::too_many_arguments)]
 fn render(
     cells: &[Cell],
+    by_hide: &[(&str, Samples, Samples)],
     throughput: &[(usize, f64)],
     stream_rss: &[(usize, u64)],
     supervisor_peak_kib: u64,
@@ -588,6 +629,25 @@ fn render(
             let _ = write!(row, " {} |", ratio(c.jqjail.median(), v));
         }
         let _ = writeln!(r, "{row}");
+    }
+    let _ = writeln!(
+        r,
+        "\n### `.[0]` over a hide by ID (read off the daemon's disk) vs the same input inline, median / p99 ms\n"
+    );
+    let _ = writeln!(
+        r,
+        "| input | by hide ID | inline | by ID / inline |\n|---|---|---|---|"
+    );
+    for (name, hide, inline) in by_hide {
+        let _ = writeln!(
+            r,
+            "| {name} | {} / {} | {} / {} | {} |",
+            ms(hide.median()),
+            ms(hide.p99()),
+            ms(inline.median()),
+            ms(inline.p99()),
+            ratio(hide.median(), inline.median())
+        );
     }
     let _ = writeln!(
         r,
