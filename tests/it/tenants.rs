@@ -456,3 +456,36 @@ fn a_tenant_cannot_reach_another_tenants_hides_even_by_exact_id() {
     assert_eq!(got.content.as_bytes(), secret);
     assert_eq!(got.entry, mine);
 }
+
+#[test]
+fn hide_quotas_are_per_tenant() {
+    if !root() {
+        eprintln!("skipped: needs root to connect as a second uid");
+        return;
+    }
+    let Configured { d, .. } = with_config(
+        "[store]\nquota_bytes = 1000\non_full = \"refuse\"\n\
+         [[tenants.tenant]]\nname = \"small\"\nuids = [65534]\nhide_quota_bytes = 100\n",
+        &["--socket-mode", "0666"],
+    );
+    open_to_others(&d);
+    // Root (the default quota) fills 900 of its 1,000 bytes; nobody's 100 are its own.
+    let mut c = d.client();
+    c.hide_put("k", "big", &[b'r'; 900], &Default::default())
+        .unwrap();
+    let (status, out, err) = cli_as_nobody(&d, &["hide", "put", "--source", "a"], &[b'n'; 80]);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(out.contains("\"size\":80"), "{out}");
+    let (status, _, err) = cli_as_nobody(&d, &["hide", "put", "--source", "b"], &[b'm'; 80]);
+    assert_eq!(status, Some(6), "{err}");
+    assert!(
+        err.starts_with("jqjail: QUOTA_EXCEEDED: a hide of 80 bytes does not fit the 100-byte hide quota (80 bytes in use)"),
+        "{err}"
+    );
+    let (_, usage, _) = cli_as_nobody(&d, &["hide", "usage"], b"");
+    assert!(
+        usage.contains("\"bytes\":80") && usage.contains("\"quota_bytes\":100"),
+        "{usage}"
+    );
+    assert_eq!(c.hide_usage().unwrap().bytes, 900);
+}
