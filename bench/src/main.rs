@@ -132,6 +132,16 @@ impl Daemon {
         })
     }
 
+    /// Resets the daemon's VmHWM to its current RSS (`/proc/PID/clear_refs`, value 5).
+    fn reset_peak_rss(&self) {
+        let path = format!("/proc/{}/clear_refs", self.child.id());
+        if let Err(e) = std::fs::write(&path, "5") {
+            eprintln!(
+                "cannot reset the daemon's peak RSS ({path}: {e}); the peak includes earlier cells"
+            );
+        }
+    }
+
     fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
@@ -449,6 +459,9 @@ fn stream_big(daemon: &Daemon, smoke: bool) -> Vec<(usize, u64)> {
     let input = Arc::new(corpus::issues(if smoke { 1 << 20 } else { 20_900_000 }));
     let mut out = Vec::new();
     for concurrency in [1usize, 4] {
+        // Start each measurement from the daemon's current RSS, not from the peak of the
+        // latency cells before (a 20 MiB *output* of `.` passes through the daemon whole).
+        daemon.reset_peak_rss();
         let threads: Vec<_> = (0..concurrency)
             .map(|_| {
                 let (socket, input) = (daemon.socket.clone(), input.clone());
@@ -662,7 +675,7 @@ fn render(
     for (c, kib) in stream_rss {
         let _ = writeln!(
             r,
-            "| supervisor peak RSS after 20 MiB `.[0]` requests at concurrency ≤ {c} | {:.1} MiB |",
+            "| supervisor peak RSS while 20 MiB `.[0]` requests stream through at concurrency {c} (peak reset before) | {:.1} MiB |",
             *kib as f64 / 1024.0
         );
     }
@@ -746,11 +759,11 @@ fn render(
             target(best >= 1000.0)
         );
     }
-    if let Some((_, kib)) = stream_rss.first() {
+    if let Some((c, kib)) = stream_rss.iter().max_by_key(|(_, kib)| *kib) {
         let mib = *kib as f64 / 1024.0;
         let _ = writeln!(
             r,
-            "- supervisor RSS ≤ 64 MiB with 20 MiB inputs (concurrency 1): {mib:.1} MiB — {}",
+            "- supervisor RSS ≤ 64 MiB while 20 MiB inputs stream through (worst, at concurrency {c}): {mib:.1} MiB — {}",
             target(mib <= 64.0)
         );
     }

@@ -107,6 +107,51 @@ pub fn bincode_put_header(
     )
 }
 
+/// Everything of a bincode run request with inline input except the input bytes: what a
+/// server needs to admit the request while the input is still arriving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHead {
+    /// The filter text.
+    pub filter: String,
+    /// Its language.
+    pub lang: crate::Lang,
+    /// Tighter limits for this request.
+    pub limits: crate::LimitOverrides,
+    /// What to do with output over the limit.
+    pub on_oversize: crate::OnOversize,
+    /// Bytes of inline input that follow the head.
+    pub input_len: u64,
+    /// Bytes of the message the head takes; the input starts here.
+    pub head_len: usize,
+}
+
+/// Decodes the head of a bincode message that starts with `buf`, when the message is a run
+/// request with inline input (`None` for anything else, or when `buf` ends inside the head).
+/// The inverse of [`bincode_run_header`].
+pub fn decode_bincode_run_head(buf: &[u8]) -> Option<RunHead> {
+    type Head = (
+        u32,
+        String,
+        crate::Lang,
+        crate::LimitOverrides,
+        crate::OnOversize,
+        u32,
+        u64,
+    );
+    const RUN: u32 = 1;
+    const INLINE: u32 = 0;
+    let ((variant, filter, lang, limits, on_oversize, input, input_len), head_len) =
+        bincode::serde::decode_from_slice::<Head, _>(buf, BINCODE).ok()?;
+    (variant == RUN && input == INLINE).then_some(RunHead {
+        filter,
+        lang,
+        limits,
+        on_oversize,
+        input_len,
+        head_len,
+    })
+}
+
 /// Encodes `message`, whose last field is an empty byte string, and replaces that field's
 /// length (a one-byte varint 0) with `tail_len`, so that `header ++ tail` is the message with
 /// the tail in place.
@@ -145,6 +190,18 @@ mod tests {
                 .unwrap();
             let mut parts =
                 bincode_run_header(".a", Lang::Path, limits, OnOversize::Hide, len).unwrap();
+            let head = decode_bincode_run_head(&parts).expect("a run head");
+            assert_eq!(
+                (
+                    head.filter.as_str(),
+                    head.lang,
+                    head.limits,
+                    head.on_oversize
+                ),
+                (".a", Lang::Path, limits, OnOversize::Hide)
+            );
+            assert_eq!((head.input_len, head.head_len), (len as u64, parts.len()));
+            assert_eq!(decode_bincode_run_head(&parts[..parts.len() - 1]), None);
             parts.extend_from_slice(&input);
             assert_eq!(parts, whole, "input of {len} bytes");
             let meta: std::collections::BTreeMap<_, _> =
@@ -158,6 +215,7 @@ mod tests {
                 }))
                 .unwrap();
             let mut parts = bincode_put_header("k", "s", &meta, len).unwrap();
+            assert_eq!(decode_bincode_run_head(&parts), None, "a put is not a run");
             parts.extend_from_slice(&input);
             assert_eq!(parts, whole, "content of {len} bytes");
         }

@@ -119,15 +119,16 @@ pub(crate) fn handle(
     result.unwrap_or_else(|e| Response::Error(error_reply(e)))
 }
 
-/// The whole content of a tenant's hide, as a run's input.
-pub(crate) fn read_input(
+/// A tenant's hide as a run's input: its length and its file, to be read as the worker
+/// takes it.
+pub(crate) fn open_input(
     store: Option<&Store>,
     tenant: &TenantOf,
     id: &str,
-) -> Result<Vec<u8>, Box<ErrorReply>> {
+) -> Result<(u64, std::fs::File), Box<ErrorReply>> {
     let store = store.ok_or_else(|| Box::new(unavailable()))?;
-    tokio::task::block_in_place(|| store.get(&tenant.name, id))
-        .map(|(_, content)| content)
+    tokio::task::block_in_place(|| store.open_hide(&tenant.name, id))
+        .map(|(entry, file)| (entry.size, file))
         .map_err(|e| Box::new(error_reply(e)))
 }
 

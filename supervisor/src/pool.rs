@@ -11,7 +11,7 @@ use crate::explain::{Context, explain};
 use crate::fair::{Refused, Scheduler};
 use crate::spawn::{Child, Exit, Program, spawn};
 use jqjail_protocol::frame::FrameError;
-use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
+use jqjail_protocol::frame::tokio_io::read_frame;
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
     Job, MAX_READY_FRAME_BYTES, Outcome, Ready, Reply, StartupArgs, max_reply_frame_bytes,
@@ -20,7 +20,7 @@ use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::timeout_at;
@@ -58,6 +58,114 @@ pub struct PoolStats {
     pub started: AtomicU64,
     /// Workers that failed to start.
     pub failed_starts: AtomicU64,
+}
+
+/// A job's input: bytes in hand, or bytes still arriving (from the client's connection or a
+/// hide's file), passed on to the worker as they arrive so that the supervisor never holds a
+/// large input whole.
+pub enum JobInput<'a> {
+    /// All of it, in memory.
+    Bytes(&'a [u8]),
+    /// `head`, then `rest_len` more bytes to be read from `rest`.
+    Stream {
+        /// The part already read.
+        head: &'a [u8],
+        /// Where the rest comes from.
+        rest: &'a mut (dyn AsyncRead + Unpin + Send),
+        /// How many bytes the rest is.
+        rest_len: u64,
+        /// How many of them have been read (and passed on) so far.
+        consumed: u64,
+        /// By when the rest must have arrived.
+        arrive_by: Instant,
+    },
+}
+
+impl JobInput<'_> {
+    /// Total input bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            JobInput::Bytes(b) => b.len() as u64,
+            JobInput::Stream { head, rest_len, .. } => head.len() as u64 + rest_len,
+        }
+    }
+
+    /// Whether there are no input bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the stream not yet read (0 for bytes in hand).
+    pub fn unread(&self) -> u64 {
+        match self {
+            JobInput::Bytes(_) => 0,
+            JobInput::Stream {
+                rest_len, consumed, ..
+            } => rest_len - consumed,
+        }
+    }
+
+    /// Whether the job can still be given to another worker: nothing of a stream was read.
+    fn replayable(&self) -> bool {
+        match self {
+            JobInput::Bytes(_) => true,
+            JobInput::Stream { consumed, .. } => *consumed == 0,
+        }
+    }
+}
+
+/// Bytes passed from a stream to a worker at a time.
+const PUMP_CHUNK: usize = 256 * 1024;
+
+/// Why sending a job's input to a worker stopped.
+enum SendError {
+    /// The worker's side failed (it died).
+    Worker(std::io::Error),
+    /// The stream the input comes from failed or ended early.
+    Source(String),
+}
+
+/// Writes the job frame to the worker, then the input's `input_bytes` raw bytes as they
+/// arrive.
+async fn send_job(
+    sock: &mut UnixStream,
+    header: &[u8],
+    input: &mut JobInput<'_>,
+) -> Result<(), SendError> {
+    let prefix = jqjail_protocol::frame::prefix(header.len())
+        .map_err(|e| SendError::Source(e.to_string()))?;
+    sock.write_all(&prefix).await.map_err(SendError::Worker)?;
+    sock.write_all(header).await.map_err(SendError::Worker)?;
+    match input {
+        JobInput::Bytes(bytes) => sock.write_all(bytes).await.map_err(SendError::Worker)?,
+        JobInput::Stream {
+            head,
+            rest,
+            rest_len,
+            consumed,
+            ..
+        } => {
+            sock.write_all(head).await.map_err(SendError::Worker)?;
+            let mut buf = vec![0u8; PUMP_CHUNK.min(*rest_len as usize)];
+            while *consumed < *rest_len {
+                let want = buf.len().min((*rest_len - *consumed) as usize);
+                let n = match rest.read(&mut buf[..want]).await {
+                    Ok(0) => {
+                        return Err(SendError::Source(format!(
+                            "the input ended after {} of {} bytes",
+                            grouped(*consumed),
+                            grouped(*rest_len)
+                        )));
+                    }
+                    Ok(n) => n,
+                    Err(e) => return Err(SendError::Source(format!("reading the input: {e}"))),
+                };
+                *consumed += n as u64;
+                sock.write_all(&buf[..n]).await.map_err(SendError::Worker)?;
+            }
+        }
+    }
+    sock.flush().await.map_err(SendError::Worker)
 }
 
 /// The result of one job: the worker's answer and what it cost.
@@ -106,11 +214,12 @@ impl Pool {
         }
     }
 
-    /// Runs one job on a fresh worker before `deadline`.
+    /// Runs one job on a fresh worker before `deadline`. Time spent waiting for a streamed
+    /// input to arrive does not count against the deadline.
     pub async fn execute(
         &self,
         job: &Job,
-        input: &[u8],
+        input: &mut JobInput<'_>,
         deadline: Instant,
         ctx: Context,
         tenant: &TenantOf,
@@ -171,7 +280,7 @@ impl Pool {
             };
             match run_on(worker, job, input, deadline, ctx).await {
                 Attempt::Done(outcome) => return outcome,
-                Attempt::DeadBeforeJob(exit) if attempts < max_attempts => {
+                Attempt::DeadBeforeJob(exit) if attempts < max_attempts && input.replayable() => {
                     tracing::warn!(?exit, "idle worker was dead; retrying on another");
                 }
                 Attempt::DeadBeforeJob(exit) => {
@@ -263,7 +372,7 @@ async fn reap(child: &mut Child) -> Exit {
 async fn run_on(
     mut w: Worker,
     job: &Job,
-    input: &[u8],
+    input: &mut JobInput<'_>,
     deadline: Instant,
     mut ctx: Context,
 ) -> Attempt {
@@ -280,12 +389,19 @@ async fn run_on(
             });
         }
     };
-    let send = async {
-        write_frame_parts(&mut w.sock, &[&header]).await?;
-        w.sock.write_all(input).await?;
-        w.sock.flush().await
+    // A streamed input must arrive by its own deadline (the frame timeout); the time it
+    // takes is added to the evaluation's, so that an upload is not counted as evaluation.
+    let send_by = match input {
+        JobInput::Bytes(_) => deadline,
+        JobInput::Stream { arrive_by, .. } => *arrive_by,
     };
-    let reply = match timeout_at(deadline.into(), send).await {
+    let sending = Instant::now();
+    let sent = timeout_at(send_by.into(), send_job(&mut w.sock, &header, input)).await;
+    let deadline = match input {
+        JobInput::Bytes(_) => deadline,
+        JobInput::Stream { .. } => deadline + sending.elapsed(),
+    };
+    let reply = match sent {
         Ok(Ok(())) => {
             timeout_at(
                 deadline.into(),
@@ -293,10 +409,43 @@ async fn run_on(
             )
             .await
         }
-        Ok(Err(e)) => {
+        Ok(Err(SendError::Worker(e))) => {
             tracing::debug!(pid = w.child.pid(), error = %e, "sending job failed");
             let exit = reap(&mut w.child).await;
-            return Attempt::DeadBeforeJob(exit);
+            return if input.replayable() {
+                Attempt::DeadBeforeJob(exit)
+            } else {
+                Attempt::Done(JobResult {
+                    result: Err(explain(&exit, &ctx)),
+                    cpu: exit.cpu,
+                    peak_rss_bytes: exit.peak_rss_bytes,
+                })
+            };
+        }
+        Ok(Err(SendError::Source(why))) => {
+            w.child.kill();
+            let exit = reap(&mut w.child).await;
+            return Attempt::Done(JobResult {
+                result: Err(ErrorReply::new(ErrorCode::ProtocolError, why)),
+                cpu: exit.cpu,
+                peak_rss_bytes: exit.peak_rss_bytes,
+            });
+        }
+        Err(_) if input.unread() > 0 => {
+            w.child.kill();
+            let exit = reap(&mut w.child).await;
+            return Attempt::Done(JobResult {
+                result: Err(ErrorReply::new(
+                    ErrorCode::ProtocolError,
+                    format!(
+                        "the input did not arrive within the frame timeout ({} of {} bytes came)",
+                        grouped(input.len() - input.unread()),
+                        grouped(input.len())
+                    ),
+                )),
+                cpu: exit.cpu,
+                peak_rss_bytes: exit.peak_rss_bytes,
+            });
         }
         Err(elapsed) => Err(elapsed),
     };

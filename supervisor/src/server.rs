@@ -5,15 +5,16 @@
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
-use crate::pool::{Pool, PoolConfig, negotiate_isolation};
+use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::Program;
+use jqjail_protocol::codec::decode_bincode_run_head;
 use jqjail_protocol::frame::tokio_io::write_frame;
 use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{Job, StartupArgs};
 use jqjail_protocol::{
     Cost, Encoding, ErrorCode, ErrorReply, HelloReply, HiddenReply, Input, MIN_PROTOCOL_VERSION,
-    OnOversize, PROTOCOL_VERSION, Request, Response, RunReply, RunRequest,
+    OnOversize, PROTOCOL_VERSION, Request, Response, RunReply,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -203,14 +204,31 @@ enum End {
     Broken(String),
 }
 
+/// Frames longer than this, in bincode, are read in two steps: the head, then (for a run with
+/// inline input) the input streamed on to the worker as it arrives.
+const STREAM_ABOVE: u64 = 256 * 1024;
+
+/// A frame read whole, or only its first bytes.
+enum Frame {
+    Whole(Vec<u8>),
+    /// The first `bytes` of a `len`-byte frame; the rest must arrive by `arrive_by`.
+    Head {
+        bytes: Vec<u8>,
+        len: u64,
+        arrive_by: Instant,
+    },
+}
+
 /// Reads one frame: waits up to `idle` for its first byte (or for `stop`), then up to
-/// `frame_timeout` for the rest. The length is checked before the body is allocated.
+/// `frame_timeout` for the rest. The length is checked before the body is allocated. With
+/// `may_stream`, a long frame is read only up to what can hold a run request's head.
 async fn next_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
-) -> Result<Vec<u8>, End> {
+    may_stream: bool,
+) -> Result<Frame, End> {
     let mut prefix = [0u8; PREFIX_BYTES];
     let first = tokio::select! {
         biased;
@@ -223,15 +241,28 @@ async fn next_frame<R: AsyncRead + Unpin>(
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(End::Broken(e.to_string())),
     }
+    let arrive_by = Instant::now() + shared.cfg.frame_timeout;
     let rest = async {
         rd.read_exact(&mut prefix[1..]).await?;
         let len = u64::from(u32::from_le_bytes(prefix));
         if len > shared.max_frame {
             return Ok(Err(len));
         }
+        if may_stream && len > STREAM_ABOVE {
+            // A run's head: the variant, the filter (at most the filter limit) and a few
+            // small fields; anything longer is not a run that can be streamed.
+            let head = len.min(shared.cfg.limits.max_filter_bytes + 256);
+            let mut bytes = vec![0u8; head as usize];
+            rd.read_exact(&mut bytes).await?;
+            return Ok(Ok(Frame::Head {
+                bytes,
+                len,
+                arrive_by,
+            }));
+        }
         let mut body = vec![0u8; len as usize];
         rd.read_exact(&mut body).await?;
-        Ok::<_, std::io::Error>(Ok(body))
+        Ok::<_, std::io::Error>(Ok(Frame::Whole(body)))
     };
     match tokio::time::timeout(shared.cfg.frame_timeout, rest).await {
         Err(_) => Err(End::Broken(format!(
@@ -270,8 +301,10 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     let peer = stream.peer_cred().map(|c| (c.uid(), c.gid()));
     let (mut rd, mut wr) = stream.into_split();
     // The handshake: the first frame fixes the encoding and must be a Hello.
-    let first = match next_frame(&mut rd, shared, &mut stop, shared.cfg.frame_timeout).await {
-        Ok(frame) => frame,
+    let first = match next_frame(&mut rd, shared, &mut stop, shared.cfg.frame_timeout, false).await
+    {
+        Ok(Frame::Whole(frame)) => frame,
+        Ok(Frame::Head { .. }) => unreachable!("a frame is streamed only when asked"),
         Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
     };
     let enc = Encoding::detect(&first);
@@ -340,23 +373,83 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             return;
         }
     }
+    let may_stream = enc == Encoding::Bincode;
     loop {
-        let frame = match next_frame(&mut rd, shared, &mut stop, shared.cfg.idle_timeout).await {
-            Ok(frame) => frame,
+        let frame = match next_frame(
+            &mut rd,
+            shared,
+            &mut stop,
+            shared.cfg.idle_timeout,
+            may_stream,
+        )
+        .await
+        {
+            Ok(Frame::Whole(frame)) => frame,
+            Ok(Frame::Head {
+                bytes,
+                len,
+                arrive_by,
+            }) => match decode_bincode_run_head(&bytes) {
+                Some(head) if head.head_len as u64 + head.input_len == len => {
+                    // A run with a large inline input: pass the input on as it arrives.
+                    let rest_len = len - bytes.len() as u64;
+                    let (response, unread) = match tenant_now() {
+                        Ok(tenant) => {
+                            let input = JobInput::Stream {
+                                head: &bytes[head.head_len..],
+                                rest: &mut rd,
+                                rest_len,
+                                consumed: 0,
+                                arrive_by,
+                            };
+                            let parts = RunParts {
+                                filter: head.filter,
+                                lang: head.lang,
+                                limits: head.limits,
+                                on_oversize: head.on_oversize,
+                            };
+                            run_and_record(parts, Source::Input(input), shared, &tenant).await
+                        }
+                        Err(why) => (
+                            Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+                            rest_len,
+                        ),
+                    };
+                    drop(bytes);
+                    // The answer may come before the whole input did (a refusal, a worker's
+                    // death): skip the rest of the frame so the next one is read in step.
+                    let skipped = skip(&mut rd, unread, arrive_by).await;
+                    if !send(&mut wr, enc, &response).await {
+                        return;
+                    }
+                    if let Err(why) = skipped {
+                        tracing::debug!(reason = %why, "connection dropped");
+                        return;
+                    }
+                    continue;
+                }
+                // Anything else is read whole, as a short frame would be.
+                _ => match complete(&mut rd, bytes, len, arrive_by).await {
+                    Ok(frame) => frame,
+                    Err(end) => return finish(&mut wr, enc, shared, end).await,
+                },
+            },
             Err(end) => return finish(&mut wr, enc, shared, end).await,
         };
         let response = match enc.decode::<Request<'_>>(&frame) {
             Ok(Request::Run(run)) => match tenant_now() {
                 Ok(tenant) => {
-                    let start = Instant::now();
-                    let response = handle_run(run, shared, &tenant).await;
-                    let error = match &response {
-                        Response::Error(e) => Some(e.code),
-                        _ => None,
+                    let parts = RunParts {
+                        filter: run.filter,
+                        lang: run.lang,
+                        limits: run.limits,
+                        on_oversize: run.on_oversize,
                     };
-                    let wall_us = start.elapsed().as_micros() as u64;
-                    shared.stats.record(&tenant.name, error, wall_us);
-                    response
+                    let source = match &run.input {
+                        Input::Inline(text) => Source::Input(JobInput::Bytes(text.as_bytes())),
+                        Input::Hide(id) => Source::Hide(id),
+                    };
+                    run_and_record(parts, source, shared, &tenant).await.0
                 }
                 Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
             },
@@ -433,12 +526,117 @@ async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Share
     }
 }
 
+/// Reads the rest of a frame whose first `bytes` were read.
+async fn complete<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    mut bytes: Vec<u8>,
+    len: u64,
+    arrive_by: Instant,
+) -> Result<Vec<u8>, End> {
+    let have = bytes.len();
+    bytes.resize(len as usize, 0);
+    match tokio::time::timeout_at(arrive_by.into(), rd.read_exact(&mut bytes[have..])).await {
+        Ok(Ok(_)) => Ok(bytes),
+        Ok(Err(e)) => Err(End::Broken(e.to_string())),
+        Err(_) => Err(End::Broken(
+            "frame not completed within the frame timeout".into(),
+        )),
+    }
+}
+
+/// Reads and discards `n` bytes of the current frame.
+async fn skip<R: AsyncRead + Unpin>(rd: &mut R, n: u64, arrive_by: Instant) -> Result<(), String> {
+    if n == 0 {
+        return Ok(());
+    }
+    let copied = tokio::time::timeout_at(
+        arrive_by.into(),
+        tokio::io::copy(&mut (&mut *rd).take(n), &mut tokio::io::sink()),
+    )
+    .await;
+    match copied {
+        Ok(Ok(got)) if got == n => Ok(()),
+        Ok(Ok(got)) => Err(format!("frame ended {} bytes early", n - got)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("frame not completed within the frame timeout".into()),
+    }
+}
+
+/// A run request without its input.
+struct RunParts {
+    filter: String,
+    lang: jqjail_protocol::Lang,
+    limits: jqjail_protocol::LimitOverrides,
+    on_oversize: OnOversize,
+}
+
+/// Where a run's input comes from.
+enum Source<'a> {
+    Input(JobInput<'a>),
+    Hide(&'a str),
+}
+
+/// Runs and counts the outcome; returns the response and how many input bytes of the frame
+/// were left unread.
+async fn run_and_record(
+    parts: RunParts,
+    source: Source<'_>,
+    shared: &Shared,
+    tenant: &TenantOf,
+) -> (Response, u64) {
+    let start = Instant::now();
+    let (response, unread) = handle_run(parts, source, shared, tenant).await;
+    let error = match &response {
+        Response::Error(e) => Some(e.code),
+        _ => None,
+    };
+    shared
+        .stats
+        .record(&tenant.name, error, start.elapsed().as_micros() as u64);
+    (response, unread)
+}
+
 fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response {
     Response::Error(ErrorReply::new(code, message).with_limit(limit, actual))
 }
 
-async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> Response {
+async fn handle_run(
+    run: RunParts,
+    source: Source<'_>,
+    shared: &Shared,
+    tenant: &TenantOf,
+) -> (Response, u64) {
     let start = Instant::now();
+    match source {
+        Source::Input(mut input) => {
+            let response = run_input(run, &mut input, shared, tenant, start).await;
+            (response, input.unread())
+        }
+        // A hide is read off the disk as the worker takes it, like a streamed inline input.
+        Source::Hide(id) => match crate::hides::open_input(shared.store.as_deref(), tenant, id) {
+            Ok((len, file)) => {
+                let mut file = tokio::fs::File::from_std(file);
+                let mut input = JobInput::Stream {
+                    head: &[],
+                    rest: &mut file,
+                    rest_len: len,
+                    consumed: 0,
+                    arrive_by: start + shared.cfg.frame_timeout,
+                };
+                (run_input(run, &mut input, shared, tenant, start).await, 0)
+            }
+            Err(e) => (Response::Error(*e), 0),
+        },
+    }
+}
+
+async fn run_input(
+    run: RunParts,
+    input: &mut JobInput<'_>,
+    shared: &Shared,
+    tenant: &TenantOf,
+    start: Instant,
+) -> Response {
     let limits = &shared.cfg.limits;
     let filter_len = run.filter.len() as u64;
     if filter_len > limits.max_filter_bytes {
@@ -460,18 +658,7 @@ async fn handle_run(run: RunRequest<'_>, shared: &Shared, tenant: &TenantOf) -> 
         (OnOversize::Hide, Some(store)) => Some((store, run.filter.clone())),
         (OnOversize::Hide, None) => return Response::Error(crate::hides::unavailable()),
     };
-    let from_hide;
-    let input = match &run.input {
-        Input::Inline(text) => text.as_bytes(),
-        Input::Hide(id) => match crate::hides::read_input(store, tenant, id) {
-            Ok(content) => {
-                from_hide = content;
-                &from_hide[..]
-            }
-            Err(e) => return Response::Error(*e),
-        },
-    };
-    let input_len = input.len() as u64;
+    let input_len = input.len();
     if input_len > limits.max_input_bytes {
         return refuse(
             ErrorCode::InputTooLarge,

@@ -225,3 +225,119 @@ fn cpu_limit_fires_before_a_longer_deadline() {
     assert!(took < Duration::from_millis(4500), "{took:?}");
     assert_eq!(d.ok(".", "1"), "1");
 }
+
+/// The daemon's peak resident memory (VmHWM), in bytes.
+fn peak_rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let big = string_input(20 << 20);
+    for _ in 0..3 {
+        assert_eq!(
+            c.run("length", &big, &RunOptions::default())
+                .unwrap()
+                .output,
+            format!("{}", (20 << 20) - 2)
+        );
+    }
+    // Three 20 MiB inputs went through; the daemon never held one whole.
+    let peak = peak_rss(d.pid());
+    assert!(peak < 16 << 20, "daemon peak RSS {peak} bytes");
+    // Answers that come before the input is all read leave the connection usable.
+    let e = c.run("{", &big, &RunOptions::default()).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::CompileError));
+    let over = string_input((20 << 20) + 1);
+    let e = c.run(".", &over, &RunOptions::default()).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::InputTooLarge));
+    let opts = RunOptions {
+        limits: LimitOverrides {
+            max_depth: Some(0),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = c.run(".", &big, &opts).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::InvalidRequest));
+    assert_eq!(
+        c.run("1+1", b"null", &RunOptions::default())
+            .unwrap()
+            .output,
+        "2"
+    );
+}
+
+#[test]
+fn a_client_that_stalls_inside_a_streamed_input_is_cut_off() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[server]\nframe_timeout_ms = 300\n").unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    // The pool's ready workers; the stalled request takes one of them.
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .workers()
+        .len()
+        >= 2));
+    let ready = d.workers();
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    // A bincode hello, so that the run below is bincode and streams.
+    let hello_bin = [0x00, 0x01, 0x00];
+    s.write_all(&(hello_bin.len() as u32).to_le_bytes())
+        .unwrap();
+    s.write_all(&hello_bin).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    // Announce a 10 MiB input, send 1 MiB of it, and stall.
+    let input_len = 10usize << 20;
+    let header = jqjail_protocol::codec::bincode_run_header(
+        "length",
+        jqjail_protocol::Lang::Jq,
+        LimitOverrides::default(),
+        jqjail_protocol::OnOversize::Error,
+        input_len,
+    )
+    .unwrap();
+    s.write_all(&((header.len() + input_len) as u32).to_le_bytes())
+        .unwrap();
+    s.write_all(&header).unwrap();
+    s.write_all(&vec![b' '; 1 << 20]).unwrap();
+    let start = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // One answer, saying why, then the connection is closed.
+    let reply: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
+        .decode(&reply[4..])
+        .unwrap();
+    let jqjail_protocol::Response::Error(e) = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(e.code, ErrorCode::ProtocolError);
+    assert!(
+        e.message
+            .contains("did not arrive within the frame timeout"),
+        "{}",
+        e.message
+    );
+    // The worker that was receiving it is gone; others are unaffected.
+    assert!(crate::util::wait_until(Duration::from_secs(5), || {
+        let now = d.workers();
+        ready.iter().any(|pid| !now.contains(pid))
+    }));
+    assert_eq!(d.ok(".", "1"), "1");
+}
