@@ -3,24 +3,42 @@
 //! page tables, which RLIMIT_DATA does not). Set slightly above the heap limit, so the rlimit
 //! answers first with a clean `MEMORY_LIMIT` and the cgroup's OOM killer is the backstop.
 //!
+//! Worker cgroups are recycled: creating and removing a memory cgroup is the most expensive
+//! kernel work of a worker's life (it cost a third of the small-request throughput), so an
+//! emptied cgroup (its worker reaped) goes back to a free list and the next worker moves into
+//! it. Its OOM-kill counter cannot be reset, so each use compares against the count it started
+//! from. Memory still charged to a reused cgroup is page cache, which the kernel reclaims
+//! before it would refuse the worker anything.
+//!
 //! cgroup v2 is not used: its no-internal-process rule means the daemon would have to move
 //! itself into a leaf first, which is the service manager's job. Under systemd, MemoryMax= on
 //! the service bounds the whole daemon instead.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Empty worker cgroups kept for reuse, at most.
+const KEEP_FREE: usize = 64;
 
 /// The directory under which per-worker cgroups are created.
 #[derive(Debug)]
 pub struct CgroupParent {
     dir: PathBuf,
     limit_bytes: u64,
+    /// Empty cgroups, with the OOM-kill count each has reached.
+    free: Mutex<Vec<(PathBuf, u64)>>,
+    next: AtomicU64,
 }
 
-/// One worker's cgroup; removed once the worker is reaped.
+/// One worker's cgroup; back on the free list (or removed) once the worker is reaped.
 #[derive(Debug)]
 pub struct WorkerCgroup {
     dir: PathBuf,
+    /// The OOM-kill count when this worker moved in.
+    oom_base: u64,
+    parent: Arc<CgroupParent>,
 }
 
 fn own_v1_memory_cgroup() -> Result<PathBuf, String> {
@@ -53,7 +71,12 @@ impl CgroupParent {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(format!("creating {}: {e}", dir.display())),
         }
-        Ok(CgroupParent { dir, limit_bytes })
+        Ok(CgroupParent {
+            dir,
+            limit_bytes,
+            free: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+        })
     }
 
     /// The per-worker limit.
@@ -61,17 +84,43 @@ impl CgroupParent {
         self.limit_bytes
     }
 
-    /// Creates a cgroup for `pid` with the limit and moves the process into it.
-    pub fn attach(&self, pid: i32) -> io::Result<WorkerCgroup> {
-        let dir = self.dir.join(format!("w{pid}"));
-        std::fs::create_dir(&dir)?;
-        let cg = WorkerCgroup { dir };
-        std::fs::write(
-            cg.dir.join("memory.limit_in_bytes"),
-            self.limit_bytes.to_string(),
-        )?;
-        std::fs::write(cg.dir.join("cgroup.procs"), pid.to_string())?;
-        Ok(cg)
+    /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one.
+    pub fn attach(self: &Arc<Self>, pid: i32) -> io::Result<WorkerCgroup> {
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (dir, oom_base) = match reused {
+            Some(free) => free,
+            None => {
+                let n = self.next.fetch_add(1, Ordering::Relaxed);
+                let dir = self.dir.join(format!("w{n}"));
+                std::fs::create_dir(&dir)?;
+                if let Err(e) = std::fs::write(
+                    dir.join("memory.limit_in_bytes"),
+                    self.limit_bytes.to_string(),
+                ) {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(e);
+                }
+                (dir, 0)
+            }
+        };
+        let cg = WorkerCgroup {
+            dir,
+            oom_base,
+            parent: self.clone(),
+        };
+        match std::fs::write(cg.dir.join("cgroup.procs"), pid.to_string()) {
+            Ok(()) => Ok(cg),
+            Err(e) => {
+                // Nothing moved in (the process is already gone): the cgroup is still empty.
+                cg.finish();
+                Err(e)
+            }
+        }
+    }
+
+    /// How many empty cgroups wait for reuse.
+    pub fn free_count(&self) -> usize {
+        self.free.lock().map_or(0, |f| f.len())
     }
 }
 
@@ -107,26 +156,42 @@ fn sweep_stale(own: &Path) {
 
 impl Drop for CgroupParent {
     fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (dir, _) in free {
+            let _ = std::fs::remove_dir(dir);
+        }
         // Succeeds once every worker cgroup under it is gone.
         let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
 impl WorkerCgroup {
-    /// Whether the kernel's OOM killer acted in this cgroup.
-    pub fn oom_killed(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("memory.oom_control"))
+    /// Called once the worker is reaped (the cgroup is empty): whether the kernel's OOM
+    /// killer acted in it during this worker's stay. The cgroup goes back on the free list,
+    /// or is removed when the list is full or its counter cannot be read.
+    pub fn finish(self) -> bool {
+        let count = std::fs::read_to_string(self.dir.join("memory.oom_control"))
             .ok()
             .and_then(|t| {
                 t.lines()
                     .find_map(|l| l.strip_prefix("oom_kill "))
                     .and_then(|n| n.trim().parse::<u64>().ok())
-            })
-            .is_some_and(|n| n > 0)
-    }
-
-    /// Removes the (empty) cgroup.
-    pub fn remove(self) {
-        let _ = std::fs::remove_dir(&self.dir);
+            });
+        let killed = count.is_some_and(|n| n > self.oom_base);
+        let mut free = self.parent.free.lock().unwrap_or_else(|e| e.into_inner());
+        match count {
+            Some(n) if free.len() < KEEP_FREE => free.push((self.dir, n)),
+            _ => {
+                drop(free);
+                // rmdir waits for the kernel to offline the cgroup: off the runtime's
+                // threads where there is a runtime.
+                let dir = self.dir;
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => drop(rt.spawn_blocking(move || std::fs::remove_dir(dir))),
+                    Err(_) => drop(std::fs::remove_dir(dir)),
+                }
+            }
+        }
+        killed
     }
 }

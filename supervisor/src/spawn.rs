@@ -172,7 +172,7 @@ impl Child {
         self.pid
     }
 
-    /// Puts the worker in its own memory cgroup, removed when it is reaped.
+    /// Puts the worker in its own memory cgroup, released when it is reaped.
     pub fn set_cgroup(&mut self, cgroup: crate::cgroup::WorkerCgroup) {
         self.cgroup = Some(cgroup);
     }
@@ -223,19 +223,7 @@ impl Child {
         } else {
             Ok(libc::WEXITSTATUS(status))
         };
-        let oom_killed = match self.cgroup.take() {
-            Some(cg) => {
-                let killed = cg.oom_killed();
-                // rmdir of a memory cgroup waits for the kernel to offline it: off the
-                // runtime's threads where there is a runtime.
-                match tokio::runtime::Handle::try_current() {
-                    Ok(rt) => drop(rt.spawn_blocking(move || cg.remove())),
-                    Err(_) => cg.remove(),
-                }
-                killed
-            }
-            None => false,
-        };
+        let oom_killed = self.cgroup.take().is_some_and(|cg| cg.finish());
         let seccomp_syscall = match status {
             Err(libc::SIGSYS) => crate::kmsg::seccomp_syscall(self.pid),
             _ => None,
@@ -281,7 +269,7 @@ impl Drop for Child {
             unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
         }
         if let Some(cg) = self.cgroup.take() {
-            cg.remove();
+            cg.finish();
         }
     }
 }
