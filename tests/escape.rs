@@ -53,7 +53,9 @@ const PROBES: &[(&str, bool)] = &[
     ("chroot", true),
     ("setuid-root", true),
     ("keyctl", true),
+    ("madvise-dontneed", true),
     ("control-getpid", false),
+    ("control-madvise-hugepage", false),
 ];
 
 fn main() -> ExitCode {
@@ -185,6 +187,23 @@ fn attempt(probe: &str, parent: i32) -> String {
                     4096,
                     libc::PROT_READ | libc::PROT_EXEC,
                 )
+            }
+            "madvise-dontneed" | "control-madvise-hugepage" => {
+                let page = libc::syscall(
+                    libc::SYS_mmap,
+                    0,
+                    1 << 21,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                let advice = if probe == "madvise-dontneed" {
+                    libc::MADV_DONTNEED
+                } else {
+                    libc::MADV_HUGEPAGE
+                };
+                libc::syscall(libc::SYS_madvise, page, 1 << 21, advice)
             }
             "setrlimit" => {
                 let lim = libc::rlimit {

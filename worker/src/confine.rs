@@ -4,7 +4,8 @@
 //! Order and why:
 //! 1. allocation failure exits with a code (before anything can fail to allocate);
 //! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
-//! 3. environment emptied (the supervisor already execs with none; this is the backstop);
+//! 3. environment emptied (the supervisor execs with only a glibc tunable, which glibc has read
+//!    by now);
 //! 4. parent-death signal, then a check that the parent is still the supervisor;
 //! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
 //! 6. the data-segment baseline read from /proc (before the root disappears);
