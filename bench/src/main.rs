@@ -57,6 +57,20 @@ fn main() -> ExitCode {
         args.remove(1);
         return jqjail_supervisor::main_with_args(args);
     }
+    // The in-process floor runs with the workers' malloc settings (huge pages for large
+    // heaps), or the ratio would measure glibc's settings rather than jqjail's overhead.
+    let (key, value) = jqjail_supervisor::spawn::WORKER_TUNABLES
+        .split_once('=')
+        .expect("NAME=value");
+    if std::env::var_os(key).is_none_or(|v| v != value) {
+        use std::os::unix::process::CommandExt;
+        let err = Command::new(std::env::current_exe().unwrap_or_else(|_| args[0].clone().into()))
+            .args(&args[1..])
+            .env(key, value)
+            .exec();
+        eprintln!("jqjail-bench: cannot re-execute with {key} set: {err}");
+        return ExitCode::FAILURE;
+    }
     let mut opts = Opts {
         smoke: false,
         out: PathBuf::from("target/bench/results.json"),
@@ -98,7 +112,9 @@ impl Daemon {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let socket = dir.path().join("bench.sock");
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // The daemon runs as deployed; its workers get the tunable from the daemon.
         let child = Command::new(exe)
+            .env_remove("GLIBC_TUNABLES")
             .arg("daemon")
             .arg("--socket")
             .arg(&socket)
@@ -214,7 +230,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         vec![
             ("2 KiB", 2048, 200),
             ("1 MiB", 1 << 20, 30),
-            ("20 MiB", 20_900_000, 8),
+            ("20 MiB", 20_900_000, 15),
         ]
     };
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -356,7 +372,9 @@ fn measure(
         if input.len() < (1 << 20) || round % 3 == 0 {
             for ((_, exe), (_, samples)) in clis.iter().zip(cell.clis.iter_mut()) {
                 let t = Instant::now();
+                // Each CLI as a user would run it.
                 let _ = Command::new(exe)
+                    .env_remove("GLIBC_TUNABLES")
                     .args(["-c", filter])
                     .arg(path)
                     .stdin(Stdio::null())
