@@ -1,12 +1,12 @@
-//! The store against a real directory: round trips, IDs, permissions, retention, several
-//! processes at once, and SIGKILL at random points.
+//! The store against a real directory: round trips, IDs, permissions, retention, paging and
+//! search, and their properties. Several processes at once, and SIGKILL at random points, are
+//! in `processes.rs`.
 
 use jqjail_store::page::{self, Layout, SearchOptions};
 use jqjail_store::{OnFull, Retention, Store, StoreError};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::time::Duration;
 
 const ROOMY: Retention = Retention {
@@ -296,114 +296,6 @@ fn cuts_and_searches_off_disk() {
         .search("t", &id, "line 100", SearchOptions::default(), 64)
         .unwrap();
     assert!(miss.matches.is_empty(), "a miss is empty, never page 1");
-}
-
-/// Child mode: `JQJAIL_STORE_CHILD=<dir>:<worker>:<count>` puts `count` hides and exits; with
-/// count 0 it puts until killed.
-#[test]
-fn child_put_loop() {
-    let Ok(spec) = std::env::var("JQJAIL_STORE_CHILD") else {
-        return;
-    };
-    let mut parts = spec.rsplitn(3, ':');
-    let count: u64 = parts.next().unwrap().parse().unwrap();
-    let worker: u64 = parts.next().unwrap().parse().unwrap();
-    let dir = parts.next().unwrap();
-    let store = Store::open(dir.as_ref()).unwrap();
-    let mut i = 0u64;
-    while count == 0 || i < count {
-        let size = ((worker * 7919 + i * 104_729) % 300_000) as usize;
-        let content: Vec<u8> = (0..size).map(|j| (j as u64 ^ worker ^ i) as u8).collect();
-        let source = format!("w{worker}");
-        store
-            .put(
-                "t",
-                "k",
-                &source,
-                &content,
-                &[("i".into(), i.to_string())],
-                &ROOMY,
-            )
-            .unwrap();
-        i += 1;
-    }
-}
-
-fn child(dir: &std::path::Path, worker: u64, count: u64) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child_put_loop",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(
-        "JQJAIL_STORE_CHILD",
-        format!("{}:{worker}:{count}", dir.display()),
-    );
-    cmd
-}
-
-fn check_every_entry_whole(store: &Store) -> usize {
-    let entries = store.list("t").unwrap();
-    for e in &entries {
-        let (_, bytes) = store.get("t", &e.id).unwrap();
-        assert_eq!(bytes.len() as u64, e.size, "{}", e.id);
-        assert_eq!(sha(&bytes), e.sha256, "{} is not what was put", e.id);
-    }
-    entries.len()
-}
-
-#[test]
-fn parallel_puts_from_several_processes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store");
-    drop(Store::open(&path).unwrap());
-    let children: Vec<_> = (0..4)
-        .map(|w| child(&path, w, 25).spawn().unwrap())
-        .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
-    let store = Store::open(&path).unwrap();
-    let entries = store.list("t").unwrap();
-    // Each worker's contents are distinct except where a size repeats; count distinct IDs.
-    let expected: std::collections::HashSet<(u64, Vec<u8>)> = (0..4u64)
-        .flat_map(|w| (0..25u64).map(move |i| (w, i)))
-        .map(|(w, i)| {
-            let size = ((w * 7919 + i * 104_729) % 300_000) as usize;
-            (w, (0..size).map(|j| (j as u64 ^ w ^ i) as u8).collect())
-        })
-        .collect();
-    assert_eq!(entries.len(), expected.len(), "a put was lost");
-    assert_eq!(check_every_entry_whole(&store), expected.len());
-}
-
-#[test]
-fn sigkill_at_random_points_leaves_only_whole_hides() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store");
-    drop(Store::open(&path).unwrap());
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    for round in 0..8 {
-        let mut c = child(&path, round, 0).spawn().unwrap();
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        std::thread::sleep(Duration::from_millis(20 + seed % 120));
-        c.kill().unwrap(); // SIGKILL
-        c.wait().unwrap();
-    }
-    let store = Store::open(&path).unwrap();
-    let n = check_every_entry_whole(&store);
-    assert!(n > 0, "no put completed in 8 rounds");
-    // After the reopen's sweep, every object file on disk is a listed hide.
-    let objects: usize = std::fs::read_dir(path.join("objects"))
-        .unwrap()
-        .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
-        .sum();
-    assert_eq!(objects, n);
-    eprintln!("{n} whole hides after 8 SIGKILLs");
 }
 
 proptest! {
