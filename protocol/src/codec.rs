@@ -152,6 +152,43 @@ pub fn decode_bincode_run_head(buf: &[u8]) -> Option<RunHead> {
     })
 }
 
+/// Everything of a bincode hide put except the content bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutHead {
+    /// The hide's kind.
+    pub kind: String,
+    /// Its source.
+    pub source: String,
+    /// Its meta pairs.
+    pub meta: std::collections::BTreeMap<String, String>,
+    /// Bytes of content that follow the head.
+    pub content_len: u64,
+    /// Bytes of the message the head takes; the content starts here.
+    pub head_len: usize,
+}
+
+/// Decodes the head of a bincode message that starts with `buf`, when the message is a hide
+/// put (`None` otherwise). The inverse of [`bincode_put_header`].
+pub fn decode_bincode_put_head(buf: &[u8]) -> Option<PutHead> {
+    type Head = (
+        u32,
+        String,
+        String,
+        std::collections::BTreeMap<String, String>,
+        u64,
+    );
+    const HIDE_PUT: u32 = 3;
+    let ((variant, kind, source, meta, content_len), head_len) =
+        bincode::serde::decode_from_slice::<Head, _>(buf, BINCODE).ok()?;
+    (variant == HIDE_PUT).then_some(PutHead {
+        kind,
+        source,
+        meta,
+        content_len,
+        head_len,
+    })
+}
+
 /// Encodes `message`, whose last field is an empty byte string, and replaces that field's
 /// length (a one-byte varint 0) with `tail_len`, so that `header ++ tail` is the message with
 /// the tail in place.
@@ -216,6 +253,10 @@ mod tests {
                 .unwrap();
             let mut parts = bincode_put_header("k", "s", &meta, len).unwrap();
             assert_eq!(decode_bincode_run_head(&parts), None, "a put is not a run");
+            let head = decode_bincode_put_head(&parts).expect("a put head");
+            assert_eq!((head.kind.as_str(), head.source.as_str()), ("k", "s"));
+            assert_eq!(head.meta, meta);
+            assert_eq!((head.content_len, head.head_len), (len as u64, parts.len()));
             parts.extend_from_slice(&input);
             assert_eq!(parts, whole, "content of {len} bytes");
         }

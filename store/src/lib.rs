@@ -201,6 +201,69 @@ pub enum StoreError {
 /// Shorthand.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// A put in progress: its content goes to a temp file and into the hash as it arrives, so a
+/// large hide is never held in memory. Dropped unfinished, it removes its temp file.
+pub struct Writing<'s> {
+    store: &'s Store,
+    path: PathBuf,
+    file: File,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl Writing<'_> {
+    /// Appends content.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file.write_all(bytes)?;
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Makes the content durable and stores it as a hide of `tenant` (see [`Store::put`]).
+    pub fn finish(
+        mut self,
+        tenant: &str,
+        kind: &str,
+        source: &str,
+        meta: &[(String, String)],
+        retention: &Retention,
+    ) -> Result<Put> {
+        check_labels(kind, source, meta)?;
+        if self.written > retention.quota_bytes {
+            return Err(StoreError::QuotaExceeded {
+                quota: retention.quota_bytes,
+                used: self.store.usage(tenant)?.bytes,
+                size: self.written,
+            });
+        }
+        self.file.sync_all()?;
+        let sha256 = hex(&std::mem::take(&mut self.hasher).finalize());
+        self.store.commit(
+            &self.path,
+            tenant,
+            kind,
+            source,
+            &sha256,
+            self.written,
+            meta,
+            retention,
+        )
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        // Gone already when the put committed (renamed into place); otherwise abandoned.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// An open store. Cheap to share behind an `Arc`; every method blocks (file and SQLite I/O),
 /// so async callers run them on a blocking thread.
 pub struct Store {
@@ -293,26 +356,54 @@ impl Store {
         retention: &Retention,
     ) -> Result<Put> {
         check_labels(kind, source, meta)?;
-        let size = content.len() as u64;
-        if size > retention.quota_bytes {
-            return Err(StoreError::QuotaExceeded {
-                quota: retention.quota_bytes,
-                used: self.usage(tenant)?.bytes,
-                size,
-            });
-        }
-        let sha256 = hex(&Sha256::digest(content));
+        let mut writing = self.begin_put()?;
+        writing.write(content)?;
+        writing.finish(tenant, kind, source, meta, retention)
+    }
+
+    /// Starts a put whose content arrives in pieces ([`Writing::write`]); nothing is visible
+    /// until [`Writing::finish`]. Dropping the `Writing` abandons it and removes its temp file.
+    pub fn begin_put(&self) -> Result<Writing<'_>> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "{}-{}-{}",
+            std::process::id(),
+            now_ms(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = self.root.join("tmp").join(name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
+        Ok(Writing {
+            store: self,
+            path,
+            file,
+            hasher: Sha256::new(),
+            written: 0,
+        })
+    }
+
+    /// Under the lock: the same content again, or a new ID, retention, the temp file renamed
+    /// into place, the directory fsynced, the row committed; then the evicted files unlinked.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        tmp: &Path,
+        tenant: &str,
+        kind: &str,
+        source: &str,
+        sha256: &str,
+        size: u64,
+        meta: &[(String, String)],
+        retention: &Retention,
+    ) -> Result<Put> {
         let source_key = id::sanitize_source(source);
-        if let Some(entry) = self.find_content(tenant, &source_key, &sha256)? {
-            return Ok(Put {
-                entry,
-                created: false,
-                evicted: Vec::new(),
-            });
-        }
-        let tmp = self.write_tmp(content)?;
         let result = self.mutate(|db| {
-            if let Some(entry) = find_content(db, tenant, &source_key, &sha256)? {
+            if let Some(entry) = find_content(db, tenant, &source_key, sha256)? {
                 return Ok((
                     Put {
                         entry,
@@ -324,7 +415,7 @@ impl Store {
             }
             let victims = make_room(db, tenant, size, retention)?;
             let mut chosen = None;
-            for candidate in id::candidates(&source_key, &sha256) {
+            for candidate in id::candidates(&source_key, sha256) {
                 let taken: Option<String> = db
                     .query_row(
                         "SELECT sha256 FROM hides WHERE tenant = ?1 AND id = ?2",
@@ -343,7 +434,7 @@ impl Store {
                 ))
             })?;
             let dir = self.tenant_dir(tenant)?;
-            std::fs::rename(&tmp, dir.join(&id))?;
+            std::fs::rename(tmp, dir.join(&id))?;
             File::open(&dir)?.sync_all()?;
             let created_ms = now_ms();
             db.execute(
@@ -372,7 +463,7 @@ impl Store {
                 kind: kind.to_string(),
                 source: source.to_string(),
                 size,
-                sha256: sha256.clone(),
+                sha256: sha256.to_string(),
                 meta: meta.to_vec(),
                 created_ms,
             };
@@ -386,8 +477,6 @@ impl Store {
                 victims,
             ))
         });
-        // The temp file is gone when it was renamed; otherwise it must not stay behind.
-        let _ = std::fs::remove_file(&tmp);
         let (put, victims) = result?;
         self.unlink(tenant, &victims);
         Ok(put)
@@ -532,11 +621,6 @@ impl Store {
         lookup(&inner.db, tenant, id)
     }
 
-    fn find_content(&self, tenant: &str, source_key: &str, sha: &str) -> Result<Option<Entry>> {
-        let inner = self.lock_inner();
-        find_content(&inner.db, tenant, source_key, sha)
-    }
-
     fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -551,29 +635,6 @@ impl Store {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
-    }
-
-    fn write_tmp(&self, content: &[u8]) -> Result<PathBuf> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "{}-{}-{}",
-            std::process::id(),
-            now_ms(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = self.root.join("tmp").join(name);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
-        let written = file.write_all(content).and_then(|()| file.sync_all());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&path);
-            return Err(e.into());
-        }
-        Ok(path)
     }
 
     fn tenant_dir_path(&self, tenant: &str) -> PathBuf {

@@ -125,6 +125,27 @@ fn a_real_prefix_collision_gets_a_longer_id_never_an_overwrite() {
 }
 
 #[test]
+fn a_put_can_arrive_in_pieces_and_be_abandoned() {
+    let (dir, store) = store();
+    let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut writing = store.begin_put().unwrap();
+    for piece in content.chunks(65_536) {
+        writing.write(piece).unwrap();
+    }
+    assert_eq!(writing.written(), content.len() as u64);
+    let put = writing.finish("t", "k", "s", &[], &ROOMY).unwrap();
+    assert_eq!(put.entry.sha256, sha(&content));
+    assert_eq!(store.get("t", &put.entry.id).unwrap().1, content);
+    // Abandoned: nothing listed, no temp file left.
+    let mut writing = store.begin_put().unwrap();
+    writing.write(b"half of something").unwrap();
+    drop(writing);
+    assert_eq!(store.list("t").unwrap().len(), 1);
+    let tmp = dir.path().join("store").join("tmp");
+    assert_eq!(std::fs::read_dir(tmp).unwrap().count(), 0);
+}
+
+#[test]
 fn tenants_cannot_see_each_other() {
     let (_dir, store) = store();
     let a = store

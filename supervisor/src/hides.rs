@@ -3,10 +3,13 @@
 //! ever reaches its own hides. The supervisor never interprets a hide's content.
 //!
 //! Store calls block on file and SQLite I/O; they run under `block_in_place`, which lets the
-//! runtime move its other work off this thread, so a put's content is stored straight from
-//! the frame it arrived in, without a copy.
+//! runtime move its other work off this thread. A small put's content is stored straight from
+//! the frame it arrived in; a large bincode put is written to the store's temp file as it
+//! arrives ([`put_streamed`]).
 
 use crate::config::TenantOf;
+use crate::pool::JobInput;
+use jqjail_protocol::codec::PutHead;
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::{
     Bytes, ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch,
@@ -14,6 +17,7 @@ use jqjail_protocol::{
 };
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
+use tokio::io::AsyncReadExt;
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. `max_content` bounds a
 /// put: a hide is a filter's input, so it is held to the input limit.
@@ -31,38 +35,17 @@ pub(crate) fn handle(
         Request::HidePut(put) => {
             let size = put.content.as_bytes().len() as u64;
             if size > max_content {
-                return Ok(Response::Error(
-                    ErrorReply::new(
-                        ErrorCode::InputTooLarge,
-                        format!(
-                            "hide content is {} bytes, over the {}-byte input limit (a hide is a filter's input)",
-                            grouped(size),
-                            grouped(max_content)
-                        ),
-                    )
-                    .with_limit(max_content, size),
-                ));
+                return Ok(Response::Error(too_large(size, max_content)));
             }
             let meta: Vec<(String, String)> = put.meta.into_iter().collect();
-            let done = store.put(
+            Ok(put_reply(store.put(
                 t,
                 &put.kind,
                 &put.source,
                 put.content.as_bytes(),
                 &meta,
                 &tenant.hides,
-            )?;
-            if !done.evicted.is_empty() {
-                tracing::info!(
-                    evicted = done.evicted.len(),
-                    "hide retention deleted old hides"
-                );
-            }
-            Ok(Response::HidePut(HidePutReply {
-                entry: entry(done.entry),
-                created: done.created,
-                evicted: done.evicted,
-            }))
+            )))
         }
         Request::HideGet(r) => {
             let (e, content) = store.get(t, &r.id)?;
@@ -117,6 +100,107 @@ pub(crate) fn handle(
         }
     });
     result.unwrap_or_else(|e| Response::Error(error_reply(e)))
+}
+
+/// Bytes of a streamed put read from the client at a time.
+const PUT_CHUNK: usize = 256 * 1024;
+
+/// Stores a hide whose content is still arriving (`content`, a stream). The content goes to
+/// the store's temp file as it comes, so a 20 MiB put never sits in the daemon's memory.
+/// Returns the response and how many bytes of the frame were left unread.
+pub(crate) async fn put_streamed(
+    head: PutHead,
+    content: JobInput<'_>,
+    store: Option<&Store>,
+    tenant: &TenantOf,
+    max_content: u64,
+) -> (Response, u64) {
+    let JobInput::Stream {
+        head: first,
+        rest: rd,
+        rest_len,
+        arrive_by,
+        ..
+    } = content
+    else {
+        unreachable!("a streamed put is a stream")
+    };
+    let Some(store) = store else {
+        return (Response::Error(unavailable()), rest_len);
+    };
+    if head.content_len > max_content {
+        return (
+            Response::Error(too_large(head.content_len, max_content)),
+            rest_len,
+        );
+    }
+    let mut writing = match tokio::task::block_in_place(|| {
+        let mut w = store.begin_put()?;
+        w.write(first)?;
+        Ok::<_, StoreError>(w)
+    }) {
+        Ok(w) => w,
+        Err(e) => return (Response::Error(error_reply(e)), rest_len),
+    };
+    let mut buf = vec![0u8; PUT_CHUNK.min(rest_len as usize)];
+    let mut consumed = 0u64;
+    while consumed < rest_len {
+        let want = buf.len().min((rest_len - consumed) as usize);
+        let n = match tokio::time::timeout_at(arrive_by.into(), rd.read(&mut buf[..want])).await {
+            Ok(Ok(n)) if n > 0 => n,
+            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
+                let e = ErrorReply::new(
+                    ErrorCode::ProtocolError,
+                    format!(
+                        "the hide's content stopped after {} of {} bytes (frame timeout or closed connection)",
+                        grouped(first.len() as u64 + consumed),
+                        grouped(head.content_len)
+                    ),
+                );
+                return (Response::Error(e), rest_len - consumed);
+            }
+        };
+        consumed += n as u64;
+        if let Err(e) = tokio::task::block_in_place(|| writing.write(&buf[..n])) {
+            return (Response::Error(error_reply(e)), rest_len - consumed);
+        }
+    }
+    let meta: Vec<(String, String)> = head.meta.into_iter().collect();
+    let done = tokio::task::block_in_place(|| {
+        writing.finish(&tenant.name, &head.kind, &head.source, &meta, &tenant.hides)
+    });
+    (put_reply(done), 0)
+}
+
+fn too_large(size: u64, max_content: u64) -> ErrorReply {
+    ErrorReply::new(
+        ErrorCode::InputTooLarge,
+        format!(
+            "hide content is {} bytes, over the {}-byte input limit (a hide is a filter's input)",
+            grouped(size),
+            grouped(max_content)
+        ),
+    )
+    .with_limit(max_content, size)
+}
+
+fn put_reply(done: Result<jqjail_store::Put, StoreError>) -> Response {
+    match done {
+        Ok(done) => {
+            if !done.evicted.is_empty() {
+                tracing::info!(
+                    evicted = done.evicted.len(),
+                    "hide retention deleted old hides"
+                );
+            }
+            Response::HidePut(HidePutReply {
+                entry: entry(done.entry),
+                created: done.created,
+                evicted: done.evicted,
+            })
+        }
+        Err(e) => Response::Error(error_reply(e)),
+    }
 }
 
 /// A tenant's hide as a run's input: its length and its file, to be read as the worker

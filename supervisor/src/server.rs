@@ -7,7 +7,7 @@ use crate::config::{Config, TenantOf};
 use crate::explain::Context;
 use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::Program;
-use jqjail_protocol::codec::decode_bincode_run_head;
+use jqjail_protocol::codec::{decode_bincode_put_head, decode_bincode_run_head};
 use jqjail_protocol::frame::tokio_io::write_frame;
 use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::limits::grouped;
@@ -428,10 +428,49 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     }
                     continue;
                 }
-                // Anything else is read whole, as a short frame would be.
-                _ => match complete(&mut rd, bytes, len, arrive_by).await {
-                    Ok(frame) => frame,
-                    Err(end) => return finish(&mut wr, enc, shared, end).await,
+                _ => match decode_bincode_put_head(&bytes) {
+                    Some(head) if head.head_len as u64 + head.content_len == len => {
+                        // A large hide: written to the store as it arrives.
+                        let rest_len = len - bytes.len() as u64;
+                        let (response, unread) = match tenant_now() {
+                            Ok(tenant) => {
+                                let content = JobInput::Stream {
+                                    head: &bytes[head.head_len..],
+                                    rest: &mut rd,
+                                    rest_len,
+                                    consumed: 0,
+                                    arrive_by,
+                                };
+                                crate::hides::put_streamed(
+                                    head,
+                                    content,
+                                    shared.store.as_deref(),
+                                    &tenant,
+                                    shared.cfg.limits.max_input_bytes,
+                                )
+                                .await
+                            }
+                            Err(why) => (
+                                Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+                                rest_len,
+                            ),
+                        };
+                        drop(bytes);
+                        let skipped = skip(&mut rd, unread, arrive_by).await;
+                        if !send(&mut wr, enc, &response).await {
+                            return;
+                        }
+                        if let Err(why) = skipped {
+                            tracing::debug!(reason = %why, "connection dropped");
+                            return;
+                        }
+                        continue;
+                    }
+                    // Anything else is read whole, as a short frame would be.
+                    _ => match complete(&mut rd, bytes, len, arrive_by).await {
+                        Ok(frame) => frame,
+                        Err(end) => return finish(&mut wr, enc, shared, end).await,
+                    },
                 },
             },
             Err(end) => return finish(&mut wr, enc, shared, end).await,
