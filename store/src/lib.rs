@@ -609,6 +609,24 @@ impl Store {
         Ok(entry)
     }
 
+    /// Deletes every tenant's hides older than `max_age` (the age limit also applies on each
+    /// put; this catches tenants that stopped putting). Returns how many were deleted.
+    pub fn expire(&self, max_age: Duration) -> Result<usize> {
+        let cutoff = now_ms().saturating_sub(max_age.as_millis() as u64) as i64;
+        let gone: Vec<(String, String)> = self.mutate(|db| {
+            let mut stmt =
+                db.prepare_cached("DELETE FROM hides WHERE created_ms < ?1 RETURNING tenant, id")?;
+            let rows = stmt
+                .query_map(params![cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        for (tenant, id) in &gone {
+            self.unlink(tenant, std::slice::from_ref(id));
+        }
+        Ok(gone.len())
+    }
+
     /// What a tenant holds.
     pub fn usage(&self, tenant: &str) -> Result<Usage> {
         let inner = self.lock_inner();

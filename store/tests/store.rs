@@ -273,6 +273,30 @@ fn age_limit_expires_on_put() {
 }
 
 #[test]
+fn expiry_sweeps_every_tenant() {
+    let (_dir, store) = store();
+    let a = store
+        .put("alice", "k", "s", b"old a", &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    store.put("bob", "k", "s", b"old b", &[], &ROOMY).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let fresh = store
+        .put("alice", "k", "s", b"new", &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    assert_eq!(store.expire(Duration::from_millis(20)).unwrap(), 2);
+    assert!(matches!(
+        store.get("alice", &a),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.list("bob").unwrap().is_empty());
+    assert_eq!(store.get("alice", &fresh).unwrap().1, b"new");
+}
+
+#[test]
 fn cuts_and_searches_off_disk() {
     let (_dir, store) = store();
     // 100 lines of "line NNN é\n": 12 bytes each, with a 2-byte character.

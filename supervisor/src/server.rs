@@ -28,6 +28,9 @@ use tokio::task::JoinSet;
 /// The server name sent in the handshake.
 pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
 
+/// How often hides past the age limit are swept (besides on every put).
+pub const EXPIRE_EVERY: Duration = Duration::from_secs(600);
+
 /// Re-reads the configuration (on SIGHUP); an error keeps the running configuration.
 pub type Reload = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 
@@ -43,6 +46,8 @@ struct Shared {
     cgroup_bytes: u64,
     /// The hide store, when the daemon has one.
     store: Option<Arc<jqjail_store::Store>>,
+    /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
+    expire_now: tokio::sync::Notify,
 }
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
@@ -107,7 +112,37 @@ pub async fn serve(
         connections: AtomicUsize::new(0),
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
         store,
+        expire_now: tokio::sync::Notify::new(),
     });
+    if let Some(store) = shared.store.clone() {
+        // The age limit also applies on every put; this sweep (at start, every EXPIRE_EVERY
+        // and after a reload) catches tenants that stopped putting, so their old hides do not
+        // stay on disk for ever.
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(EXPIRE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shared.expire_now.notified() => {}
+                }
+                let max_age = shared
+                    .policy
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .hides
+                    .max_age;
+                let Some(max_age) = max_age else { continue };
+                let store = store.clone();
+                match tokio::task::spawn_blocking(move || store.expire(max_age)).await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(expired = n, "hides past the age limit deleted"),
+                    Ok(Err(e)) => tracing::error!(error = %e, "hide expiry failed"),
+                    Err(e) => tracing::error!(error = %e, "hide expiry task failed"),
+                }
+            }
+        });
+    }
     if let Some(reload) = reload {
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -121,6 +156,7 @@ pub async fn serve(
                     Ok(cfg) => {
                         let tenants = cfg.tenants.rules.len();
                         *shared.policy.write().unwrap_or_else(|e| e.into_inner()) = cfg;
+                        shared.expire_now.notify_one();
                         tracing::info!(
                             tenant_rules = tenants,
                             "SIGHUP: tenant configuration reloaded"

@@ -491,3 +491,25 @@ fn large_puts_stream_to_disk_and_a_stalled_one_leaves_nothing() {
     let tmp = std::fs::read_dir(d.store().join("tmp")).unwrap().count();
     assert_eq!(tmp, 0, "the abandoned put's temp file is gone");
 }
+
+#[test]
+fn a_reload_applies_a_new_age_limit_to_idle_tenants_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[store]\nmax_age_secs = 3600\n").unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let mut c = d.client();
+    c.hide_put("k", "old", b"[1]", &BTreeMap::new()).unwrap();
+    // The hide must be older than the new limit of one second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&config, "[store]\nmax_age_secs = 1\n").unwrap();
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(crate::util::wait_until(
+        std::time::Duration::from_secs(5),
+        || c.hide_list().unwrap().is_empty()
+    ));
+    assert!(crate::util::wait_until(
+        std::time::Duration::from_secs(5),
+        || d.log().contains("hides past the age limit deleted")
+    ));
+}
