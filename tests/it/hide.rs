@@ -407,6 +407,8 @@ fn the_hide_command_line() {
         String::from_utf8_lossy(&out.stdout),
         "[\"first\",\"second\",\"the third of three\"]\n"
     );
+    let plain = json(&cli(&d, &["cut", &id, "1"], b""));
+    assert!(plain.get("preface").is_none(), "{plain}");
     let rm = json(&cli(&d, &["rm", &id], b""));
     assert_eq!(rm["id"], id.as_str());
     let gone = cli(&d, &["cut", &id, "1"], b"");

@@ -129,7 +129,15 @@ pub(super) fn main(args: HideArgs) -> Exit {
             hint,
         } => client.hide_cut(&id, page, page_size, hint).map(|cut| {
             match serde_json::to_value(&cut) {
-                Ok(v) => print_json(&v),
+                Ok(mut v) => {
+                    // The preface is there only when asked for.
+                    if let Some(fields) = v.as_object_mut()
+                        && fields.get("preface").is_some_and(Value::is_null)
+                    {
+                        fields.remove("preface");
+                    }
+                    print_json(&v)
+                }
                 Err(_) => {
                     report(
                         "NOT_TEXT",
