@@ -134,6 +134,16 @@ pub(crate) async fn put_streamed(
             rest_len,
         );
     }
+    // Refused before a byte of it is written: a hide larger than the whole quota.
+    if head.content_len > tenant.hides.quota_bytes {
+        let used = tokio::task::block_in_place(|| store.usage(&tenant.name)).map_or(0, |u| u.bytes);
+        let e = StoreError::QuotaExceeded {
+            quota: tenant.hides.quota_bytes,
+            used,
+            size: head.content_len,
+        };
+        return (Response::Error(error_reply(e)), rest_len);
+    }
     let mut writing = match tokio::task::block_in_place(|| {
         let mut w = store.begin_put()?;
         w.write(first)?;

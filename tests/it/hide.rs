@@ -297,6 +297,13 @@ fn retention_quota_refuses_or_evicts_by_config() {
     assert_eq!(e.code, ErrorCode::QuotaExceeded);
     assert_eq!(e.limit, Some(1000));
     assert!(e.message.contains("1000-byte hide quota"), "{}", e.message);
+    // A large (streamed) put over the whole quota is refused before it is written, and the
+    // connection reads past its content and keeps serving.
+    let e = c
+        .hide_put("k", "big", &vec![b'x'; 300 << 10], &BTreeMap::new())
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::QuotaExceeded);
+    assert_eq!(c.hide_usage().unwrap().bytes, 600);
     drop(d);
 
     std::fs::write(
