@@ -147,7 +147,7 @@ impl AsyncClient {
     async fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
         let body = Encoding::Bincode.encode(&call.request)?;
         write_frame(&mut self.stream, &body).await?;
-        call.answer(self.read_response().await?)
+        call.expect.answer(self.read_response().await?)
     }
 
     async fn read_response(&mut self) -> Result<Response, ClientError> {

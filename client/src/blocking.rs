@@ -156,7 +156,7 @@ impl Client {
     fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
         let body = Encoding::Bincode.encode(&call.request)?;
         write_frame(&mut self.stream, &body)?;
-        call.answer(self.read_response()?)
+        call.expect.answer(self.read_response()?)
     }
 
     /// Writes one frame made of `head` and then `tail` (`tail_len` bytes of it).

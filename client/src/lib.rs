@@ -133,14 +133,20 @@ pub enum Source<'a> {
     Hide(&'a str),
 }
 
-/// One request and how to pick its answer out of a response; shared by both clients.
+/// One request and the answer it expects; shared by both clients.
 pub(crate) struct Call<'a, T> {
     pub(crate) request: Request<'a>,
+    pub(crate) expect: Expect<T>,
+}
+
+/// How to pick an answer out of a response (for requests a client streams itself, the
+/// answer alone).
+pub(crate) struct Expect<T> {
     pick: fn(Response) -> Result<T, Box<Response>>,
     what: &'static str,
 }
 
-impl<T> Call<'_, T> {
+impl<T> Expect<T> {
     pub(crate) fn answer(&self, response: Response) -> Result<T, ClientError> {
         match (self.pick)(response).map_err(|r| *r) {
             Ok(t) => Ok(t),
@@ -170,23 +176,26 @@ pub(crate) mod calls {
     pub(crate) fn hello() -> Call<'static, HelloReply> {
         Call {
             request: Request::Hello(super::hello()),
-            pick: pick!(Response::Hello),
-            what: "hello",
+            expect: Expect {
+                pick: pick!(Response::Hello),
+                what: "hello",
+            },
         }
     }
 
     pub(crate) fn stats() -> Call<'static, StatsReply> {
         Call {
             request: Request::Stats,
-            pick: pick!(Response::Stats),
-            what: "stats",
+            expect: Expect {
+                pick: pick!(Response::Stats),
+                what: "stats",
+            },
         }
     }
 
     /// A run's answer (the request itself is written by the client, input last).
-    pub(crate) fn run_answer() -> Call<'static, Answer> {
-        Call {
-            request: Request::HideList, // unused: the run request is streamed
+    pub(crate) fn run_answer() -> Expect<Answer> {
+        Expect {
             pick: |r| match r {
                 Response::Run(x) => Ok(Answer::Output(x)),
                 Response::Hidden(x) => Ok(Answer::Hidden(Box::new(x))),
@@ -196,9 +205,9 @@ pub(crate) mod calls {
         }
     }
 
-    pub(crate) fn put_answer() -> Call<'static, HidePutReply> {
-        Call {
-            request: Request::HideList, // unused: the put request is streamed
+    /// A put's answer (the request itself is written by the client, content last).
+    pub(crate) fn put_answer() -> Expect<HidePutReply> {
+        Expect {
             pick: pick!(Response::HidePut),
             what: "a stored hide",
         }
@@ -207,8 +216,10 @@ pub(crate) mod calls {
     pub(crate) fn get(id: &str) -> Call<'static, HideContent> {
         Call {
             request: Request::HideGet(HideRef { id: id.into() }),
-            pick: pick!(Response::HideContent),
-            what: "a hide's content",
+            expect: Expect {
+                pick: pick!(Response::HideContent),
+                what: "a hide's content",
+            },
         }
     }
 
@@ -225,43 +236,53 @@ pub(crate) mod calls {
                 page_size,
                 hint,
             }),
-            pick: pick!(Response::HideCut),
-            what: "a page",
+            expect: Expect {
+                pick: pick!(Response::HideCut),
+                what: "a page",
+            },
         }
     }
 
     pub(crate) fn search(request: HideSearchRequest) -> Call<'static, HideSearchReply> {
         Call {
             request: Request::HideSearch(request),
-            pick: pick!(Response::HideSearch),
-            what: "search results",
+            expect: Expect {
+                pick: pick!(Response::HideSearch),
+                what: "search results",
+            },
         }
     }
 
     pub(crate) fn list() -> Call<'static, Vec<HideEntry>> {
         Call {
             request: Request::HideList,
-            pick: |r| match r {
-                Response::HideList(x) => Ok(x.entries),
-                other => Err(Box::new(other)),
+            expect: Expect {
+                pick: |r| match r {
+                    Response::HideList(x) => Ok(x.entries),
+                    other => Err(Box::new(other)),
+                },
+                what: "a list of hides",
             },
-            what: "a list of hides",
         }
     }
 
     pub(crate) fn delete(id: &str) -> Call<'static, HideEntry> {
         Call {
             request: Request::HideDelete(HideRef { id: id.into() }),
-            pick: pick!(Response::HideEntry),
-            what: "the deleted hide",
+            expect: Expect {
+                pick: pick!(Response::HideEntry),
+                what: "the deleted hide",
+            },
         }
     }
 
     pub(crate) fn usage() -> Call<'static, HideUsageReply> {
         Call {
             request: Request::HideUsage,
-            pick: pick!(Response::HideUsage),
-            what: "hide usage",
+            expect: Expect {
+                pick: pick!(Response::HideUsage),
+                what: "hide usage",
+            },
         }
     }
 }
