@@ -19,4 +19,4 @@ pub mod serve;
 
 pub use alloc::WorkerAlloc;
 pub use engine::{Engine, EvalError};
-pub use serve::{evaluate, run_if_worker};
+pub use serve::{evaluate, evaluate_with, run_if_worker};
