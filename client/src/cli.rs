@@ -212,48 +212,31 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
     // `jqjail hide …` and `jqjail stats`; jq has no `hide`, `stats` or `tools` builtins, so no
     // filter is lost.
-    if args.get(1).is_some_and(|a| a == "hide") {
-        let mut rest = args.clone();
-        rest.remove(1);
-        return match hide::HideArgs::try_parse_from(rest) {
-            Ok(a) => hide::main(a).into(),
-            Err(e) => {
-                let _ = e.print();
-                if e.use_stderr() {
-                    Exit::Usage.into()
-                } else {
-                    Exit::Success.into()
-                }
-            }
-        };
+    let without_subcommand = |mut args: Vec<OsString>| {
+        args.remove(1);
+        args
+    };
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("hide") => parse_and_run(without_subcommand(args), hide::main),
+        Some("stats") => parse_and_run(without_subcommand(args), stats),
+        _ => parse_and_run(args, run),
     }
-    if args.get(1).is_some_and(|a| a == "stats") {
-        let mut rest = args.clone();
-        rest.remove(1);
-        return match StatsArgs::try_parse_from(rest) {
-            Ok(a) => stats(a).into(),
-            Err(e) => {
-                let _ = e.print();
-                if e.use_stderr() {
-                    Exit::Usage.into()
-                } else {
-                    Exit::Success.into()
-                }
-            }
-        };
-    }
-    let args = match Args::try_parse_from(args) {
-        Ok(a) => a,
+}
+
+/// Parses `args` as `T` and runs `main` with them. A parse failure prints clap's message
+/// and exits with the usage status (`--help` and `--version` print and succeed).
+fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -> ExitCode {
+    match T::try_parse_from(args) {
+        Ok(parsed) => main(parsed).into(),
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
+            if e.use_stderr() {
                 Exit::Usage.into()
             } else {
                 Exit::Success.into()
-            };
+            }
         }
-    };
-    run(args).into()
+    }
 }
 
 fn run(args: Args) -> Exit {

@@ -242,8 +242,22 @@ impl Writing<'_> {
                 size: self.written,
             });
         }
-        self.file.sync_all()?;
         let sha256 = hex(&std::mem::take(&mut self.hasher).finalize());
+        // The same content from the same source is already there: nothing to make durable
+        // (the temp file goes with `self`). `commit` checks again under the lock.
+        let source_key = id::sanitize_source(source);
+        let existing = {
+            let inner = self.store.lock_inner();
+            find_content(&inner.db, tenant, &source_key, &sha256)?
+        };
+        if let Some(entry) = existing {
+            return Ok(Put {
+                entry,
+                created: false,
+                evicted: Vec::new(),
+            });
+        }
+        self.file.sync_all()?;
         self.store.commit(
             &self.path,
             tenant,

@@ -8,7 +8,7 @@
 //! arrives ([`put_streamed`]).
 
 use crate::config::TenantOf;
-use crate::pool::JobInput;
+use crate::pool::Arriving;
 use jqjail_protocol::codec::PutHead;
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::{
@@ -17,7 +17,6 @@ use jqjail_protocol::{
 };
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
-use tokio::io::AsyncReadExt;
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. `max_content` bounds a
 /// put: a hide is a filter's input, so it is held to the input limit.
@@ -102,36 +101,23 @@ pub(crate) fn handle(
     result.unwrap_or_else(|e| Response::Error(error_reply(e)))
 }
 
-/// Bytes of a streamed put read from the client at a time.
-const PUT_CHUNK: usize = 256 * 1024;
-
-/// Stores a hide whose content is still arriving (`content`, a stream). The content goes to
-/// the store's temp file as it comes, so a 20 MiB put never sits in the daemon's memory.
-/// Returns the response and how many bytes of the frame were left unread.
+/// Stores a hide whose content is still arriving. The content goes to the store's temp file
+/// as it comes, so a 20 MiB put never sits in the daemon's memory. Returns the response and
+/// how many bytes of the frame were left unread.
 pub(crate) async fn put_streamed(
     head: PutHead,
-    content: JobInput<'_>,
+    mut content: Arriving<'_>,
     store: Option<&Store>,
     tenant: &TenantOf,
     max_content: u64,
 ) -> (Response, u64) {
-    let JobInput::Stream {
-        head: first,
-        rest: rd,
-        rest_len,
-        arrive_by,
-        ..
-    } = content
-    else {
-        unreachable!("a streamed put is a stream")
-    };
     let Some(store) = store else {
-        return (Response::Error(unavailable()), rest_len);
+        return (Response::Error(unavailable()), content.unread());
     };
     if head.content_len > max_content {
         return (
             Response::Error(too_large(head.content_len, max_content)),
-            rest_len,
+            content.unread(),
         );
     }
     // Refused before a byte of it is written: a hide larger than the whole quota.
@@ -142,37 +128,28 @@ pub(crate) async fn put_streamed(
             used,
             size: head.content_len,
         };
-        return (Response::Error(error_reply(e)), rest_len);
+        return (Response::Error(error_reply(e)), content.unread());
     }
     let mut writing = match tokio::task::block_in_place(|| {
         let mut w = store.begin_put()?;
-        w.write(first)?;
+        w.write(content.head)?;
         Ok::<_, StoreError>(w)
     }) {
         Ok(w) => w,
-        Err(e) => return (Response::Error(error_reply(e)), rest_len),
+        Err(e) => return (Response::Error(error_reply(e)), content.unread()),
     };
-    let mut buf = vec![0u8; PUT_CHUNK.min(rest_len as usize)];
-    let mut consumed = 0u64;
-    while consumed < rest_len {
-        let want = buf.len().min((rest_len - consumed) as usize);
-        let n = match tokio::time::timeout_at(arrive_by.into(), rd.read(&mut buf[..want])).await {
-            Ok(Ok(n)) if n > 0 => n,
-            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
-                let e = ErrorReply::new(
-                    ErrorCode::ProtocolError,
-                    format!(
-                        "the hide's content stopped after {} of {} bytes (frame timeout or closed connection)",
-                        grouped(first.len() as u64 + consumed),
-                        grouped(head.content_len)
-                    ),
-                );
-                return (Response::Error(e), rest_len - consumed);
+    let mut buf = content.buffer();
+    loop {
+        let n = match content.read_some(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(why) => {
+                let e = ErrorReply::new(ErrorCode::ProtocolError, why);
+                return (Response::Error(e), content.unread());
             }
         };
-        consumed += n as u64;
         if let Err(e) = tokio::task::block_in_place(|| writing.write(&buf[..n])) {
-            return (Response::Error(error_reply(e)), rest_len - consumed);
+            return (Response::Error(error_reply(e)), content.unread());
         }
     }
     let meta: Vec<(String, String)> = head.meta.into_iter().collect();

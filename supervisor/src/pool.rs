@@ -60,25 +60,89 @@ pub struct PoolStats {
     pub failed_starts: AtomicU64,
 }
 
-/// A job's input: bytes in hand, or bytes still arriving (from the client's connection or a
-/// hide's file), passed on to the worker as they arrive so that the supervisor never holds a
-/// large input whole.
+/// Bytes of one frame still arriving: `head` already read, then `rest_len` more from `rest`
+/// (the client's connection or a hide's file), which must all have come by `arrive_by` (the
+/// frame timeout). Read in pieces and passed on, so that the supervisor never holds a large
+/// input or hide whole.
+pub struct Arriving<'a> {
+    /// The part already read.
+    pub head: &'a [u8],
+    /// Where the rest comes from.
+    pub rest: &'a mut (dyn AsyncRead + Unpin + Send),
+    /// How many bytes the rest is.
+    pub rest_len: u64,
+    /// How many of them have been read so far.
+    pub consumed: u64,
+    /// By when the rest must have arrived.
+    pub arrive_by: Instant,
+}
+
+/// Bytes read from an arriving stream at a time.
+const PUMP_CHUNK: usize = 256 * 1024;
+
+impl Arriving<'_> {
+    /// Total bytes, head and rest.
+    pub fn len(&self) -> u64 {
+        self.head.len() as u64 + self.rest_len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the rest not yet read.
+    pub fn unread(&self) -> u64 {
+        self.rest_len - self.consumed
+    }
+
+    /// A buffer for [`Arriving::read_some`].
+    pub fn buffer(&self) -> Vec<u8> {
+        vec![0u8; PUMP_CHUNK.min(self.rest_len as usize)]
+    }
+
+    /// Reads the next piece of the rest into `buf`; `Ok(0)` once all of it has come. An
+    /// early end, a read error or the arrival deadline is an error naming how much came.
+    pub async fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, String> {
+        if self.unread() == 0 {
+            return Ok(0);
+        }
+        let want = buf.len().min(self.unread() as usize);
+        match timeout_at(self.arrive_by.into(), self.rest.read(&mut buf[..want])).await {
+            Ok(Ok(n)) if n > 0 => {
+                self.consumed += n as u64;
+                Ok(n)
+            }
+            Ok(Ok(_)) => Err(format!("the input ended early ({})", self.came())),
+            Ok(Err(e)) => Err(format!("reading the input: {e} ({})", self.came())),
+            Err(_) => Err(self.too_late()),
+        }
+    }
+
+    /// The error for a stream that did not arrive by its deadline.
+    pub fn too_late(&self) -> String {
+        format!(
+            "the input did not arrive within the frame timeout ({})",
+            self.came()
+        )
+    }
+
+    fn came(&self) -> String {
+        format!(
+            "{} of {} bytes came",
+            grouped(self.len() - self.unread()),
+            grouped(self.len())
+        )
+    }
+}
+
+/// A job's input: bytes in hand, or bytes still arriving, passed on to the worker as they
+/// arrive.
 pub enum JobInput<'a> {
     /// All of it, in memory.
     Bytes(&'a [u8]),
-    /// `head`, then `rest_len` more bytes to be read from `rest`.
-    Stream {
-        /// The part already read.
-        head: &'a [u8],
-        /// Where the rest comes from.
-        rest: &'a mut (dyn AsyncRead + Unpin + Send),
-        /// How many bytes the rest is.
-        rest_len: u64,
-        /// How many of them have been read (and passed on) so far.
-        consumed: u64,
-        /// By when the rest must have arrived.
-        arrive_by: Instant,
-    },
+    /// Still arriving.
+    Stream(Arriving<'a>),
 }
 
 impl JobInput<'_> {
@@ -86,7 +150,7 @@ impl JobInput<'_> {
     pub fn len(&self) -> u64 {
         match self {
             JobInput::Bytes(b) => b.len() as u64,
-            JobInput::Stream { head, rest_len, .. } => head.len() as u64 + rest_len,
+            JobInput::Stream(a) => a.len(),
         }
     }
 
@@ -99,9 +163,15 @@ impl JobInput<'_> {
     pub fn unread(&self) -> u64 {
         match self {
             JobInput::Bytes(_) => 0,
-            JobInput::Stream {
-                rest_len, consumed, ..
-            } => rest_len - consumed,
+            JobInput::Stream(a) => a.unread(),
+        }
+    }
+
+    /// For a stream that has not all come: why, in the words of a missed arrival deadline.
+    fn late(&self) -> Option<String> {
+        match self {
+            JobInput::Stream(a) if a.unread() > 0 => Some(a.too_late()),
+            _ => None,
         }
     }
 
@@ -109,13 +179,10 @@ impl JobInput<'_> {
     fn replayable(&self) -> bool {
         match self {
             JobInput::Bytes(_) => true,
-            JobInput::Stream { consumed, .. } => *consumed == 0,
+            JobInput::Stream(a) => a.consumed == 0,
         }
     }
 }
-
-/// Bytes passed from a stream to a worker at a time.
-const PUMP_CHUNK: usize = 256 * 1024;
 
 /// Why sending a job's input to a worker stopped.
 enum SendError {
@@ -138,29 +205,19 @@ async fn send_job(
     sock.write_all(header).await.map_err(SendError::Worker)?;
     match input {
         JobInput::Bytes(bytes) => sock.write_all(bytes).await.map_err(SendError::Worker)?,
-        JobInput::Stream {
-            head,
-            rest,
-            rest_len,
-            consumed,
-            ..
-        } => {
-            sock.write_all(head).await.map_err(SendError::Worker)?;
-            let mut buf = vec![0u8; PUMP_CHUNK.min(*rest_len as usize)];
-            while *consumed < *rest_len {
-                let want = buf.len().min((*rest_len - *consumed) as usize);
-                let n = match rest.read(&mut buf[..want]).await {
-                    Ok(0) => {
-                        return Err(SendError::Source(format!(
-                            "the input ended after {} of {} bytes",
-                            grouped(*consumed),
-                            grouped(*rest_len)
-                        )));
-                    }
-                    Ok(n) => n,
-                    Err(e) => return Err(SendError::Source(format!("reading the input: {e}"))),
-                };
-                *consumed += n as u64;
+        JobInput::Stream(arriving) => {
+            sock.write_all(arriving.head)
+                .await
+                .map_err(SendError::Worker)?;
+            let mut buf = arriving.buffer();
+            loop {
+                let n = arriving
+                    .read_some(&mut buf)
+                    .await
+                    .map_err(SendError::Source)?;
+                if n == 0 {
+                    break;
+                }
                 sock.write_all(&buf[..n]).await.map_err(SendError::Worker)?;
             }
         }
@@ -393,13 +450,13 @@ async fn run_on(
     // takes is added to the evaluation's, so that an upload is not counted as evaluation.
     let send_by = match input {
         JobInput::Bytes(_) => deadline,
-        JobInput::Stream { arrive_by, .. } => *arrive_by,
+        JobInput::Stream(arriving) => arriving.arrive_by,
     };
     let sending = Instant::now();
     let sent = timeout_at(send_by.into(), send_job(&mut w.sock, &header, input)).await;
     let deadline = match input {
         JobInput::Bytes(_) => deadline,
-        JobInput::Stream { .. } => deadline + sending.elapsed(),
+        JobInput::Stream(_) => deadline + sending.elapsed(),
     };
     let reply = match sent {
         Ok(Ok(())) => {
@@ -431,23 +488,19 @@ async fn run_on(
                 peak_rss_bytes: exit.peak_rss_bytes,
             });
         }
-        Err(_) if input.unread() > 0 => {
-            w.child.kill();
-            let exit = reap(&mut w.child).await;
-            return Attempt::Done(JobResult {
-                result: Err(ErrorReply::new(
-                    ErrorCode::ProtocolError,
-                    format!(
-                        "the input did not arrive within the frame timeout ({} of {} bytes came)",
-                        grouped(input.len() - input.unread()),
-                        grouped(input.len())
-                    ),
-                )),
-                cpu: exit.cpu,
-                peak_rss_bytes: exit.peak_rss_bytes,
-            });
-        }
-        Err(elapsed) => Err(elapsed),
+        Err(elapsed) => match input.late() {
+            // The input itself did not come in time: the client's fault, not the filter's.
+            Some(why) => {
+                w.child.kill();
+                let exit = reap(&mut w.child).await;
+                return Attempt::Done(JobResult {
+                    result: Err(ErrorReply::new(ErrorCode::ProtocolError, why)),
+                    cpu: exit.cpu,
+                    peak_rss_bytes: exit.peak_rss_bytes,
+                });
+            }
+            None => Err(elapsed),
+        },
     };
     match reply {
         Ok(Ok(frame)) => match Encoding::Bincode.decode::<Reply>(&frame) {

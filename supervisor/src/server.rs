@@ -5,9 +5,9 @@
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
-use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
+use crate::pool::{Arriving, JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::Program;
-use jqjail_protocol::codec::{decode_bincode_put_head, decode_bincode_run_head};
+use jqjail_protocol::codec::{PutHead, RunHead, decode_bincode_put_head, decode_bincode_run_head};
 use jqjail_protocol::frame::tokio_io::write_frame;
 use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
 use jqjail_protocol::limits::grouped;
@@ -425,35 +425,26 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                 bytes,
                 len,
                 arrive_by,
-            }) => match decode_bincode_run_head(&bytes) {
-                Some(head) if head.head_len as u64 + head.input_len == len => {
-                    // A run with a large inline input: pass the input on as it arrives.
-                    let rest_len = len - bytes.len() as u64;
+            }) => match Streamable::of(&bytes, len) {
+                // A run with a large inline input, or a large hide: its bytes are passed on
+                // (to a worker, to the store) as they arrive.
+                Some(streamable) => {
+                    let input = Arriving {
+                        head: &bytes[streamable.head_len()..],
+                        rest: &mut rd,
+                        rest_len: len - bytes.len() as u64,
+                        consumed: 0,
+                        arrive_by,
+                    };
                     let (response, unread) = match tenant_now() {
-                        Ok(tenant) => {
-                            let input = JobInput::Stream {
-                                head: &bytes[head.head_len..],
-                                rest: &mut rd,
-                                rest_len,
-                                consumed: 0,
-                                arrive_by,
-                            };
-                            let parts = RunParts {
-                                filter: head.filter,
-                                lang: head.lang,
-                                limits: head.limits,
-                                on_oversize: head.on_oversize,
-                            };
-                            run_and_record(parts, Source::Input(input), shared, &tenant).await
-                        }
+                        Ok(tenant) => streamed(streamable, input, shared, &tenant).await,
                         Err(why) => (
                             Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-                            rest_len,
+                            input.unread(),
                         ),
                     };
-                    drop(bytes);
-                    // The answer may come before the whole input did (a refusal, a worker's
-                    // death): skip the rest of the frame so the next one is read in step.
+                    // The answer may come before the whole frame did (a refusal, a worker's
+                    // death): skip the rest of it so the next one is read in step.
                     let skipped = skip(&mut rd, unread, arrive_by).await;
                     if !send(&mut wr, enc, &response).await {
                         return;
@@ -464,49 +455,10 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     }
                     continue;
                 }
-                _ => match decode_bincode_put_head(&bytes) {
-                    Some(head) if head.head_len as u64 + head.content_len == len => {
-                        // A large hide: written to the store as it arrives.
-                        let rest_len = len - bytes.len() as u64;
-                        let (response, unread) = match tenant_now() {
-                            Ok(tenant) => {
-                                let content = JobInput::Stream {
-                                    head: &bytes[head.head_len..],
-                                    rest: &mut rd,
-                                    rest_len,
-                                    consumed: 0,
-                                    arrive_by,
-                                };
-                                crate::hides::put_streamed(
-                                    head,
-                                    content,
-                                    shared.store.as_deref(),
-                                    &tenant,
-                                    shared.cfg.limits.max_input_bytes,
-                                )
-                                .await
-                            }
-                            Err(why) => (
-                                Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-                                rest_len,
-                            ),
-                        };
-                        drop(bytes);
-                        let skipped = skip(&mut rd, unread, arrive_by).await;
-                        if !send(&mut wr, enc, &response).await {
-                            return;
-                        }
-                        if let Err(why) = skipped {
-                            tracing::debug!(reason = %why, "connection dropped");
-                            return;
-                        }
-                        continue;
-                    }
-                    // Anything else is read whole, as a short frame would be.
-                    _ => match complete(&mut rd, bytes, len, arrive_by).await {
-                        Ok(frame) => frame,
-                        Err(end) => return finish(&mut wr, enc, shared, end).await,
-                    },
+                // Anything else is read whole, as a short frame would be.
+                None => match complete(&mut rd, bytes, len, arrive_by).await {
+                    Ok(frame) => frame,
+                    Err(end) => return finish(&mut wr, enc, shared, end).await,
                 },
             },
             Err(end) => return finish(&mut wr, enc, shared, end).await,
@@ -637,6 +589,67 @@ async fn skip<R: AsyncRead + Unpin>(rd: &mut R, n: u64, arrive_by: Instant) -> R
     }
 }
 
+/// A long bincode frame whose head was read: a run with inline input, or a hide put.
+enum Streamable {
+    Run(RunHead),
+    Put(PutHead),
+}
+
+impl Streamable {
+    /// What the first `bytes` of a `len`-byte frame are, if they are the head of a message
+    /// whose last field (the input, the content) takes the rest of the frame.
+    fn of(bytes: &[u8], len: u64) -> Option<Streamable> {
+        if let Some(head) = decode_bincode_run_head(bytes) {
+            return (head.head_len as u64 + head.input_len == len).then_some(Streamable::Run(head));
+        }
+        let head = decode_bincode_put_head(bytes)?;
+        (head.head_len as u64 + head.content_len == len).then_some(Streamable::Put(head))
+    }
+
+    fn head_len(&self) -> usize {
+        match self {
+            Streamable::Run(head) => head.head_len,
+            Streamable::Put(head) => head.head_len,
+        }
+    }
+}
+
+/// Serves a streamable frame; returns the response and the bytes of it left unread.
+async fn streamed(
+    streamable: Streamable,
+    input: Arriving<'_>,
+    shared: &Shared,
+    tenant: &TenantOf,
+) -> (Response, u64) {
+    match streamable {
+        Streamable::Run(head) => {
+            let parts = RunParts {
+                filter: head.filter,
+                lang: head.lang,
+                limits: head.limits,
+                on_oversize: head.on_oversize,
+            };
+            run_and_record(
+                parts,
+                Source::Input(JobInput::Stream(input)),
+                shared,
+                tenant,
+            )
+            .await
+        }
+        Streamable::Put(head) => {
+            crate::hides::put_streamed(
+                head,
+                input,
+                shared.store.as_deref(),
+                tenant,
+                shared.cfg.limits.max_input_bytes,
+            )
+            .await
+        }
+    }
+}
+
 /// A run request without its input.
 struct RunParts {
     filter: String,
@@ -691,13 +704,13 @@ async fn handle_run(
         Source::Hide(id) => match crate::hides::open_input(shared.store.as_deref(), tenant, id) {
             Ok((len, file)) => {
                 let mut file = tokio::fs::File::from_std(file);
-                let mut input = JobInput::Stream {
+                let mut input = JobInput::Stream(Arriving {
                     head: &[],
                     rest: &mut file,
                     rest_len: len,
                     consumed: 0,
                     arrive_by: start + shared.cfg.frame_timeout,
-                };
+                });
                 (run_input(run, &mut input, shared, tenant, start).await, 0)
             }
             Err(e) => (Response::Error(*e), 0),

@@ -423,21 +423,8 @@ fn the_hide_command_line() {
     assert!(String::from_utf8_lossy(&gone.stderr).starts_with("jqjail: NOT_FOUND:"));
 }
 
-/// The daemon's peak resident memory (VmHWM), in bytes.
-fn peak_rss(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
-}
-
 #[test]
 fn large_puts_stream_to_disk_and_a_stalled_one_leaves_nothing() {
-    use std::io::{Read, Write};
     let d = Daemon::start();
     let mut c = d.client();
     let big = issues(20 << 20);
@@ -450,7 +437,7 @@ fn large_puts_stream_to_disk_and_a_stalled_one_leaves_nothing() {
         );
     }
     // Three 20 MiB puts; the daemon never held one whole.
-    let peak = peak_rss(d.pid());
+    let peak = crate::util::peak_rss(d.pid());
     assert!(peak < 16 << 20, "daemon peak RSS {peak} bytes");
     assert_eq!(
         c.run_hide("length", &ids[2].id, &RunOptions::default())
@@ -464,38 +451,20 @@ fn large_puts_stream_to_disk_and_a_stalled_one_leaves_nothing() {
 
     // A put that stalls half-way is cut off at the frame timeout and leaves no trace.
     drop(d);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, "[server]\nframe_timeout_ms = 300\n").unwrap();
-    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
-    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    let hello = [0x00, 0x01, 0x00];
-    s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
-    s.write_all(&hello).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
+    let (d, _config) = crate::util::with_frame_timeout(300);
     let content_len = 10usize << 20;
     let header =
         jqjail_protocol::codec::bincode_put_header("k", "stall", &BTreeMap::new(), content_len)
             .unwrap();
-    s.write_all(&((header.len() + content_len) as u32).to_le_bytes())
-        .unwrap();
-    s.write_all(&header).unwrap();
-    s.write_all(&vec![b'x'; 1 << 20]).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    let mut reply = Vec::new();
-    s.read_to_end(&mut reply).unwrap();
-    let reply: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
-        .decode(&reply[4..])
-        .unwrap();
-    let jqjail_protocol::Response::Error(e) = reply else {
-        panic!("{reply:?}")
-    };
+    let (e, took) = crate::util::stall_inside_frame(&d, &header, content_len, 1 << 20);
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
     assert_eq!(e.code, ErrorCode::ProtocolError);
-    assert!(e.message.contains("stopped after"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("did not arrive within the frame timeout"),
+        "{}",
+        e.message
+    );
     assert!(d.client().hide_list().unwrap().is_empty());
     let tmp = std::fs::read_dir(d.store().join("tmp")).unwrap().count();
     assert_eq!(tmp, 0, "the abandoned put's temp file is gone");

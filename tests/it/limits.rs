@@ -226,18 +226,6 @@ fn cpu_limit_fires_before_a_longer_deadline() {
     assert_eq!(d.ok(".", "1"), "1");
 }
 
-/// The daemon's peak resident memory (VmHWM), in bytes.
-fn peak_rss(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
-}
-
 #[test]
 fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
     let d = Daemon::start();
@@ -252,7 +240,7 @@ fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
         );
     }
     // Three 20 MiB inputs went through; the daemon never held one whole.
-    let peak = peak_rss(d.pid());
+    let peak = crate::util::peak_rss(d.pid());
     assert!(peak < 16 << 20, "daemon peak RSS {peak} bytes");
     // Answers that come before the input is all read leave the connection usable.
     let e = c.run("{", &big, &RunOptions::default()).unwrap_err();
@@ -279,27 +267,13 @@ fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
 
 #[test]
 fn a_client_that_stalls_inside_a_streamed_input_is_cut_off() {
-    use std::io::{Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, "[server]\nframe_timeout_ms = 300\n").unwrap();
-    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let (d, _config) = crate::util::with_frame_timeout(300);
     // The pool's ready workers; the stalled request takes one of them.
     assert!(crate::util::wait_until(Duration::from_secs(5), || d
         .workers()
         .len()
         >= 2));
     let ready = d.workers();
-    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    // A bincode hello, so that the run below is bincode and streams.
-    let hello_bin = [0x00, 0x01, 0x00];
-    s.write_all(&(hello_bin.len() as u32).to_le_bytes())
-        .unwrap();
-    s.write_all(&hello_bin).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
     // Announce a 10 MiB input, send 1 MiB of it, and stall.
     let input_len = 10usize << 20;
     let header = jqjail_protocol::codec::bincode_run_header(
@@ -310,23 +284,9 @@ fn a_client_that_stalls_inside_a_streamed_input_is_cut_off() {
         input_len,
     )
     .unwrap();
-    s.write_all(&((header.len() + input_len) as u32).to_le_bytes())
-        .unwrap();
-    s.write_all(&header).unwrap();
-    s.write_all(&vec![b' '; 1 << 20]).unwrap();
-    let start = Instant::now();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut reply = Vec::new();
-    s.read_to_end(&mut reply).unwrap();
-    let took = start.elapsed();
+    let (e, took) = crate::util::stall_inside_frame(&d, &header, input_len, 1 << 20);
     assert!(took < Duration::from_secs(3), "{took:?}");
     // One answer, saying why, then the connection is closed.
-    let reply: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
-        .decode(&reply[4..])
-        .unwrap();
-    let jqjail_protocol::Response::Error(e) = reply else {
-        panic!("{reply:?}")
-    };
     assert_eq!(e.code, ErrorCode::ProtocolError);
     assert!(
         e.message

@@ -69,6 +69,16 @@ fn with_config(toml: &str, flags: &[&str]) -> Configured {
     }
 }
 
+/// Rewrites the daemon's config file, sends SIGHUP and waits until the daemon logs `logged`.
+fn reload(d: &Daemon, config: &std::path::Path, toml: &str, logged: &str) {
+    std::fs::write(config, toml).unwrap();
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(
+        crate::util::wait_until(Duration::from_secs(5), || d.log().contains(logged)),
+        "the daemon did not log `{logged}`"
+    );
+}
+
 /// A filter that computes for a few tens of milliseconds.
 const BUSY: &str = "reduce range(300000) as $i (0; . + $i)";
 
@@ -270,15 +280,12 @@ unknown = \"allow\"
     open_to_others(&d);
     let mut open = d.client();
     assert_eq!(as_nobody(&d, ".").0, Some(0));
-    std::fs::write(
+    reload(
+        &d,
         &config,
         "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
-    )
-    .unwrap();
-    crate::util::signal(d.pid(), libc::SIGHUP);
-    assert!(crate::util::wait_until(Duration::from_secs(5), || d
-        .log()
-        .contains("tenant configuration reloaded")));
+        "tenant configuration reloaded",
+    );
     let (status, _, stderr, _) = as_nobody(&d, ".");
     assert_eq!(status, Some(8), "{stderr}");
     assert!(stderr.contains("PERMISSION_DENIED"), "{stderr}");
@@ -294,11 +301,12 @@ unknown = \"allow\"
         stats.tenants
     );
     // A broken file is refused and the running configuration stays.
-    std::fs::write(&config, "[tenants]\nunknown = \"sometimes\"\n").unwrap();
-    crate::util::signal(d.pid(), libc::SIGHUP);
-    assert!(crate::util::wait_until(Duration::from_secs(5), || d
-        .log()
-        .contains("configuration not reloaded")));
+    reload(
+        &d,
+        &config,
+        "[tenants]\nunknown = \"sometimes\"\n",
+        "configuration not reloaded",
+    );
     assert_eq!(d.ok(".", "6"), "6");
 }
 
@@ -365,15 +373,12 @@ fn a_connection_whose_tenant_is_revoked_gets_nothing_more() {
         "1"
     );
     // Revoke everyone but a uid nobody here has.
-    std::fs::write(
+    reload(
+        &d,
         &config,
         "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"other\"\nuids = [4242]\n",
-    )
-    .unwrap();
-    crate::util::signal(d.pid(), libc::SIGHUP);
-    assert!(crate::util::wait_until(Duration::from_secs(5), || d
-        .log()
-        .contains("tenant configuration reloaded")));
+        "tenant configuration reloaded",
+    );
     let run = open.run(".", b"2", &RunOptions::default()).unwrap_err();
     assert_eq!(run.code(), Some(ErrorCode::PermissionDenied));
     // Not even the counters: a revoked peer must not see other tenants' rows.

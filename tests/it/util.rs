@@ -218,3 +218,61 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
+
+/// A process's peak resident memory (VmHWM), in bytes.
+pub fn peak_rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// On a bincode connection, announces a frame of `header` plus `tail_len` bytes, sends the
+/// header and `sent` bytes of the tail, and stalls. Returns the one answer (an error) the
+/// daemon sends before it closes the connection, and how long that took.
+pub fn stall_inside_frame(
+    d: &Daemon,
+    header: &[u8],
+    tail_len: usize,
+    sent: usize,
+) -> (jqjail_protocol::ErrorReply, Duration) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    // A bincode hello, so that the frame after it is bincode and may stream.
+    let hello = [0x00, 0x01, 0x00];
+    s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(&hello).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    s.write_all(&((header.len() + tail_len) as u32).to_le_bytes())
+        .unwrap();
+    s.write_all(header).unwrap();
+    s.write_all(&vec![b' '; sent]).unwrap();
+    let start = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    let took = start.elapsed();
+    let reply: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
+        .decode(&reply[4..])
+        .unwrap();
+    match reply {
+        jqjail_protocol::Response::Error(e) => (e, took),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// A daemon whose frame timeout is `ms` (its config file lives in the returned directory).
+pub fn with_frame_timeout(ms: u64) -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, format!("[server]\nframe_timeout_ms = {ms}\n")).unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    (d, dir)
+}
