@@ -479,26 +479,10 @@ async fn run_on(
                 })
             };
         }
-        Ok(Err(SendError::Source(why))) => {
-            w.child.kill();
-            let exit = reap(&mut w.child).await;
-            return Attempt::Done(JobResult {
-                result: Err(ErrorReply::new(ErrorCode::ProtocolError, why)),
-                cpu: exit.cpu,
-                peak_rss_bytes: exit.peak_rss_bytes,
-            });
-        }
+        Ok(Err(SendError::Source(why))) => return input_failed(&mut w, why).await,
         Err(elapsed) => match input.late() {
             // The input itself did not come in time: the client's fault, not the filter's.
-            Some(why) => {
-                w.child.kill();
-                let exit = reap(&mut w.child).await;
-                return Attempt::Done(JobResult {
-                    result: Err(ErrorReply::new(ErrorCode::ProtocolError, why)),
-                    cpu: exit.cpu,
-                    peak_rss_bytes: exit.peak_rss_bytes,
-                });
-            }
+            Some(why) => return input_failed(&mut w, why).await,
             None => Err(elapsed),
         },
     };
@@ -565,6 +549,18 @@ async fn run_on(
             })
         }
     }
+}
+
+/// The job's input stopped coming: the worker that was receiving it is killed, and the
+/// answer is `PROTOCOL_ERROR` saying why.
+async fn input_failed(w: &mut Worker, why: String) -> Attempt {
+    w.child.kill();
+    let exit = reap(&mut w.child).await;
+    Attempt::Done(JobResult {
+        result: Err(ErrorReply::new(ErrorCode::ProtocolError, why)),
+        cpu: exit.cpu,
+        peak_rss_bytes: exit.peak_rss_bytes,
+    })
 }
 
 /// Starts one worker with `startup`'s isolation; while a part of it is refused by this host,

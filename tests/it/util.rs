@@ -232,14 +232,10 @@ pub fn peak_rss(pid: i32) -> u64 {
 }
 
 /// On a bincode connection, announces a frame of `header` plus `tail_len` bytes, sends the
-/// header and `sent` bytes of the tail, and stalls. Returns the one answer (an error) the
-/// daemon sends before it closes the connection, and how long that took.
-pub fn stall_inside_frame(
-    d: &Daemon,
-    header: &[u8],
-    tail_len: usize,
-    sent: usize,
-) -> (jqjail_protocol::ErrorReply, Duration) {
+/// header and `sent` bytes of the tail, and stalls: the daemon (with a short frame timeout)
+/// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
+/// the connection within 3 s.
+pub fn assert_cut_off_when_stalled(d: &Daemon, header: &[u8], tail_len: usize, sent: usize) {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     // A bincode hello, so that the frame after it is bincode and may stream.
@@ -262,10 +258,17 @@ pub fn stall_inside_frame(
     let reply: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
         .decode(&reply[4..])
         .unwrap();
-    match reply {
-        jqjail_protocol::Response::Error(e) => (e, took),
-        other => panic!("expected an error, got {other:?}"),
-    }
+    let jqjail_protocol::Response::Error(e) = reply else {
+        panic!("expected an error, got {reply:?}")
+    };
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(e.code, ErrorCode::ProtocolError);
+    assert!(
+        e.message
+            .contains("did not arrive within the frame timeout"),
+        "{}",
+        e.message
+    );
 }
 
 /// A daemon whose frame timeout is `ms` (its config file lives in the returned directory).
