@@ -21,30 +21,12 @@ fn open_to_others(d: &Daemon) {
     std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Runs the CLI as `nobody`; returns (exit status, stdout, stderr, wall time).
+/// Runs the CLI as `nobody` on `null`; returns (exit status, stdout, stderr, wall time).
 fn as_nobody(d: &Daemon, filter: &str) -> (Option<i32>, String, String, Duration) {
-    use std::io::Write;
     let start = Instant::now();
-    let mut child = Command::new(CLI)
-        .arg("--socket")
-        .arg(&d.socket)
-        .args([filter, "-"])
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A refused CLI exits before reading its input: a broken pipe here is expected.
-    let _ = child.stdin.take().unwrap().write_all(b"null");
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        start.elapsed(),
-    )
+    // A refused CLI exits before reading its input; `cli_as_nobody` allows for that.
+    let (status, stdout, stderr) = cli_as_nobody(d, &[filter, "-"], b"null");
+    (status, stdout, stderr, start.elapsed())
 }
 
 /// A daemon started with `--config` pointing at a file that holds `toml`; the file can be
