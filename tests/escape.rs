@@ -1,6 +1,8 @@
 //! Escape probes (STYLE §10): this binary re-executes itself as a worker, applies exactly the
 //! worker's start-up (`jqjail_worker::serve::start`: rlimits, privileges, the seccomp
-//! allowlist), and then attempts one forbidden operation, named by the job it receives. The
+//! allowlist), and then attempts one forbidden operation, named by the job it receives. Every
+//! probe runs twice: in a worker exec'd as above, and in one forked by the zygote as the
+//! daemon's are by default (`jqjail_worker::zygote::run_with`, then `serve::start_with`). The
 //! runner — the unconfined parent — expects every probe to be killed by SIGSYS. One control
 //! probe makes an allowed call and must survive, so the harness itself is shown to detect a
 //! probe that gets through.
@@ -8,10 +10,13 @@
 //! Runs under `cargo test` (harness = false) and prints `N passed, N failed`.
 
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
-use jqjail_protocol::worker::{Job, Reply, StartupArgs, WORKER_ARG, WorkerError};
+use jqjail_protocol::worker::{Job, Reply, StartupArgs, WORKER_ARG, WorkerError, ZYGOTE_ARG};
 use jqjail_protocol::{Encoding, ErrorCode};
-use jqjail_supervisor::spawn::{Program, spawn};
+use jqjail_supervisor::config::WorkerStart;
+use jqjail_supervisor::spawn::{Launcher, Program};
+use jqjail_worker::Engine;
 use std::ffi::CString;
+use std::fs::File;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -60,8 +65,14 @@ const PROBES: &[(&str, bool)] = &[
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(WORKER_ARG) {
-        probe_child(&args[2..]);
+    match args.get(1).map(String::as_str) {
+        Some(WORKER_ARG) => probe_child(&args[2..]),
+        Some(ZYGOTE_ARG) => {
+            let code = jqjail_worker::zygote::run_with(&args[2..], forked_probe);
+            // SAFETY: _exit never returns.
+            unsafe { libc::_exit(code) }
+        }
+        _ => {}
     }
     runner()
 }
@@ -70,12 +81,24 @@ fn main() -> ExitCode {
 
 fn probe_child(args: &[String]) -> ! {
     let startup = StartupArgs::parse(args).expect("startup args");
-    let (_engine, mut sock) = match jqjail_worker::serve::start(&startup) {
-        Ok(started) => started,
+    match jqjail_worker::serve::start(&startup) {
+        Ok((_engine, sock)) => probe(sock, &startup),
         // SAFETY: _exit never returns.
         Err(code) => unsafe { libc::_exit(code) },
-    };
-    let (job, _input) = match jqjail_worker::serve::read_job(&mut sock, &startup) {
+    }
+}
+
+/// The life of a probe forked by the zygote.
+fn forked_probe(engine: &Engine, startup: &StartupArgs) -> i32 {
+    match jqjail_worker::serve::start_with(engine, startup) {
+        Ok(sock) => probe(sock, startup),
+        Err(code) => code,
+    }
+}
+
+/// Reads the job, attempts the probe it names, and reports if still alive.
+fn probe(mut sock: File, startup: &StartupArgs) -> ! {
+    let (job, _input) = match jqjail_worker::serve::read_job(&mut sock, startup) {
         Ok(j) => j,
         // SAFETY: _exit never returns.
         Err(_) => unsafe { libc::_exit(3) },
@@ -273,13 +296,46 @@ fn runner() -> ExitCode {
         println!("note: /dev/kmsg is not readable here; syscall names are not checked");
     }
     let (mut passed, mut failed) = (0, 0);
-    for &(probe, must_die) in PROBES {
+    // The kernel sends the parent-death signal when the *thread* that created a process exits.
+    // A worker (and the zygote) must outlive whichever thread asked for it.
+    for start in [WorkerStart::Exec, WorkerStart::Zygote] {
+        let launcher = Launcher::new(start, program.clone());
+        // The thread lives until the worker is ready (its parent-death signal is armed),
+        // then exits.
+        let started = std::thread::scope(|s| {
+            s.spawn(|| rt.block_on(start_ready(&launcher, &startup)))
+                .join()
+                .expect("launching thread")
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let outcome = match started {
+            Ok((child, sock)) => rt.block_on(probe_on(child, sock, "control-getpid")),
+            Err(outcome) => outcome,
+        };
+        let ok = matches!(outcome, Outcome::Survived(_));
+        println!(
+            "a worker outlives the thread that started it, {start:?} ... {} ({})",
+            if ok { "ok" } else { "FAILED" },
+            outcome.describe()
+        );
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    let launchers = [WorkerStart::Exec, WorkerStart::Zygote]
+        .map(|start| (start, Launcher::new(start, program.clone())));
+    for (&(probe, must_die), (start, launcher)) in PROBES
+        .iter()
+        .flat_map(|p| launchers.iter().map(move |l| (p, l)))
+    {
         let name = if probe == "connect" {
             format!("connect:{}", target.display())
         } else {
             probe.to_string()
         };
-        let mut outcome = rt.block_on(run_probe(&program, &startup, &name));
+        let mut outcome = rt.block_on(run_probe(launcher, &startup, &name));
         // The kernel rate-limits its audit records, so under a burst of kills a record can be
         // missing; try the named-syscall check a few times before noting that.
         if probe == "openat" && kmsg_readable {
@@ -288,7 +344,7 @@ fn runner() -> ExitCode {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(200));
-                outcome = rt.block_on(run_probe(&program, &startup, &name));
+                outcome = rt.block_on(run_probe(launcher, &startup, &name));
             }
             if matches!(outcome, Outcome::KilledBySigsys(None)) {
                 println!(
@@ -306,7 +362,7 @@ fn runner() -> ExitCode {
             _ => false,
         };
         println!(
-            "probe {probe} ... {} ({})",
+            "probe {probe}, {start:?} ... {} ({})",
             if ok { "ok" } else { "FAILED" },
             outcome.describe()
         );
@@ -356,16 +412,37 @@ impl Outcome {
     }
 }
 
-async fn run_probe(program: &Program, startup: &StartupArgs, probe: &str) -> Outcome {
-    let (mut child, sock) = match spawn(program, startup) {
-        Ok(c) => c,
-        Err(e) => return Outcome::Other(format!("spawn: {e}")),
-    };
+async fn run_probe(launcher: &Launcher, startup: &StartupArgs, probe: &str) -> Outcome {
+    match start_ready(launcher, startup).await {
+        Ok((child, sock)) => probe_on(child, sock, probe).await,
+        Err(outcome) => outcome,
+    }
+}
+
+type Started = (jqjail_supervisor::spawn::Child, tokio::net::UnixStream);
+
+/// Starts a worker and waits for its ready message.
+async fn start_ready(launcher: &Launcher, startup: &StartupArgs) -> Result<Started, Outcome> {
+    let (mut child, sock) = launcher
+        .launch(startup)
+        .await
+        .map_err(|e| Outcome::Other(format!("spawn: {e}")))?;
     let mut sock = tokio::net::UnixStream::from_std(sock).expect("register socket");
     if let Err(e) = read_frame(&mut sock, 256).await {
         let exit = child.wait().await;
-        return Outcome::Other(format!("no ready message: {e}; exit {exit:?}"));
+        return Err(Outcome::Other(format!(
+            "no ready message: {e}; exit {exit:?}"
+        )));
     }
+    Ok((child, sock))
+}
+
+/// Sends `probe` to a ready worker and reports what became of it.
+async fn probe_on(
+    mut child: jqjail_supervisor::spawn::Child,
+    mut sock: tokio::net::UnixStream,
+    probe: &str,
+) -> Outcome {
     let job = Job {
         filter: probe.to_string(),
         lang: jqjail_protocol::Lang::Jq,

@@ -47,6 +47,8 @@ const CLIS: [&str; 3] = ["jq", "gojq", "jaq"];
 
 struct Opts {
     smoke: bool,
+    /// Only the throughput section (for measuring a change to worker start-up).
+    throughput_only: bool,
     out: PathBuf,
 }
 
@@ -73,12 +75,14 @@ fn main() -> ExitCode {
     }
     let mut opts = Opts {
         smoke: false,
+        throughput_only: false,
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
         match arg.to_str() {
             Some("--smoke") => opts.smoke = true,
+            Some("--throughput") => opts.throughput_only = true,
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
                 None => return usage("--out needs a file"),
@@ -96,7 +100,7 @@ fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--out FILE]");
+    eprintln!("jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput] [--out FILE]");
     ExitCode::from(2)
 }
 
@@ -226,6 +230,13 @@ struct Cell {
 
 fn run(opts: &Opts) -> Result<(), String> {
     let started = Instant::now();
+    let seconds = if opts.smoke { 0.3 } else { 3.0 };
+    if opts.throughput_only {
+        let daemon = Daemon::start(&[])?;
+        let rates = throughput_by_setting(&daemon, seconds)?;
+        println!("{}", render_throughput(&rates));
+        return Ok(());
+    }
     let sizes: Vec<(&'static str, usize, usize)> = if opts.smoke {
         vec![("2 KiB", 2048, 5), ("1 MiB", 1 << 20, 2)]
     } else {
@@ -276,14 +287,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         }
     }
     let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
-    let seconds = if opts.smoke { 0.3 } else { 3.0 };
-    // The systemd unit's worker settings: no namespaces (RestrictNamespaces=) and no
-    // per-worker cgroup (MemoryMax= bounds the service).
-    let service_throughput = {
-        let service = Daemon::start(SERVICE_FLAGS)?;
-        throughput(&service, &[1, 4], seconds)
-    };
-    let throughput = throughput(&daemon, &[1, 4, 16, 64], seconds);
+    let throughput = throughput_by_setting(&daemon, seconds)?;
     let stream_rss = stream_big(&daemon, opts.smoke);
     let supervisor_peak_kib = daemon.status_kib("VmHWM:");
     let memory_limit = memory_limit(&mut client, if opts.smoke { 1 } else { 5 });
@@ -294,7 +298,6 @@ fn run(opts: &Opts) -> Result<(), String> {
         &cells,
         &by_hide,
         &throughput,
-        &service_throughput,
         &stream_rss,
         supervisor_peak_kib,
         &memory_limit,
@@ -312,8 +315,10 @@ fn run(opts: &Opts) -> Result<(), String> {
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
         "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
-        "throughput_rps": throughput.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
-        "throughput_rps_service_flags": service_throughput.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
+        "throughput_rps": throughput.iter().map(|(setting, rates)| json!({
+            "setting": setting.name, "flags": setting.flags,
+            "rates": rates.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
         "supervisor_rss_kib_streaming_20mib": stream_rss.iter().map(|(c, r)| json!({"concurrency": c, "vm_hwm_kib": r})).collect::<Vec<_>>(),
         "supervisor_peak_rss_kib": supervisor_peak_kib,
         "memory_limit": memory_limit.iter().map(|(ms, rss, code)| json!({"ms": ms, "peak_rss_bytes": rss, "code": code})).collect::<Vec<_>>(),
@@ -411,8 +416,100 @@ fn in_process(engine: &Engine, job: &Job, input: &[u8]) -> Option<jaq_json::Val>
     kept
 }
 
-/// The worker flags of `systemd/jqjail.service`.
-const SERVICE_FLAGS: &[&str] = &["--isolation", "none", "--cgroup-memory-bytes", "0"];
+/// Daemon settings that throughput is measured under.
+struct Setting {
+    name: &'static str,
+    /// Flags over the benchmark's own.
+    flags: &'static [&'static str],
+    /// Concurrencies measured.
+    levels: &'static [usize],
+}
+
+const SETTINGS: [Setting; 3] = [
+    Setting {
+        name: "default settings",
+        flags: &[],
+        levels: &[1, 4, 16, 64],
+    },
+    // The worker flags of `systemd/jqjail.service`: no namespaces (RestrictNamespaces=) and
+    // no per-worker cgroup (MemoryMax= bounds the service).
+    Setting {
+        name: "the systemd unit's worker settings",
+        flags: &["--isolation", "none", "--cgroup-memory-bytes", "0"],
+        levels: &[1, 4],
+    },
+    // Each worker exec'd instead of forked by the zygote.
+    Setting {
+        name: "default settings, every worker exec'd",
+        flags: &["--worker-start", "exec"],
+        levels: &[1, 4],
+    },
+];
+
+type Rates = Vec<(usize, f64)>;
+
+/// Throughput under each of [`SETTINGS`]; the first is `daemon`, already running.
+fn throughput_by_setting(
+    daemon: &Daemon,
+    seconds: f64,
+) -> Result<Vec<(&'static Setting, Rates)>, String> {
+    let mut out = Vec::new();
+    for setting in &SETTINGS {
+        eprintln!("throughput, {}:", setting.name);
+        let rates = if setting.flags.is_empty() {
+            throughput(daemon, setting.levels, seconds)
+        } else {
+            throughput(&Daemon::start(setting.flags)?, setting.levels, seconds)
+        };
+        out.push((setting, rates));
+    }
+    Ok(out)
+}
+
+/// The throughput table: one row per concurrency, one column per setting.
+fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n"
+    );
+    let mut head = "| concurrency |".to_string();
+    let mut rule = "|---|".to_string();
+    for (setting, _) in rates {
+        let flags = if setting.flags.is_empty() {
+            String::new()
+        } else {
+            format!(" (`{}`)", setting.flags.join(" "))
+        };
+        let _ = write!(head, " requests/s, {}{flags} |", setting.name);
+        rule.push_str("---|");
+    }
+    let _ = writeln!(r, "{head}\n{rule}");
+    let mut levels: Vec<usize> = rates
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().map(|(c, _)| *c))
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    for c in levels {
+        let _ = write!(r, "| {c} |");
+        for (_, rs) in rates {
+            match rs.iter().find(|(rc, _)| *rc == c) {
+                Some((_, rps)) => {
+                    let _ = write!(r, " {rps:.0} |");
+                }
+                None => r.push_str(" – |"),
+            }
+        }
+        r.push('\n');
+    }
+    r
+}
+
+/// The best rate of one setting.
+fn best(rates: &[(usize, f64)]) -> f64 {
+    rates.iter().map(|(_, r)| *r).fold(f64::NAN, f64::max)
+}
 
 fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Vec<(usize, f64)> {
     let input = corpus::issues(2048);
@@ -541,22 +638,32 @@ fn memory_limit(client: &mut Client, runs: usize) -> Vec<(f64, u64, String)> {
 /// Spawn → confined and ready, measured with the daemon's own spawn code.
 fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
     use jqjail_protocol::frame::tokio_io::read_frame;
-    use jqjail_supervisor::spawn::{Program, spawn};
+    use jqjail_supervisor::config::WorkerStart;
+    use jqjail_supervisor::spawn::{Launcher, Program};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let program = Program::current_exe().expect("own executable");
+    let default = jqjail_supervisor::config::DEFAULT_ISOLATION;
     let variants = [
         (
-            "default isolation",
-            jqjail_supervisor::config::DEFAULT_ISOLATION,
+            "forked by the zygote, default isolation",
+            WorkerStart::Zygote,
+            default,
         ),
-        ("no namespaces", Isolation::NONE),
+        (
+            "forked by the zygote, no namespaces",
+            WorkerStart::Zygote,
+            Isolation::NONE,
+        ),
+        ("exec'd, default isolation", WorkerStart::Exec, default),
+        ("exec'd, no namespaces", WorkerStart::Exec, Isolation::NONE),
     ];
     variants
         .into_iter()
-        .map(|(name, isolation)| {
+        .map(|(name, start, isolation)| {
+            let launcher = Launcher::new(start, program.clone());
             let startup = StartupArgs {
                 parent_pid: std::process::id(),
                 heap_bytes: 256 << 20,
@@ -566,13 +673,16 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
                 isolation,
             };
             let mut samples = Samples::default();
-            for _ in 0..runs {
+            // One more than timed: the first start of a zygote variant starts the zygote too.
+            for run in 0..=runs {
                 rt.block_on(async {
                     let t = Instant::now();
-                    let (mut child, sock) = spawn(&program, &startup).expect("spawn");
+                    let (mut child, sock) = launcher.launch(&startup).await.expect("start");
                     let mut sock = tokio::net::UnixStream::from_std(sock).expect("socket");
                     let ready = read_frame(&mut sock, 256).await;
-                    samples.push(t.elapsed());
+                    if run > 0 {
+                        samples.push(t.elapsed());
+                    }
                     assert!(ready.is_ok(), "worker did not get ready");
                     child.kill();
                     let _ = child.wait().await;
@@ -620,8 +730,7 @@ fn ms(v: f64) -> String {
 fn render(
     cells: &[Cell],
     by_hide: &[(&str, Samples, Samples)],
-    throughput: &[(usize, f64)],
-    service_throughput: &[(usize, f64)],
+    throughput: &[(&Setting, Rates)],
     stream_rss: &[(usize, u64)],
     supervisor_peak_kib: u64,
     memory_limit: &[(f64, u64, String)],
@@ -701,22 +810,7 @@ fn render(
             ratio(hide.median(), inline.median())
         );
     }
-    let _ = writeln!(
-        r,
-        "\n### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n"
-    );
-    let _ = writeln!(
-        r,
-        "| concurrency | requests/s, default settings | requests/s, the systemd unit's worker settings (`{}`) |\n|---|---|---|",
-        SERVICE_FLAGS.join(" ")
-    );
-    for (c, rps) in throughput {
-        let service = service_throughput
-            .iter()
-            .find(|(sc, _)| sc == c)
-            .map_or_else(|| "–".to_string(), |(_, r)| format!("{r:.0}"));
-        let _ = writeln!(r, "| {c} | {rps:.0} | {service} |");
-    }
+    let _ = write!(r, "\n{}", render_throughput(throughput));
     let _ = writeln!(r, "\n### Memory\n");
     let _ = writeln!(r, "| what | value |\n|---|---|");
     for (c, kib) in stream_rss {
@@ -799,16 +893,12 @@ fn render(
             );
         }
     }
-    if let Some(best) = throughput.iter().map(|(_, r)| *r).reduce(f64::max) {
-        let service = service_throughput
-            .iter()
-            .map(|(_, r)| *r)
-            .reduce(f64::max)
-            .unwrap_or(f64::NAN);
+    if let [(_, default), (_, service), ..] = throughput {
+        let (default, service) = (best(default), best(service));
         let _ = writeln!(
             r,
-            "- ≥ 1,000 small req/s: {best:.0} req/s with the default settings, {service:.0} with the systemd unit's — {}",
-            target(best >= 1000.0)
+            "- ≥ 1,000 small req/s: {default:.0} req/s with the default settings, {service:.0} with the systemd unit's — {}",
+            target(default >= 1000.0)
         );
     }
     if let Some((c, kib)) = stream_rss.iter().max_by_key(|(_, kib)| *kib) {

@@ -18,6 +18,11 @@ pub const WORKER_FD: i32 = 3;
 /// argv\[1\] that makes a jqjail executable act as a worker.
 pub const WORKER_ARG: &str = "--jqjail-worker";
 
+/// argv\[1\] that makes a jqjail executable act as the worker zygote: a single-threaded
+/// process, exec'd once, that forks workers on request (`jqjail_worker::zygote`). It takes one
+/// more argument, `parent=PID`, and its control socket (SOCK_SEQPACKET) on fd 3.
+pub const ZYGOTE_ARG: &str = "--jqjail-zygote";
+
 /// Exit status of a worker whose allocation failed (the heap limit).
 pub const EXIT_MEMORY: i32 = 42;
 /// Exit status of a worker that received SIGXCPU (the CPU-time limit).

@@ -2,7 +2,7 @@
 
 use crate::config::{
     Config, FileConfig, FileIsolation, FileLimits, FileServer, FileTenants, FileWorkers,
-    parse_isolation,
+    WorkerStart, parse_isolation,
 };
 use crate::server::serve;
 use crate::spawn::Program;
@@ -77,6 +77,10 @@ pub struct Args {
     /// user, ipc_uts, net, empty_root, or `none` (default: user,ipc_uts,empty_root).
     #[arg(long)]
     pub isolation: Option<String>,
+    /// How workers are started: `zygote` (forked by a zygote exec'd once; the default) or
+    /// `exec` (each worker exec'd).
+    #[arg(long)]
+    pub worker_start: Option<WorkerStart>,
 }
 
 impl Args {
@@ -112,6 +116,7 @@ impl Args {
                 cgroup_memory_bytes: self.cgroup_memory_bytes,
             },
             workers: FileWorkers {
+                start: self.worker_start,
                 prestart: self.prestart,
                 max_concurrent: self.max_concurrent,
                 max_queue: self.max_queue,

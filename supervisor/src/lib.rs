@@ -16,6 +16,7 @@ pub mod server;
 pub mod spawn;
 pub mod stats;
 pub mod systemd;
+pub mod zygote;
 
 pub use config::Config;
 pub use daemon::main_with_args;

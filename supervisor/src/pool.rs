@@ -9,7 +9,7 @@ use crate::cgroup::CgroupParent;
 use crate::config::TenantOf;
 use crate::explain::{Context, explain};
 use crate::fair::{Refused, Scheduler};
-use crate::spawn::{Child, Exit, Program, spawn};
+use crate::spawn::{Child, Exit, Launcher};
 use jqjail_protocol::frame::FrameError;
 use jqjail_protocol::frame::tokio_io::read_frame;
 use jqjail_protocol::limits::grouped;
@@ -33,8 +33,8 @@ pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// The pool's settings.
 #[derive(Debug, Clone)]
 pub struct PoolConfig {
-    /// The executable to run as a worker.
-    pub program: Program,
+    /// How each worker is started.
+    pub launcher: Launcher,
     /// What every worker is started with.
     pub startup: StartupArgs,
     /// Workers kept started and ready.
@@ -255,12 +255,12 @@ impl Pool {
         // Two refillers: one worker's start-up (exec, confinement, prelude) overlaps another's.
         for _ in 0..2 {
             let tx = tx.clone();
-            let program = cfg.program.clone();
+            let launcher = cfg.launcher.clone();
             let startup = cfg.startup;
             let last = last_start_error.clone();
             let stats = stats.clone();
             let cgroup = cfg.cgroup.clone();
-            tokio::spawn(refill(tx, program, startup, cgroup, last, stats));
+            tokio::spawn(refill(tx, launcher, startup, cgroup, last, stats));
         }
         Pool {
             slots: Scheduler::new(cfg.max_concurrent),
@@ -565,10 +565,10 @@ async fn input_failed(w: &mut Worker, why: String) -> Attempt {
 
 /// Starts one worker with `startup`'s isolation; while a part of it is refused by this host,
 /// turns that part off, logs why, and tries again. Logs the isolation workers will run with.
-pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) -> StartupArgs {
+pub async fn negotiate_isolation(launcher: &Launcher, mut startup: StartupArgs) -> StartupArgs {
     use jqjail_protocol::worker::Isolation;
     loop {
-        match start_worker(program, &startup, None).await {
+        match start_worker(launcher, &startup, None).await {
             Ok(worker) => {
                 drop(worker);
                 break;
@@ -600,12 +600,14 @@ pub async fn negotiate_isolation(program: &Program, mut startup: StartupArgs) ->
 }
 
 async fn start_worker(
-    program: &Program,
+    launcher: &Launcher,
     startup: &StartupArgs,
     cgroup: Option<Arc<CgroupParent>>,
 ) -> Result<Worker, String> {
-    let (mut child, sock) =
-        spawn(program, startup).map_err(|e| format!("spawning {}: {e}", program.display()))?;
+    let (mut child, sock) = launcher
+        .launch(startup)
+        .await
+        .map_err(|e| format!("starting a worker ({}): {e}", launcher.describe()))?;
     if let Some(parent) = cgroup {
         // cgroupfs writes block (the kernel sets up the memory controller): keep them off the
         // runtime's threads.
@@ -638,7 +640,7 @@ async fn start_worker(
 
 async fn refill(
     tx: mpsc::Sender<Worker>,
-    program: Program,
+    launcher: Launcher,
     startup: StartupArgs,
     cgroup: Option<Arc<CgroupParent>>,
     last_error: Arc<std::sync::Mutex<Option<String>>>,
@@ -646,7 +648,7 @@ async fn refill(
 ) {
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
-        match start_worker(&program, &startup, cgroup.clone()).await {
+        match start_worker(&launcher, &startup, cgroup.clone()).await {
             Ok(worker) => {
                 stats.started.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut last) = last_error.lock() {

@@ -6,7 +6,7 @@ use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
 use crate::pool::{Arriving, JobInput, Pool, PoolConfig, negotiate_isolation};
-use crate::spawn::Program;
+use crate::spawn::{Launcher, Program};
 use jqjail_protocol::codec::{PutHead, RunHead, decode_bincode_put_head, decode_bincode_run_head};
 use jqjail_protocol::frame::tokio_io::write_frame;
 use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
@@ -69,7 +69,8 @@ pub async fn serve(
         max_filter_bytes: cfg.limits.max_filter_bytes,
         isolation: cfg.isolation,
     };
-    let startup = negotiate_isolation(&program, startup).await;
+    let launcher = Launcher::new(cfg.worker_start, program);
+    let startup = negotiate_isolation(&launcher, startup).await;
     let cgroup = match cfg.cgroup_limit() {
         0 => None,
         limit => match CgroupParent::create(limit) {
@@ -87,7 +88,7 @@ pub async fn serve(
         },
     };
     tracing::info!(
-        worker = %program.display(),
+        workers = %launcher.describe(),
         limits = ?cfg.limits,
         stack_bytes = cfg.stack_bytes,
         cpu_seconds = cfg.cpu_seconds,
@@ -97,7 +98,7 @@ pub async fn serve(
     );
     crate::systemd::notify("READY=1");
     let pool = Pool::start(PoolConfig {
-        program,
+        launcher,
         startup,
         prestart: cfg.prestart,
         max_concurrent: cfg.max_concurrent,

@@ -1,12 +1,16 @@
 //! Starting, signalling and reaping worker processes. The only module of the supervisor that
 //! creates processes; it never forks: `posix_spawn` (glibc: `clone(CLONE_VM|CLONE_VFORK)` +
-//! exec) is safe from a multithreaded tokio process.
+//! exec) is safe from a multithreaded tokio process. It runs on one long-lived thread
+//! ([`on_spawner_thread`]), because a child's parent-death signal fires when the thread that
+//! created it exits. It starts either each worker ([`spawn`]) or the zygote that forks them
+//! (`crate::zygote`); [`Launcher`] is the choice.
 //!
-//! A worker is spawned with an environment of one glibc tunable ([`WORKER_TUNABLES`], read
-//! before `main`; the worker then empties its environment), stdin and stdout on `/dev/null`, stderr a
-//! pipe the supervisor reads after the exit, fd 3 one end of a socketpair, every signal at its
-//! default disposition and an empty signal mask. Each child gets a pidfd at once, so it is
-//! waited for and signalled without pid-reuse races.
+//! A process is spawned with an environment of one glibc tunable ([`WORKER_TUNABLES`], read
+//! before `main`; the process then empties its environment), stdin and stdout on `/dev/null`,
+//! stderr a pipe the supervisor reads after the exit (the zygote's is the daemon's own), fd 3
+//! one end of a socketpair, every signal at its default disposition and an empty signal mask.
+//! Each worker gets a pidfd as soon as its pid is known, so it is waited for and signalled
+//! without pid-reuse races.
 
 use jqjail_protocol::worker::{StartupArgs, WORKER_ARG, WORKER_FD};
 use nix::fcntl::OFlag;
@@ -15,7 +19,8 @@ use nix::sys::signal::SigSet;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
@@ -31,7 +36,8 @@ pub const STDERR_TAIL_BYTES: usize = 2048;
 pub struct Child {
     pid: libc::pid_t,
     pidfd: AsyncFd<OwnedFd>,
-    stderr: OwnedFd,
+    /// The read end of its stderr pipe (none for the zygote, which writes to the daemon's).
+    stderr: Option<OwnedFd>,
     reaped: bool,
     cgroup: Option<crate::cgroup::WorkerCgroup>,
 }
@@ -89,19 +95,101 @@ fn errno(e: nix::Error) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
-/// Starts one worker. Returns the child and the supervisor's end of its socketpair.
-pub fn spawn(
+/// A new worker's descriptors: its end of the job socketpair and the write end of its stderr
+/// pipe, with the supervisor's ends of both.
+pub(crate) struct WorkerFds {
+    ours: OwnedFd,
+    pub(crate) theirs: OwnedFd,
+    err_read: OwnedFd,
+    pub(crate) err_write: OwnedFd,
+}
+
+impl WorkerFds {
+    pub(crate) fn new() -> io::Result<WorkerFds> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(errno)?;
+        let (err_read, err_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(errno)?;
+        Ok(WorkerFds {
+            ours,
+            theirs,
+            err_read,
+            err_write,
+        })
+    }
+
+    /// The worker `pid` has been started with copies of `theirs` and `err_write`: closes
+    /// the supervisor's copies (so that its exit is seen as end of file) and returns the child
+    /// and the supervisor's end of its socketpair.
+    pub(crate) fn adopt(self, pid: libc::pid_t) -> io::Result<(Child, UnixStream)> {
+        drop((self.theirs, self.err_write));
+        let child = Child::adopt(pid, Some(self.err_read))?;
+        let ours = UnixStream::from(self.ours);
+        ours.set_nonblocking(true)?;
+        Ok((child, ours))
+    }
+}
+
+/// Starts one worker by exec. Returns the child and the supervisor's end of its socketpair.
+pub fn spawn(program: &Program, startup: &StartupArgs) -> io::Result<(Child, UnixStream)> {
+    let fds = WorkerFds::new()?;
+    let mut args = vec![WORKER_ARG.to_string()];
+    args.extend(startup.to_args());
+    let pid = exec(program, &args, &fds.theirs, Some(&fds.err_write))?;
+    fds.adopt(pid)
+}
+
+/// posix_spawn of `program` with `args` after argv\[0\]: fd 3 a copy of `fd3`; fd 2 a copy
+/// of `stderr`, or the supervisor's own stderr when `None`; fds 0 and 1 on `/dev/null`.
+pub(crate) fn exec(
     program: &Program,
-    startup: &StartupArgs,
-) -> io::Result<(Child, std::os::unix::net::UnixStream)> {
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(errno)?;
-    let (err_read, err_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(errno)?;
+    args: &[String],
+    fd3: &OwnedFd,
+    stderr: Option<&OwnedFd>,
+) -> io::Result<libc::pid_t> {
+    let path = program.path.clone();
+    let args = args.to_vec();
+    // Raw numbers cross to the spawner thread; the descriptors stay open, owned by this caller,
+    // which waits for the spawn to finish.
+    let (fd3, stderr) = (fd3.as_raw_fd(), stderr.map(AsRawFd::as_raw_fd));
+    on_spawner_thread(move || exec_here(&path, &args, fd3, stderr))
+}
+
+/// The thread every process the supervisor starts is created on. The kernel sends a child its
+/// parent-death signal when the *thread* that created it exits, not the process; tokio's
+/// threads come and go (its blocking pool retires idle threads, and `block_in_place` hands a
+/// worker thread to that pool), and a zygote's forks have the zygote's creator as their
+/// parent. So one thread, which lives as long as the daemon, creates them all.
+fn on_spawner_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
+    type Job = Box<dyn FnOnce() + Send>;
+    static SPAWNER: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("jqjail-spawner".into())
+            .spawn(move || rx.into_iter().for_each(|job| job()))
+            .expect("starting the spawner thread");
+        tx
+    });
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    spawner
+        .send(Box::new(move || {
+            let _ = tx.send(job());
+        }))
+        .expect("the spawner thread never exits");
+    rx.recv().expect("the spawner thread answers every job")
+}
+
+fn exec_here(
+    path: &CString,
+    args: &[String],
+    fd3: RawFd,
+    stderr: Option<RawFd>,
+) -> io::Result<libc::pid_t> {
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -110,10 +198,10 @@ pub fn spawn(
     let mut actions = PosixSpawnFileActions::init().map_err(errno)?;
     actions.add_dup2(null.as_raw_fd(), 0).map_err(errno)?;
     actions.add_dup2(null.as_raw_fd(), 1).map_err(errno)?;
-    actions.add_dup2(err_write.as_raw_fd(), 2).map_err(errno)?;
-    actions
-        .add_dup2(theirs.as_raw_fd(), WORKER_FD)
-        .map_err(errno)?;
+    if let Some(stderr) = stderr {
+        actions.add_dup2(stderr, 2).map_err(errno)?;
+    }
+    actions.add_dup2(fd3, WORKER_FD).map_err(errno)?;
 
     let mut attr = PosixSpawnAttr::init().map_err(errno)?;
     attr.set_sigmask(&SigSet::empty()).map_err(errno)?;
@@ -124,58 +212,61 @@ pub fn spawn(
     )
     .map_err(errno)?;
 
-    let mut argv = vec![
-        program.path.clone(),
-        CString::new(WORKER_ARG).expect("no NUL"),
-    ];
-    for arg in startup.to_args() {
-        argv.push(CString::new(arg).expect("numbers contain no NUL"));
+    let mut argv = vec![path.clone()];
+    for arg in args {
+        argv.push(CString::new(arg.as_str()).map_err(|_| io::Error::other("NUL in an argument"))?);
     }
     // The one variable a worker gets: glibc reads it while loading, before `main`, and the
     // worker then clears its environment. It makes malloc ask for transparent huge pages
     // for heap areas of 2 MiB and more (madvise MADV_HUGEPAGE, in the allowlist for that
     // alone), which takes a third off parsing a 20 MiB input; small requests never grow the
-    // heap that far. Without THP in the kernel the madvise fails and glibc carries on.
+    // heap that far. Without THP in the kernel the madvise fails and glibc carries on. The
+    // zygote gets it too, and its forked workers inherit glibc's setting.
     let envp = [CString::new(WORKER_TUNABLES).expect("no NUL in the tunables")];
-    let pid = posix_spawn(program.path.as_c_str(), &actions, &attr, &argv, &envp)
+    let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &envp)
         .map_err(errno)?
         .as_raw();
-    drop((theirs, err_write, null));
-
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is shared.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if raw < 0 {
-        let e = io::Error::last_os_error();
-        // Without a pidfd the child can still be killed and reaped by pid: it is ours and
-        // unreaped, so the pid cannot have been reused.
-        // SAFETY: kill and waitpid on our own unreaped child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
-        return Err(e);
-    }
-    // SAFETY: `raw` is a fresh pidfd that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    nix::fcntl::fcntl(&err_read, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-        .map_err(errno)?;
-    // SAFETY: `pidfd` is an owned, valid descriptor that the AsyncFd takes ownership of; it is
-    // neither replaced nor closed while registered.
-    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    let child = Child {
-        pid,
-        pidfd,
-        stderr: err_read,
-        reaped: false,
-        cgroup: None,
-    };
-    let ours = std::os::unix::net::UnixStream::from(ours);
-    ours.set_nonblocking(true)?;
-    Ok((child, ours))
+    Ok(pid)
 }
 
 impl Child {
+    /// Takes charge of the unreaped child `pid` (ours, so its pid cannot be reused before we
+    /// reap it): opens its pidfd, and keeps `stderr`, the read end of its stderr pipe.
+    pub(crate) fn adopt(pid: libc::pid_t, stderr: Option<OwnedFd>) -> io::Result<Child> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is
+        // shared.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            // Without a pidfd the child can still be killed and reaped by pid: it is ours and
+            // unreaped, so the pid cannot have been reused.
+            // SAFETY: kill and waitpid on our own unreaped child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            return Err(e);
+        }
+        // SAFETY: `raw` is a fresh pidfd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+        if let Some(stderr) = &stderr {
+            nix::fcntl::fcntl(stderr, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+                .map_err(errno)?;
+        }
+        // SAFETY: `pidfd` is an owned, valid descriptor that the AsyncFd takes ownership of;
+        // it is neither replaced nor closed while registered.
+        let pidfd =
+            unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Child {
+            pid,
+            pidfd,
+            stderr,
+            reaped: false,
+            cgroup: None,
+        })
+    }
+
     /// The worker's pid.
     pub fn pid(&self) -> i32 {
         self.pid
@@ -250,11 +341,14 @@ impl Child {
 
     /// Whatever the (exited) worker left in its stderr pipe, last bytes only.
     fn stderr_tail(&mut self) -> String {
+        let Some(stderr) = &self.stderr else {
+            return String::new();
+        };
         let mut all = Vec::new();
         let mut buf = [0u8; 4096];
         // The pipe holds at most 64 KiB (its capacity) and the writer is gone, so this loop
         // ends at EOF or EAGAIN.
-        while let Ok(n) = nix::unistd::read(&self.stderr, &mut buf) {
+        while let Ok(n) = nix::unistd::read(stderr, &mut buf) {
             if n == 0 {
                 break;
             }
@@ -279,6 +373,43 @@ impl Drop for Child {
         }
         if let Some(cg) = self.cgroup.take() {
             cg.finish();
+        }
+    }
+}
+
+/// How the pool starts each worker.
+#[derive(Debug, Clone)]
+pub enum Launcher {
+    /// posix_spawn and exec of the program, for every worker.
+    Exec(Program),
+    /// A fork by the zygote, which was exec'd once (`crate::zygote`).
+    Zygote(std::sync::Arc<crate::zygote::Zygote>),
+}
+
+impl Launcher {
+    /// The launcher `start` names, for `program`.
+    pub fn new(start: crate::config::WorkerStart, program: Program) -> Launcher {
+        match start {
+            crate::config::WorkerStart::Exec => Launcher::Exec(program),
+            crate::config::WorkerStart::Zygote => {
+                Launcher::Zygote(std::sync::Arc::new(crate::zygote::Zygote::new(program)))
+            }
+        }
+    }
+
+    /// Starts one worker. Returns the child and the supervisor's end of its socketpair.
+    pub async fn launch(&self, startup: &StartupArgs) -> io::Result<(Child, UnixStream)> {
+        match self {
+            Launcher::Exec(program) => spawn(program, startup),
+            Launcher::Zygote(zygote) => zygote.fork(startup).await,
+        }
+    }
+
+    /// What it runs, for logs and errors.
+    pub fn describe(&self) -> String {
+        match self {
+            Launcher::Exec(program) => format!("exec of {}", program.display()),
+            Launcher::Zygote(zygote) => format!("zygote of {}", zygote.program().display()),
         }
     }
 }

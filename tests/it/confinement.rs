@@ -12,7 +12,28 @@ fn field<'a>(status: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn an_idle_worker_is_confined() {
+fn an_idle_worker_forked_by_the_zygote_is_confined() {
+    let (d, pid) = idle_worker_confined("zygote");
+    // CLONE_PARENT: the daemon's own child, which it waits for and signals directly.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!(field(&status, "PPid:"), d.pid().to_string());
+    assert!(d.zygote().is_some(), "{}", d.log());
+}
+
+#[test]
+fn an_idle_exec_d_worker_is_confined() {
+    let (d, pid) = idle_worker_confined("exec");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--jqjail-worker"),
+        "{cmdline:?}"
+    );
+    assert_eq!(d.zygote(), None, "no zygote with --worker-start exec");
+}
+
+/// Starts a daemon whose workers are started by `start`, and checks a ready worker's limits,
+/// privileges, environment and descriptors; returns the daemon and the worker.
+fn idle_worker_confined(start: &str) -> (Daemon, i32) {
     let d = Daemon::start_with(
         &[
             "--max-heap-bytes",
@@ -21,6 +42,8 @@ fn an_idle_worker_is_confined() {
             "3",
             "--stack-bytes",
             "33554432",
+            "--worker-start",
+            start,
         ],
         &[("JQJAIL_TEST_SECRET", "s3cret")],
     );
@@ -83,6 +106,7 @@ fn an_idle_worker_is_confined() {
     assert_eq!(target(1), std::path::Path::new("/dev/null"));
     assert!(target(2).to_string_lossy().starts_with("pipe:"));
     assert!(target(3).to_string_lossy().starts_with("socket:"));
+    (d, pid)
 }
 
 fn ns(pid: i32, kind: &str) -> std::path::PathBuf {

@@ -72,6 +72,27 @@ fn idle_workers_killed_from_outside_do_not_fail_requests() {
 }
 
 #[test]
+fn a_killed_zygote_is_replaced_and_no_request_fails() {
+    let d = Daemon::start_with(&["--prestart", "2"], &[]);
+    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()));
+    let first = d.zygote().unwrap();
+    signal(first, libc::SIGKILL);
+    assert!(wait_until(Duration::from_secs(5), || !alive(first)));
+    // More requests than the pool held when the zygote died: the rest need a new zygote.
+    for i in 0..10 {
+        assert_eq!(d.ok(".", &i.to_string()), i.to_string());
+    }
+    let second = d.zygote().expect("a zygote runs again");
+    assert_ne!(first, second);
+    assert!(
+        d.log()
+            .contains("worker zygote stopped answering; replacing it"),
+        "{}",
+        d.log()
+    );
+}
+
+#[test]
 fn sigterm_drains_in_flight_requests_then_exits() {
     let mut d = Daemon::start();
     let socket = d.socket.clone();
@@ -93,14 +114,25 @@ fn sigterm_drains_in_flight_requests_then_exits() {
 }
 
 #[test]
-fn no_worker_outlives_a_killed_daemon() {
+fn no_worker_or_zygote_outlives_a_killed_daemon() {
     let mut d = Daemon::start_with(&["--prestart", "3"], &[]);
-    assert!(wait_until(Duration::from_secs(5), || d.workers().len() >= 3));
-    let workers = d.workers();
+    // One worker busy with a filter that never ends: it reads nothing from its socket, so
+    // only its parent-death signal can stop it before its CPU limit (6 s).
+    let socket = d.socket.clone();
+    std::thread::spawn(move || {
+        let mut c = Client::connect(&socket).unwrap();
+        let _ = c.run("last(range(1e15))", b"null", &RunOptions::default());
+    });
+    let busy = busy_worker(&d).expect("the endless request is running");
+    let ready = |d: &Daemon| d.workers().len() >= 4 && d.zygote().is_some();
+    assert!(wait_until(Duration::from_secs(5), || ready(&d)));
+    let mut workers = d.workers();
+    workers.extend(d.zygote());
+    assert!(workers.contains(&busy));
     signal(d.pid(), libc::SIGKILL);
     let _ = d.child.wait();
     assert!(
-        wait_until(Duration::from_secs(5), || workers
+        wait_until(Duration::from_secs(3), || workers
             .iter()
             .all(|&p| !alive(p))),
         "workers survived: {:?}",

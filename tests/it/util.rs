@@ -103,9 +103,25 @@ impl Daemon {
         self.child.id() as i32
     }
 
-    /// The daemon's child processes (its workers).
+    /// The daemon's workers: its child processes named `jqjail-worker` (a worker still
+    /// starting up may not be named yet; the zygote is not one).
     pub fn workers(&self) -> Vec<i32> {
+        self.children_named("jqjail-worker")
+    }
+
+    /// The daemon's worker zygote, if it has one running.
+    pub fn zygote(&self) -> Option<i32> {
+        self.children_named("jqjail-zygote").first().copied()
+    }
+
+    fn children_named(&self, name: &str) -> Vec<i32> {
         children(self.pid())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .collect()
     }
 
     pub fn store(&self) -> PathBuf {

@@ -6,7 +6,7 @@
 //! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
 //! 3. environment emptied (the supervisor execs with only a glibc tunable, which glibc has read
 //!    by now);
-//! 4. parent-death signal, then a check that the parent is still the supervisor;
+//! 4. the process name (`comm`) becomes `jqjail-worker`, as `ps` and the tests see it;
 //! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
 //! 6. the data-segment baseline read from /proc (before the root disappears);
 //! 7. namespaces and the empty root, as configured (`crate::isolate`);
@@ -15,13 +15,14 @@
 //!    the supervisor before exec, because Rust's stack-overflow guard is computed at exec;
 //! 9. privileges dropped: every capability out of the bounding, ambient, effective,
 //!    permitted and inheritable sets, and, when started as root outside a user namespace, uid
-//!    and gid `nobody` with no supplementary groups.
+//!    and gid `nobody` with no supplementary groups;
+//! 10. parent-death signal, then a check that the parent is still the supervisor. Last,
+//!     because the kernel clears the parent-death signal whenever the credentials change
+//!     (entering a user namespace, the switch to `nobody`, dropping capabilities).
 //!
-//! no_new_privs and the seccomp allowlist come last (`crate::seccomp::install`), after the
-//! caller has done the work that still needs the kernel (see below).
-//!
-//! The caller then parses the jaq prelude and draws hash keys (both allocate and may touch the
-//! kernel) before the job is read.
+//! no_new_privs and the seccomp allowlist come after (`crate::seccomp::install`), once the
+//! caller has drawn its hash keys, the last work that may still need the kernel. The jaq
+//! prelude was parsed before confinement (by the zygote, or by an exec'd worker first thing).
 
 use crate::alloc::exit_on_allocation_failure;
 use jqjail_protocol::worker::{EXIT_CPU, StartupArgs, WORKER_FD};
@@ -72,41 +73,14 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     // 1.
     exit_on_allocation_failure();
 
-    // 2. fd 3 must be a socket; everything above it goes.
-    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fstat writes at most one `struct stat` into the buffer we own; fd 3 is only read.
-    if unsafe { libc::fstat(WORKER_FD, stat.as_mut_ptr()) } != 0 {
-        return Err(ConfineError::NoSocket(io::Error::last_os_error()));
-    }
-    // SAFETY: fstat returned 0, so it initialised the buffer.
-    let mode = unsafe { stat.assume_init() }.st_mode;
-    if mode & libc::S_IFMT != libc::S_IFSOCK {
-        return Err(ConfineError::NoSocket(io::Error::other("not a socket")));
-    }
-    // SAFETY: close_range only closes descriptors; none above 3 is owned by Rust code here
-    // (the worker has opened nothing yet), so no live File is invalidated.
-    if unsafe { libc::syscall(libc::SYS_close_range, WORKER_FD + 1, u32::MAX, 0) } != 0 {
-        return Err(sys("close_range")(io::Error::last_os_error()));
-    }
+    // 2.
+    keep_only_fd3()?;
 
-    // 3. The process is single-threaded here, so mutating the environment races with nothing.
-    for (key, _) in std::env::vars_os() {
-        // SAFETY: single-threaded (no thread has been spawned in the worker), see above.
-        unsafe { std::env::remove_var(key) };
-    }
+    // 3.
+    clear_environment();
 
     // 4.
-    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-        return Err(sys("prctl(PR_SET_PDEATHSIG)")(io::Error::last_os_error()));
-    }
-    let parent = std::os::unix::process::parent_id();
-    if parent != args.parent_pid {
-        return Err(ConfineError::Orphaned {
-            expected: args.parent_pid,
-            actual: parent,
-        });
-    }
+    name_process(WORKER_NAME)?;
 
     // 5.
     extern "C" fn on_sigxcpu(_: libc::c_int) {
@@ -146,7 +120,70 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     }
 
     // 9.
-    drop_privileges(in_user_namespace)
+    drop_privileges(in_user_namespace)?;
+
+    // 10.
+    die_with_parent(args.parent_pid)
+}
+
+/// Checks that fd 3 is a socket and closes every descriptor above it.
+pub(crate) fn keep_only_fd3() -> Result<(), ConfineError> {
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes at most one `struct stat` into the buffer we own; fd 3 is only read.
+    if unsafe { libc::fstat(WORKER_FD, stat.as_mut_ptr()) } != 0 {
+        return Err(ConfineError::NoSocket(io::Error::last_os_error()));
+    }
+    // SAFETY: fstat returned 0, so it initialised the buffer.
+    let mode = unsafe { stat.assume_init() }.st_mode;
+    if mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(ConfineError::NoSocket(io::Error::other("not a socket")));
+    }
+    // SAFETY: close_range only closes descriptors. None above 3 is owned by live Rust code: an
+    // exec'd worker has opened nothing yet, and a zygote's child holds its request's
+    // descriptors only in frames it never returns to (it ends with _exit).
+    if unsafe { libc::syscall(libc::SYS_close_range, WORKER_FD + 1, u32::MAX, 0) } != 0 {
+        return Err(sys("close_range")(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Empties the environment. Call it only while the process is single-threaded.
+pub(crate) fn clear_environment() {
+    for (key, _) in std::env::vars_os() {
+        // SAFETY: the caller is single-threaded (no thread has been spawned in a worker or
+        // the zygote), so mutating the environment races with nothing.
+        unsafe { std::env::remove_var(key) };
+    }
+}
+
+/// Asks for SIGKILL when the parent dies, then checks that the parent is still `expected`
+/// (it may have died before the request took effect).
+pub(crate) fn die_with_parent(expected: u32) -> Result<(), ConfineError> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(sys("prctl(PR_SET_PDEATHSIG)")(io::Error::last_os_error()));
+    }
+    let parent = std::os::unix::process::parent_id();
+    if parent != expected {
+        return Err(ConfineError::Orphaned {
+            expected,
+            actual: parent,
+        });
+    }
+    Ok(())
+}
+
+/// A worker's process name (`/proc/PID/comm`), whether exec'd or forked by the zygote (whose
+/// children keep the zygote's command line).
+pub const WORKER_NAME: &std::ffi::CStr = c"jqjail-worker";
+
+/// Sets the calling process's name (`comm`, at most 15 bytes).
+pub(crate) fn name_process(name: &std::ffi::CStr) -> Result<(), ConfineError> {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string, which `name` is, for the call only.
+    if unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) } != 0 {
+        return Err(sys("prctl(PR_SET_NAME)")(io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// The uid and gid a worker started as root switches to.

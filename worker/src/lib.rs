@@ -16,6 +16,7 @@ pub mod output;
 pub mod path;
 pub mod seccomp;
 pub mod serve;
+pub mod zygote;
 
 pub use alloc::WorkerAlloc;
 pub use engine::{Engine, EvalError};

@@ -7,7 +7,7 @@ use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
     EXIT_SETUP, Job, Outcome, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
-    max_job_frame_bytes,
+    ZYGOTE_ARG, max_job_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode, Lang};
 use std::fs::File;
@@ -15,44 +15,60 @@ use std::io::Read;
 use std::os::fd::FromRawFd;
 
 /// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
-/// exits; otherwise returns at once. Call it first thing in `main` of every binary that can
-/// host the supervisor.
+/// exits; as the zygote ([`ZYGOTE_ARG`]), forks workers until the supervisor hangs up;
+/// otherwise returns at once. Call it first thing in `main` of every binary that can host the
+/// supervisor.
 pub fn run_if_worker() {
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() != Some(std::ffi::OsStr::new(WORKER_ARG)) {
-        return;
-    }
+    let role = args.nth(1);
     let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    let code = match StartupArgs::parse(&rest) {
-        Ok(startup) => serve(&startup),
-        Err(why) => {
-            eprintln!("jqjail worker: {why}");
-            EXIT_SETUP
-        }
+    let code = match role.as_deref().and_then(|r| r.to_str()) {
+        Some(WORKER_ARG) => match StartupArgs::parse(&rest) {
+            Ok(startup) => serve(&startup),
+            Err(why) => {
+                eprintln!("jqjail worker: {why}");
+                EXIT_SETUP
+            }
+        },
+        Some(ZYGOTE_ARG) => crate::zygote::run(&rest),
+        _ => return,
     };
     // SAFETY: _exit ends the process without running destructors: the job's input value may
     // be hundreds of MiB of small allocations whose freeing would only delay the exit.
     unsafe { libc::_exit(code) }
 }
 
-/// Confines the process, prepares the engine, installs the seccomp allowlist and announces
-/// readiness: everything a worker does before its job. On failure, returns the exit status.
-/// Public so that the escape probes apply exactly this sequence.
+/// Prepares the engine, confines the process, installs the seccomp allowlist and announces
+/// readiness: everything an exec'd worker does before its job. On failure, returns the exit
+/// status. Public so that the escape probes apply exactly this sequence.
 pub fn start(startup: &StartupArgs) -> Result<(Engine, File), i32> {
+    // The jaq prelude is parsed first, like the zygote does before it forks: the heap baseline
+    // that RLIMIT_DATA is set above then includes it in both kinds of worker.
+    let engine = Engine::new();
+    let sock = start_with(&engine, startup)?;
+    Ok((engine, sock))
+}
+
+/// [`start`] with the engine already built (a worker forked by the zygote): confinement, then
+/// [`arm`]. Returns fd 3, the job socket.
+pub fn start_with(engine: &Engine, startup: &StartupArgs) -> Result<File, i32> {
     if let Err(why) = confine(startup) {
         eprintln!("jqjail worker: confinement failed: {why}");
         return Err(EXIT_SETUP);
     }
-    // Work that allocates or may touch the kernel in new ways happens before the allowlist:
-    // the jaq prelude, and std's per-thread hash keys (which would otherwise need getrandom
-    // the first time a filter builds a HashMap, e.g. in regex functions).
-    let engine = Engine::new();
+    arm(engine)
+}
+
+/// The steps after confinement, with the engine built: std's per-thread hash keys (which
+/// would otherwise need getrandom the first time a filter builds a HashMap, e.g. in regex
+/// functions), the seccomp allowlist, the warm-up job, and the ready message on fd 3.
+fn arm(engine: &Engine) -> Result<File, i32> {
     let _ = std::collections::hash_map::RandomState::new();
     if let Err(why) = crate::seccomp::install() {
         eprintln!("jqjail worker: installing the seccomp allowlist failed: {why}");
         return Err(EXIT_SETUP);
     }
-    warm_up(&engine);
+    warm_up(engine);
     // A File, not a UnixStream: std's socket I/O uses send/recv (sendto/recvfrom), which the
     // allowlist does not contain; a File uses plain read/write.
     // SAFETY: fd 3 was checked to be a socket by `confine` and nothing else owns it.
@@ -68,7 +84,7 @@ pub fn start(startup: &StartupArgs) -> Result<(Engine, File), i32> {
         eprintln!("jqjail worker: cannot announce readiness: {why}");
         return Err(EXIT_SETUP);
     }
-    Ok((engine, sock))
+    Ok(sock)
 }
 
 /// Runs a small job before the real one, under the allowlist: the compiler, the input scan
@@ -89,12 +105,24 @@ fn warm_up(engine: &Engine) {
 }
 
 fn serve(startup: &StartupArgs) -> i32 {
-    let (engine, mut sock) = match start(startup) {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
+    match start(startup) {
+        Ok((engine, sock)) => serve_job(&engine, sock, startup),
+        Err(code) => code,
+    }
+}
+
+/// The life of a worker forked by the zygote, from its confinement to its exit status.
+pub(crate) fn serve_forked(engine: &Engine, startup: &StartupArgs) -> i32 {
+    match start_with(engine, startup) {
+        Ok(sock) => serve_job(engine, sock, startup),
+        Err(code) => code,
+    }
+}
+
+/// Reads the one job from `sock`, evaluates it and replies; returns the exit status.
+fn serve_job(engine: &Engine, mut sock: File, startup: &StartupArgs) -> i32 {
     let outcome = match read_job(&mut sock, startup) {
-        Ok((job, input)) => match evaluate(&engine, &job, &input) {
+        Ok((job, input)) => match evaluate(engine, &job, &input) {
             Ok(output) => Outcome::Output(output),
             Err(e) => Outcome::Error(WorkerError {
                 code: e.code,

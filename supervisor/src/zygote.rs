@@ -1,0 +1,150 @@
+//! The supervisor's side of the worker zygote (`jqjail_worker::zygote`): a single-threaded
+//! process exec'd once, which forks each worker as the supervisor's own child. The supervisor
+//! never forks itself (it is multithreaded); it asks the zygote over a SOCK_SEQPACKET socket,
+//! sending the startup arguments with the worker's two descriptors attached, and gets the
+//! pid back. From then on the worker is an ordinary [`Child`].
+//!
+//! A zygote that stops answering is killed and replaced on the next request; a fork the
+//! zygote reports as failed leaves it in service.
+
+use crate::spawn::{Child, Program, WorkerFds, exec};
+use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, recv, sendmsg, socketpair,
+};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+/// How long the zygote may take to answer a fork request before it is replaced.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Starts workers through a zygote, starting (and restarting) the zygote as needed.
+#[derive(Debug)]
+pub struct Zygote {
+    program: Program,
+    running: tokio::sync::Mutex<Option<Running>>,
+}
+
+#[derive(Debug)]
+struct Running {
+    /// The zygote process; dropping it kills and reaps it.
+    child: Child,
+    /// The supervisor's end of the control socket (non-blocking).
+    control: AsyncFd<OwnedFd>,
+}
+
+impl Zygote {
+    /// A zygote of `program`, started on the first request.
+    pub fn new(program: Program) -> Zygote {
+        Zygote {
+            program,
+            running: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The program the zygote runs, for logs.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Starts one worker with `startup`. Returns the child and the supervisor's end of its
+    /// socketpair, exactly as [`crate::spawn::spawn`] does.
+    pub async fn fork(&self, startup: &StartupArgs) -> io::Result<(Child, UnixStream)> {
+        let mut running = self.running.lock().await;
+        let zygote = match running.as_mut() {
+            Some(zygote) => zygote,
+            None => running.insert(Running::start(&self.program)?),
+        };
+        let fds = WorkerFds::new()?;
+        match zygote.request(startup, &fds).await {
+            Ok(Ok(pid)) => fds.adopt(pid),
+            Ok(Err(why)) => Err(io::Error::other(format!("the zygote cannot fork: {why}"))),
+            Err(broken) => {
+                let pid = zygote.child.pid();
+                // Dropping it kills and reaps it; the next request starts a new one.
+                *running = None;
+                tracing::warn!(pid, error = %broken, "worker zygote stopped answering; replacing it");
+                Err(io::Error::other(format!("the zygote failed: {broken}")))
+            }
+        }
+    }
+}
+
+impl Running {
+    fn start(program: &Program) -> io::Result<Running> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(io::Error::from)?;
+        // Only the supervisor's end is non-blocking; the zygote waits for requests.
+        nix::fcntl::fcntl(
+            &ours,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(io::Error::from)?;
+        let args = [
+            ZYGOTE_ARG.to_string(),
+            format!("parent={}", std::process::id()),
+        ];
+        let pid = exec(program, &args, &theirs, None)?;
+        drop(theirs);
+        let child = Child::adopt(pid, None)?;
+        // SAFETY: `ours` is an owned, valid descriptor that the AsyncFd takes ownership of; it
+        // is neither replaced nor closed while registered.
+        let control = unsafe {
+            AsyncFd::register_with_interest(ours, Interest::READABLE | Interest::WRITABLE)
+        }?;
+        tracing::info!(pid, "worker zygote started");
+        Ok(Running { child, control })
+    }
+
+    /// One request and its answer. The outer error means the zygote is broken (the socket
+    /// failed, closed or went silent); the inner one is a fork it reports as failed.
+    async fn request(
+        &self,
+        startup: &StartupArgs,
+        fds: &WorkerFds,
+    ) -> io::Result<Result<libc::pid_t, String>> {
+        let text = startup.to_args().join("\n");
+        let attached = [fds.theirs.as_raw_fd(), fds.err_write.as_raw_fd()];
+        let cmsgs = [ControlMessage::ScmRights(&attached)];
+        let iov = [IoSlice::new(text.as_bytes())];
+        self.control
+            .async_io(Interest::WRITABLE, |fd| {
+                sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None)
+                    .map_err(io::Error::from)
+            })
+            .await?;
+        let mut buf = [0u8; 1024];
+        let answer = tokio::time::timeout(
+            ANSWER_TIMEOUT,
+            self.control.async_io(Interest::READABLE, |fd| {
+                recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(io::Error::from)
+            }),
+        )
+        .await
+        .map_err(|_| {
+            io::Error::other(format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()))
+        })??;
+        if answer == 0 {
+            return Err(io::Error::other("the zygote closed its socket"));
+        }
+        let answer = String::from_utf8_lossy(&buf[..answer]);
+        if let Some(why) = answer.strip_prefix("err ") {
+            return Ok(Err(why.to_string()));
+        }
+        answer
+            .strip_prefix("ok ")
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+            .map(Ok)
+            .ok_or_else(|| io::Error::other(format!("the zygote answered `{answer}`")))
+    }
+}

@@ -1,0 +1,194 @@
+//! The zygote: a small, single-threaded process, exec'd once by the supervisor, that forks
+//! workers on request. A forked worker skips what an exec'd one pays for at every start
+//! (exec, the dynamic loader, glibc's CPU-feature probing, parsing the jaq prelude) and still
+//! applies the whole confinement of `crate::confine` and the allowlist itself, as a fresh
+//! process that serves one job.
+//!
+//! The exchange on the control socket (fd 3, SOCK_SEQPACKET, so each message arrives whole):
+//! 1. supervisor → zygote: the worker's startup arguments ([`StartupArgs::to_args`], one per
+//!    line), with two descriptors attached (SCM_RIGHTS): the worker's end of its socketpair
+//!    and the write end of its stderr pipe;
+//! 2. zygote → supervisor: `ok PID`, or `err WHY` when the fork failed.
+//!
+//! The zygote forks with `CLONE_PARENT`, so each worker is the supervisor's own child: the
+//! supervisor waits for it, reads its resource usage and signals it exactly as it does an
+//! exec'd worker, and the worker's parent check and parent-death signal refer to the
+//! supervisor. The zygote has no children, and exits when the supervisor closes the socket.
+//!
+//! What a worker inherits from the zygote: its memory (the parsed prelude and nothing from any
+//! request; the zygote never sees a job), its address-space layout (the same for every worker,
+//! where exec would draw a new one), and its descriptors, which the worker closes before it
+//! runs anything (`confine::keep_only_fd3`).
+
+use crate::confine::{clear_environment, die_with_parent, keep_only_fd3, name_process};
+use crate::engine::Engine;
+use jqjail_protocol::worker::{EXIT_SETUP, StartupArgs, WORKER_FD};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
+use std::io::IoSliceMut;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The zygote's process name (`/proc/PID/comm`).
+pub const ZYGOTE_NAME: &std::ffi::CStr = c"jqjail-zygote";
+
+/// Largest request: the startup arguments, a few dozen bytes in practice.
+const MAX_REQUEST_BYTES: usize = 1024;
+
+/// What a forked child does once it holds its descriptors (stderr on 2, the job socket on 3):
+/// its whole life, ending in its exit status.
+pub type Life = fn(&Engine, &StartupArgs) -> i32;
+
+/// The zygote's life; returns its exit status. `args` is `["parent=PID"]`.
+pub fn run(args: &[String]) -> i32 {
+    run_with(args, crate::serve::serve_forked)
+}
+
+/// [`run`], with each forked child living `life`. Public so that the escape probes can run
+/// their probes in workers forked exactly as the daemon's are.
+pub fn run_with(args: &[String], life: Life) -> i32 {
+    let parent = match args {
+        [one] => one
+            .strip_prefix("parent=")
+            .and_then(|pid| pid.parse::<u32>().ok()),
+        _ => None,
+    };
+    let Some(parent) = parent else {
+        eprintln!("jqjail zygote: expected one argument, parent=PID; got {args:?}");
+        return EXIT_SETUP;
+    };
+    let set_up = keep_only_fd3().and_then(|()| {
+        clear_environment();
+        die_with_parent(parent)?;
+        name_process(ZYGOTE_NAME)
+    });
+    if let Err(why) = set_up {
+        eprintln!("jqjail zygote: {why}");
+        return EXIT_SETUP;
+    }
+    // Everything a worker would otherwise build at every start: parsed once, shared
+    // copy-on-write by every fork.
+    let engine = Engine::new();
+    let _ = std::collections::hash_map::RandomState::new();
+    loop {
+        let (text, fds) = match receive() {
+            Ok(Some(request)) => request,
+            // The supervisor closed the socket: it is stopping, or has replaced this zygote.
+            Ok(None) => return 0,
+            Err(why) => {
+                eprintln!("jqjail zygote: {why}");
+                return EXIT_SETUP;
+            }
+        };
+        let reply = match fds.as_slice() {
+            [sock, stderr] => {
+                let lines: Vec<&str> = text.lines().collect();
+                StartupArgs::parse(&lines)
+                    .and_then(|startup| fork_worker(&engine, &startup, sock, stderr, life))
+            }
+            _ => Err(format!(
+                "a request carries the worker's socket and stderr, 2 descriptors, not {}",
+                fds.len()
+            )),
+        };
+        // The worker has its copies; the zygote keeps none (the next worker must not inherit
+        // this one's socket, even though it would close it).
+        drop(fds);
+        let reply = match reply {
+            Ok(pid) => format!("ok {pid}"),
+            Err(why) => format!("err {why}"),
+        };
+        if let Err(e) = send(WORKER_FD, reply.as_bytes(), MsgFlags::empty()) {
+            eprintln!("jqjail zygote: cannot reply: {e}");
+            return EXIT_SETUP;
+        }
+    }
+}
+
+/// Receives one request: its text and the descriptors attached. `None` at end of stream.
+fn receive() -> Result<Option<(String, Vec<OwnedFd>)>, String> {
+    let mut buf = [0u8; MAX_REQUEST_BYTES];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        WORKER_FD,
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(|e| format!("receiving a request: {e}"))?;
+    let mut fds = Vec::new();
+    for cmsg in msg
+        .cmsgs()
+        .map_err(|e| format!("reading a request's descriptors: {e}"))?
+    {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel just installed these descriptors in this process for this
+            // message; nothing else refers to them.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    let truncated = msg
+        .flags
+        .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
+    let len = msg.bytes;
+    if len == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if truncated {
+        return Err(format!(
+            "a request was truncated (over {MAX_REQUEST_BYTES} bytes or 2 descriptors)"
+        ));
+    }
+    let text = std::str::from_utf8(&buf[..len])
+        .map_err(|e| format!("a request is not UTF-8: {e}"))?
+        .to_string();
+    Ok(Some((text, fds)))
+}
+
+/// Forks one worker as the supervisor's child; returns its pid. The child never returns.
+fn fork_worker(
+    engine: &Engine,
+    startup: &StartupArgs,
+    sock: &OwnedFd,
+    stderr: &OwnedFd,
+    life: Life,
+) -> Result<i32, String> {
+    // A raw clone, not glibc's fork: fork cannot ask for CLONE_PARENT. The zygote is
+    // single-threaded and between requests, so no lock is held that the child would inherit
+    // locked, and glibc (2.34 and later) signals the calling thread by its real tid, so
+    // abort() in the child still raises SIGABRT on itself.
+    // SAFETY: clone with a null stack pointer duplicates the calling process like fork; the
+    // other arguments (tid pointers, TLS) are unused without the flags that read them.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match pid {
+        -1 => Err(format!("clone: {}", std::io::Error::last_os_error())),
+        0 => {
+            // SAFETY: dup2 onto fds 2 and 3 replaces the zygote's stderr and its control socket
+            // in the child only; the originals are closed by the confinement's close_range.
+            let moved = unsafe {
+                libc::dup2(stderr.as_raw_fd(), 2) == 2
+                    && libc::dup2(sock.as_raw_fd(), WORKER_FD) == WORKER_FD
+            };
+            let code = if moved {
+                life(engine, startup)
+            } else {
+                EXIT_SETUP
+            };
+            // SAFETY: the child ends here without returning into the zygote's loop or running
+            // its destructors.
+            unsafe { libc::_exit(code) }
+        }
+        pid => Ok(pid as i32),
+    }
+}
