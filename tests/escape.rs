@@ -36,7 +36,6 @@ const PROBES: &[(&str, bool)] = &[
     ("ptrace", true),
     ("kill-supervisor", true),
     ("prctl", true),
-    ("prctl-set-vma-other", true),
     ("seccomp", true),
     ("unshare", true),
     ("mount", true),
@@ -62,7 +61,6 @@ const PROBES: &[(&str, bool)] = &[
     ("madvise-dontneed", true),
     ("control-getpid", false),
     ("control-madvise-hugepage", false),
-    ("control-prctl-name-mapping", false),
 ];
 
 fn main() -> ExitCode {
@@ -174,18 +172,6 @@ fn attempt(probe: &str, parent: i32) -> String {
             // filter, and 0 keeps the runner safe should the sandbox fail.
             "kill-supervisor" => libc::syscall(libc::SYS_kill, parent, 0),
             "prctl" => libc::syscall(libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0, 0),
-            // PR_SET_VMA (0x53564d41) is allowed with PR_SET_VMA_ANON_NAME (0) only.
-            "prctl-set-vma-other" | "control-prctl-name-mapping" => {
-                let sub = u64::from(probe == "prctl-set-vma-other");
-                libc::syscall(
-                    libc::SYS_prctl,
-                    0x5356_4d41,
-                    sub,
-                    buf.as_ptr(),
-                    buf.len(),
-                    c"probe".as_ptr(),
-                )
-            }
             "seccomp" => libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_STRICT, 0, 0),
             "unshare" => libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER),
             "mount" => {

@@ -1,6 +1,6 @@
 //! Times the in-process evaluation of one filter over a generated input (the benchmark's
 //! floor), for experiments with allocator settings such as
-//! `MIMALLOC_LARGE_OS_PAGES=1`: `inproc BYTES FILTER ITERS`.
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`: `inproc BYTES FILTER ITERS`.
 use std::time::Instant;
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -24,22 +24,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use jqjail_supervisor::spawn::WORKER_ENV;
-
-/// Removes the workers' settings from a command's environment (jaq uses mimalloc too).
-trait WithoutWorkerEnv {
-    fn env_clear_worker(&mut self) -> &mut Self;
-}
-
-impl WithoutWorkerEnv for Command {
-    fn env_clear_worker(&mut self) -> &mut Self {
-        for (k, _) in WORKER_ENV {
-            self.env_remove(k);
-        }
-        self
-    }
-}
-
 #[global_allocator]
 static ALLOC: jqjail_worker::WorkerAlloc = jqjail_worker::WorkerAlloc;
 
@@ -75,18 +59,18 @@ fn main() -> ExitCode {
         args.remove(1);
         return jqjail_supervisor::main_with_args(args);
     }
-    // The in-process floor runs with the workers' allocator settings (mimalloc reads them
-    // while loading), or the ratio would measure other settings rather than jqjail's overhead.
-    if WORKER_ENV
-        .iter()
-        .any(|(k, v)| std::env::var_os(k).is_none_or(|set| set != *v))
-    {
+    // The in-process floor runs with the workers' malloc settings (huge pages for large
+    // heaps), or the ratio would measure glibc's settings rather than jqjail's overhead.
+    let (key, value) = jqjail_supervisor::spawn::WORKER_TUNABLES
+        .split_once('=')
+        .expect("NAME=value");
+    if std::env::var_os(key).is_none_or(|v| v != value) {
         use std::os::unix::process::CommandExt;
         let err = Command::new(std::env::current_exe().unwrap_or_else(|_| args[0].clone().into()))
             .args(&args[1..])
-            .envs(WORKER_ENV)
+            .env(key, value)
             .exec();
-        eprintln!("jqjail-bench: cannot re-execute with the workers' environment: {err}");
+        eprintln!("jqjail-bench: cannot re-execute with {key} set: {err}");
         return ExitCode::FAILURE;
     }
     let mut opts = Opts {
@@ -133,9 +117,9 @@ impl Daemon {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let socket = dir.path().join("bench.sock");
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        // The daemon runs as deployed; its workers get their settings from the daemon.
+        // The daemon runs as deployed; its workers get the tunable from the daemon.
         let child = Command::new(exe)
-            .env_clear_worker()
+            .env_remove("GLIBC_TUNABLES")
             .arg("daemon")
             .arg("--socket")
             .arg(&socket)
@@ -409,7 +393,7 @@ fn measure(
                 let t = Instant::now();
                 // Each CLI as a user would run it.
                 let _ = Command::new(exe)
-                    .env_clear_worker()
+                    .env_remove("GLIBC_TUNABLES")
                     .args(["-c", filter])
                     .arg(path)
                     .stdin(Stdio::null())

@@ -23,31 +23,6 @@ pub const WORKER_ARG: &str = "--jqjail-worker";
 /// more argument, `parent=PID`, and its control socket (SOCK_SEQPACKET) on fd 3.
 pub const ZYGOTE_ARG: &str = "--jqjail-zygote";
 
-/// The whole environment of the zygote and of an exec'd worker: mimalloc's settings, which it
-/// reads while loading, before `main` (the process then empties its environment). Their
-/// presence is also what makes a jqjail process use mimalloc at all (`jqjail_worker::alloc`);
-/// the supervisor and the CLI keep the system allocator.
-/// - Arenas of 64 MiB (mimalloc's smallest) instead of 1 GiB: an arena is mapped read-write
-///   at once, so RLIMIT_DATA counts it whole and the heap limit bites in steps of an arena
-///   (see [`MIN_HEAP_BYTES`]). Without arenas (segments straight from the kernel) the heap
-///   limit would bite in 32 MiB steps, but a 20 MiB input parsed about 60% slower, as slowly
-///   as with glibc's malloc (measured side by side).
-/// - Never purge: giving freed memory back takes madvise(MADV_DONTNEED), which the seccomp
-///   allowlist forbids; a worker exits soon after its job anyway.
-/// - Large OS pages: arenas get madvise(MADV_HUGEPAGE), so a large input is parsed into
-///   transparent huge pages (fewer page faults).
-pub const WORKER_ENV: [(&str, &str); 3] = [
-    ("MIMALLOC_ARENA_RESERVE", "64MiB"),
-    ("MIMALLOC_PURGE_DELAY", "-1"),
-    ("MIMALLOC_LARGE_OS_PAGES", "1"),
-];
-
-/// The smallest heap allowance (`max_heap_bytes`) a worker can enforce: one mimalloc arena.
-/// A worker starts with its first arena mapped and mostly untouched; its heap baseline is what
-/// it has touched, so the untouched rest is usable within the allowance only if the allowance
-/// is at least that large.
-pub const MIN_HEAP_BYTES: u64 = 64 << 20;
-
 /// Exit status of a worker whose allocation failed (the heap limit).
 pub const EXIT_MEMORY: i32 = 42;
 /// Exit status of a worker that received SIGXCPU (the CPU-time limit).

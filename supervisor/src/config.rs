@@ -483,13 +483,6 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("{name} must be positive")));
             }
         }
-        if l.max_heap_bytes < jqjail_protocol::worker::MIN_HEAP_BYTES {
-            return Err(ConfigError::Invalid(format!(
-                "max_heap_bytes {} is below the {}-byte minimum (a worker's allocator maps its heap in 64 MiB arenas)",
-                l.max_heap_bytes,
-                jqjail_protocol::worker::MIN_HEAP_BYTES
-            )));
-        }
         // The frame length prefix is 32 bits.
         let frame = jqjail_protocol::frame::max_frame_bytes(l.max_input_bytes, l.max_filter_bytes);
         if frame > u64::from(u32::MAX) {
@@ -598,15 +591,6 @@ mod tests {
         let mut cfg = Config::default();
         cfg.limits.timeout_ms = 0;
         assert!(cfg.validate().is_err());
-        let mut cfg = Config::default();
-        cfg.limits.max_heap_bytes = (64 << 20) - 1;
-        let err = cfg.validate().unwrap_err().to_string();
-        assert!(
-            err.contains("67108863") && err.contains("67108864-byte minimum"),
-            "{err}"
-        );
-        cfg.limits.max_heap_bytes = 64 << 20;
-        assert!(cfg.validate().is_ok());
         assert!(Config::default().validate().is_ok());
     }
 }

@@ -5,14 +5,13 @@
 //! created it exits. It starts either each worker ([`spawn`]) or the zygote that forks them
 //! (`crate::zygote`); [`Launcher`] is the choice.
 //!
-//! A process is spawned with an environment of mimalloc's settings only ([`WORKER_ENV`], read
+//! A process is spawned with an environment of one glibc tunable ([`WORKER_TUNABLES`], read
 //! before `main`; the process then empties its environment), stdin and stdout on `/dev/null`,
 //! stderr a pipe the supervisor reads after the exit (the zygote's is the daemon's own), fd 3
 //! one end of a socketpair, every signal at its default disposition and an empty signal mask.
 //! Each worker gets a pidfd as soon as its pid is known, so it is waited for and signalled
 //! without pid-reuse races.
 
-pub use jqjail_protocol::worker::WORKER_ENV;
 use jqjail_protocol::worker::{StartupArgs, WORKER_ARG, WORKER_FD};
 use nix::fcntl::OFlag;
 use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
@@ -25,6 +24,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
+
+/// The worker's whole environment at exec: malloc uses transparent huge pages for large heaps.
+pub const WORKER_TUNABLES: &str = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
 
 /// Bytes of a worker's stderr kept for error reports: the tail.
 pub const STDERR_TAIL_BYTES: usize = 2048;
@@ -214,10 +216,13 @@ fn exec_here(
     for arg in args {
         argv.push(CString::new(arg.as_str()).map_err(|_| io::Error::other("NUL in an argument"))?);
     }
-    let envp: Vec<CString> = WORKER_ENV
-        .iter()
-        .map(|(k, v)| CString::new(format!("{k}={v}")).expect("no NUL in the worker environment"))
-        .collect();
+    // The one variable a worker gets: glibc reads it while loading, before `main`, and the
+    // worker then clears its environment. It makes malloc ask for transparent huge pages
+    // for heap areas of 2 MiB and more (madvise MADV_HUGEPAGE, in the allowlist for that
+    // alone), which takes a third off parsing a 20 MiB input; small requests never grow the
+    // heap that far. Without THP in the kernel the madvise fails and glibc carries on. The
+    // zygote gets it too, and its forked workers inherit glibc's setting.
+    let envp = [CString::new(WORKER_TUNABLES).expect("no NUL in the tunables")];
     let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &envp)
         .map_err(errno)?
         .as_raw();

@@ -90,14 +90,13 @@ fn idle_worker_confined(start: &str) -> (Daemon, i32) {
         "RLIMIT_DATA {data}"
     );
 
-    // The exec environment is mimalloc's settings and nothing of the daemon's (the worker
+    // The exec environment is the one glibc tunable and nothing of the daemon's (the worker
     // empties even that once running); four descriptors.
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-    let expected: String = jqjail_supervisor::spawn::WORKER_ENV
-        .iter()
-        .map(|(k, v)| format!("{k}={v}\0"))
-        .collect();
-    assert_eq!(String::from_utf8_lossy(&environ), expected);
+    assert_eq!(
+        String::from_utf8_lossy(&environ),
+        "GLIBC_TUNABLES=glibc.malloc.hugetlb=1\0",
+    );
     let fds: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .collect();

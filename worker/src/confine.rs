@@ -4,15 +4,11 @@
 //! Order and why:
 //! 1. allocation failure exits with a code (before anything can fail to allocate);
 //! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
-//! 3. environment emptied (the supervisor execs with only mimalloc's settings, which mimalloc
-//!    has read by now);
+//! 3. environment emptied (the supervisor execs with only a glibc tunable, which glibc has read
+//!    by now);
 //! 4. the process name (`comm`) becomes `jqjail-worker`, as `ps` and the tests see it;
 //! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
-//! 6. the heap baseline read from /proc (before the root disappears): the private memory
-//!    the process has touched, not its whole data size, which also counts the untouched rest
-//!    of mimalloc's first 64 MiB arena. RLIMIT_DATA = baseline + `heap_bytes` then bounds what
-//!    the worker can use beyond start-up at `heap_bytes`, that arena's rest included (the
-//!    supervisor refuses allowances below one arena);
+//! 6. the data-segment baseline read from /proc (before the root disappears);
 //! 7. namespaces and the empty root, as configured (`crate::isolate`);
 //! 8. rlimits: DATA (heap above the baseline), CPU, CORE 0, FSIZE 0, NPROC 0, NOFILE 4 — set
 //!    after the steps that open files, since NOFILE 4 forbids new fds. RLIMIT_STACK is set by
@@ -103,7 +99,7 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     }
 
     // 6.
-    let baseline = touched_private_bytes().map_err(sys("read /proc/self/smaps_rollup"))?;
+    let baseline = data_baseline_bytes().map_err(sys("read /proc/self/status"))?;
 
     // 7.
     let in_user_namespace = crate::isolate::isolate(args.isolation)?;
@@ -266,15 +262,13 @@ fn drop_privileges(in_user_namespace: bool) -> Result<(), ConfineError> {
     Ok(())
 }
 
-/// The private anonymous memory this process has touched (`Anonymous:` of
-/// /proc/self/smaps_rollup). RLIMIT_DATA counts every private writable mapping, touched or
-/// not; the baseline is what is in use.
-fn touched_private_bytes() -> io::Result<u64> {
-    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup")?;
-    rollup
+/// The process's data segment size now (VmData), which RLIMIT_DATA counts.
+fn data_baseline_bytes() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("Anonymous:"))
+        .find_map(|l| l.strip_prefix("VmData:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kib| kib * 1024)
-        .ok_or_else(|| io::Error::other("no Anonymous line"))
+        .ok_or_else(|| io::Error::other("no VmData line"))
 }
