@@ -25,8 +25,10 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 
-/// The worker's whole environment at exec: malloc uses transparent huge pages for large heaps.
-pub const WORKER_TUNABLES: &str = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
+/// The worker's whole environment at exec: malloc uses transparent huge pages for large heaps,
+/// and grows its heap 16 MiB beyond each request that does not fit.
+pub const WORKER_TUNABLES: &str =
+    "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.top_pad=16777216";
 
 /// Bytes of a worker's stderr kept for error reports: the tail.
 pub const STDERR_TAIL_BYTES: usize = 2048;
@@ -217,11 +219,16 @@ fn exec_here(
         argv.push(CString::new(arg.as_str()).map_err(|_| io::Error::other("NUL in an argument"))?);
     }
     // The one variable a worker gets: glibc reads it while loading, before `main`, and the
-    // worker then clears its environment. It makes malloc ask for transparent huge pages
-    // for heap areas of 2 MiB and more (madvise MADV_HUGEPAGE, in the allowlist for that
-    // alone), which takes a third off parsing a 20 MiB input; small requests never grow the
-    // heap that far. Without THP in the kernel the madvise fails and glibc carries on. The
-    // zygote gets it too, and its forked workers inherit glibc's setting.
+    // worker then clears its environment. Two settings, each measured on a 20 MiB input:
+    // - hugetlb=1: malloc asks for transparent huge pages for heap areas of 2 MiB and more
+    //   (madvise MADV_HUGEPAGE, in the allowlist for that alone); parsing took a third less.
+    //   Without THP in the kernel the madvise fails and glibc carries on.
+    // - top_pad=16 MiB (default 128 KiB): the heap grows in steps of at least 16 MiB, not a
+    //   brk per 128 KiB, which lets those steps be huge pages: `.[0]` p50 162 -> 128 ms,
+    //   daemons alternating (BENCHMARKS.md). Its price: a growth step that would
+    //   pass RLIMIT_DATA fails whole, so MEMORY_LIMIT can come up to 16 MiB before the heap
+    //   limit (tests/it/limits.rs checks the margin). Small requests never grow the heap.
+    // The zygote gets it too, and its forked workers inherit glibc's settings.
     let envp = [CString::new(WORKER_TUNABLES).expect("no NUL in the tunables")];
     let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &envp)
         .map_err(errno)?
