@@ -10,7 +10,9 @@
 //! Runs under `cargo test` (harness = false) and prints `N passed, N failed`.
 
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
-use jqjail_protocol::worker::{Job, Reply, StartupArgs, WORKER_ARG, WorkerError, ZYGOTE_ARG};
+use jqjail_protocol::worker::{
+    Job, Ready, Reply, StartupArgs, WORKER_ARG, WorkerError, ZYGOTE_ARG,
+};
 use jqjail_protocol::{Encoding, ErrorCode};
 use jqjail_supervisor::config::WorkerStart;
 use jqjail_supervisor::spawn::{Launcher, Program};
@@ -295,7 +297,7 @@ fn runner() -> ExitCode {
     if !kmsg_readable {
         println!("note: /dev/kmsg is not readable here; syscall names are not checked");
     }
-    let (mut passed, mut failed) = (0, 0);
+    let mut tally = Tally::default();
     // The kernel sends the parent-death signal when the *thread* that created a process exits.
     // A worker (and the zygote) must outlive whichever thread asked for it.
     for start in [WorkerStart::Exec, WorkerStart::Zygote] {
@@ -312,17 +314,29 @@ fn runner() -> ExitCode {
             Ok((child, sock)) => rt.block_on(probe_on(child, sock, "control-getpid")),
             Err(outcome) => outcome,
         };
-        let ok = matches!(outcome, Outcome::Survived(_));
-        println!(
-            "a worker outlives the thread that started it, {start:?} ... {} ({})",
-            if ok { "ok" } else { "FAILED" },
-            outcome.describe()
+        tally.check(
+            &format!("a worker outlives the thread that started it, {start:?}"),
+            matches!(outcome, Outcome::Survived(_)),
+            &outcome.describe(),
         );
-        if ok {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
+    }
+    // A fork request abandoned before its answer (its future dropped) must not hand its
+    // worker to the next request: the next one gets a worker of its own (start_ready checks
+    // the pid).
+    {
+        let launcher = Launcher::new(WorkerStart::Zygote, program.clone());
+        let abandoned = rt.block_on(async {
+            tokio::time::timeout(Duration::ZERO, launcher.launch(&startup)).await
+        });
+        let outcome = match rt.block_on(start_ready(&launcher, &startup)) {
+            Ok((child, sock)) => rt.block_on(probe_on(child, sock, "control-getpid")),
+            Err(outcome) => outcome,
+        };
+        tally.check(
+            "a fork request abandoned before its answer",
+            abandoned.is_err() && matches!(outcome, Outcome::Survived(_)),
+            &outcome.describe(),
+        );
     }
     let launchers = [WorkerStart::Exec, WorkerStart::Zygote]
         .map(|start| (start, Launcher::new(start, program.clone())));
@@ -361,33 +375,43 @@ fn runner() -> ExitCode {
             (Outcome::Survived(_), false) => true,
             _ => false,
         };
-        println!(
-            "probe {probe}, {start:?} ... {} ({})",
-            if ok { "ok" } else { "FAILED" },
-            outcome.describe()
+        tally.check(
+            &format!("probe {probe}, {start:?}"),
+            ok,
+            &outcome.describe(),
         );
-        if ok {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
     }
     // The connect probe must not have reached the listener.
     let connected = listener.accept().is_ok();
-    println!(
-        "probe connect reached no listener ... {}",
-        if connected { "FAILED" } else { "ok" }
+    tally.check(
+        "probe connect reached no listener",
+        !connected,
+        if connected { "it did" } else { "none" },
     );
-    if connected {
-        failed += 1;
-    } else {
-        passed += 1;
-    }
+    let Tally { passed, failed } = tally;
     println!("\nescape probes: {passed} passed, {failed} failed");
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The runner's checks, counted and printed as they are made.
+#[derive(Default)]
+struct Tally {
+    passed: u32,
+    failed: u32,
+}
+
+impl Tally {
+    fn check(&mut self, what: &str, ok: bool, detail: &str) {
+        println!("{what} ... {} ({detail})", if ok { "ok" } else { "FAILED" });
+        if ok {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+        }
     }
 }
 
@@ -428,13 +452,29 @@ async fn start_ready(launcher: &Launcher, startup: &StartupArgs) -> Result<Start
         .await
         .map_err(|e| Outcome::Other(format!("spawn: {e}")))?;
     let mut sock = tokio::net::UnixStream::from_std(sock).expect("register socket");
-    if let Err(e) = read_frame(&mut sock, 256).await {
-        let exit = child.wait().await;
-        return Err(Outcome::Other(format!(
-            "no ready message: {e}; exit {exit:?}"
-        )));
+    let ready = read_frame(&mut sock, 256)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            Encoding::Bincode
+                .decode::<Ready>(&f)
+                .map_err(|e| e.to_string())
+        });
+    match ready {
+        // The process on the socket is the child the launcher handed over.
+        Ok(ready) if ready.pid as i32 == child.pid() => Ok((child, sock)),
+        Ok(ready) => Err(Outcome::Other(format!(
+            "ready from pid {}, but the child started is pid {}",
+            ready.pid,
+            child.pid()
+        ))),
+        Err(e) => {
+            let exit = child.wait().await;
+            Err(Outcome::Other(format!(
+                "no ready message: {e}; exit {exit:?}"
+            )))
+        }
     }
-    Ok((child, sock))
 }
 
 /// Sends `probe` to a ready worker and reports what became of it.

@@ -35,6 +35,10 @@ struct Running {
     child: Child,
     /// The supervisor's end of the control socket (non-blocking).
     control: AsyncFd<OwnedFd>,
+    /// A request was sent and its answer not yet read. Still set when the next request
+    /// comes, the previous one was abandoned (its future dropped), and the answer waiting on
+    /// the socket is not the next request's: the zygote is replaced first.
+    pending: bool,
 }
 
 impl Zygote {
@@ -55,6 +59,12 @@ impl Zygote {
     /// socketpair, exactly as [`crate::spawn::spawn`] does.
     pub async fn fork(&self, startup: &StartupArgs) -> io::Result<(Child, UnixStream)> {
         let mut running = self.running.lock().await;
+        if let Some(abandoned) = running.take_if(|zygote| zygote.pending) {
+            tracing::warn!(
+                pid = abandoned.child.pid(),
+                "a request to the worker zygote was abandoned before its answer; replacing it"
+            );
+        }
         let zygote = match running.as_mut() {
             Some(zygote) => zygote,
             None => running.insert(Running::start(&self.program)?),
@@ -102,16 +112,21 @@ impl Running {
             AsyncFd::register_with_interest(ours, Interest::READABLE | Interest::WRITABLE)
         }?;
         tracing::info!(pid, "worker zygote started");
-        Ok(Running { child, control })
+        Ok(Running {
+            child,
+            control,
+            pending: false,
+        })
     }
 
     /// One request and its answer. The outer error means the zygote is broken (the socket
     /// failed, closed or went silent); the inner one is a fork it reports as failed.
     async fn request(
-        &self,
+        &mut self,
         startup: &StartupArgs,
         fds: &WorkerFds,
     ) -> io::Result<Result<libc::pid_t, String>> {
+        self.pending = true;
         let text = startup.to_args().join("\n");
         let attached = [fds.theirs.as_raw_fd(), fds.err_write.as_raw_fd()];
         let cmsgs = [ControlMessage::ScmRights(&attached)];
@@ -136,6 +151,7 @@ impl Running {
         if answer == 0 {
             return Err(io::Error::other("the zygote closed its socket"));
         }
+        self.pending = false;
         let answer = String::from_utf8_lossy(&buf[..answer]);
         if let Some(why) = answer.strip_prefix("err ") {
             return Ok(Err(why.to_string()));
