@@ -3,9 +3,10 @@
 //! any file; after its start-up it cannot (STYLE §9, ARCHITECTURE.md).
 //!
 //! The worker is not a binary of its own: every jqjail executable that can host the
-//! supervisor calls [`run_if_worker`] first, and the supervisor re-executes its own binary
-//! with [`jqjail_protocol::worker::WORKER_ARG`]. So the worker is always the exact code the
-//! supervisor was built with, found without a `PATH` lookup.
+//! supervisor calls [`run_if_worker`] first, and the supervisor re-executes its own binary,
+//! once as the zygote ([`jqjail_protocol::worker::ZYGOTE_ARG`], which forks the workers:
+//! `zygote`) or for each worker ([`jqjail_protocol::worker::WORKER_ARG`]). So the worker is
+//! always the exact code the supervisor was built with, found without a `PATH` lookup.
 
 pub mod alloc;
 pub mod confine;
