@@ -62,8 +62,8 @@ pub struct Config {
 #[serde(rename_all = "lowercase")]
 pub enum WorkerStart {
     /// Forked by a single-threaded zygote that was exec'd once and has the jaq prelude
-    /// parsed: about a tenth of an exec's CPU per worker. Workers share the zygote's address
-    /// layout.
+    /// parsed: ready in about a third of an exec'd worker's time, at twice the throughput
+    /// (BENCHMARKS.md). Workers share the zygote's address layout.
     #[default]
     Zygote,
     /// posix_spawn and exec of the daemon's own binary for every worker: a new address layout
