@@ -182,9 +182,11 @@ fn a_flooding_tenant_does_not_starve_another() {
         "one request alone: {alone:?}; the other tenant's request during the flood: {waited:?}"
     );
     // Without fairness it would wait behind the ~30 queued requests (~15 request-times on
-    // two slots). With round-robin dispatch it waits for about one request already running.
+    // two slots). With round-robin dispatch it waits for about one request already running;
+    // the bound leaves room for the CLI's own start on two cores that the flood, and the
+    // other tests running in parallel, keep busy (one CI run took 6.4 request-times).
     assert!(
-        waited < alone * 4 + Duration::from_millis(200),
+        waited < alone * 6 + Duration::from_millis(300),
         "waited {waited:?} with a request alone taking {alone:?}"
     );
     for f in flood {
