@@ -697,16 +697,17 @@ impl Store {
 
     /// Under the lock: removes stale temp files and object files no index row names.
     fn sweep(&self) -> Result<()> {
-        let tenants: Vec<String> = {
-            let inner = self.lock_inner();
-            let mut stmt = inner.db.prepare("SELECT DISTINCT tenant FROM hides")?;
-            stmt.query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
-        let by_key: std::collections::HashMap<String, String> =
-            tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
         let root = self.root.clone();
         self.mutate(|db| {
+            // The tenants are read under the lock too: a list read before it misses a tenant
+            // whose first hide another process commits meanwhile, and that hide's file would
+            // be taken for an orphan.
+            let tenants: Vec<String> = db
+                .prepare("SELECT DISTINCT tenant FROM hides")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let by_key: std::collections::HashMap<String, String> =
+                tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
             for entry in std::fs::read_dir(root.join("tmp"))? {
                 let entry = entry?;
                 let age = entry
