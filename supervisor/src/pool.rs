@@ -624,7 +624,16 @@ async fn start_worker(
         tokio::time::timeout(READY_TIMEOUT, read_frame(&mut sock, MAX_READY_FRAME_BYTES)).await;
     let failure = match ready {
         Ok(Ok(frame)) => match Encoding::Bincode.decode::<Ready>(&frame) {
-            Ok(_) => return Ok(Worker { child, sock }),
+            // The process on the socket must be the child this supervisor will wait for,
+            // signal and account: a launcher that mixed up two workers is caught here.
+            Ok(ready) if i64::from(ready.pid) == i64::from(child.pid()) => {
+                return Ok(Worker { child, sock });
+            }
+            Ok(ready) => format!(
+                "the worker on the socket is pid {}, but the process started is pid {}",
+                ready.pid,
+                child.pid()
+            ),
             Err(e) => format!("worker sent a malformed ready message: {e}"),
         },
         Ok(Err(e)) => format!("worker did not get ready: {e}"),
