@@ -7,7 +7,7 @@ fn main() {
     let bytes: usize = args.next().unwrap().parse().unwrap();
     let filter = args.next().unwrap();
     let iters: usize = args.next().unwrap().parse().unwrap();
-    let input = jqjail_bench_corpus(bytes);
+    let input = jqjail_worker::Bytes::from(jqjail_bench_corpus(bytes));
     let engine = jqjail_worker::Engine::new();
     let job = jqjail_protocol::worker::Job {
         filter,

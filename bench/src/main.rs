@@ -2,9 +2,12 @@
 //! in one run, interleaved. `cargo run --release -p jqjail-bench [-- --smoke] [--out FILE]`.
 //!
 //! For every input (2 KiB, 1 MiB, 20 MiB of GitHub-issues-like JSON) and filter it measures:
-//! (a) jqjail through the Rust client against a real daemon; (b) the same evaluation in-process
-//! (jqjail's own engine: compile, strict scan, parse, run, write), the floor; (c) one CLI
-//! process per request for `jq`, `gojq` and `jaq` where they are on PATH. Then throughput at
+//! (a) jqjail through the Rust client against a real daemon; (b) jaq in-process, the floor
+//! SPEC §9 names: the same compiled filter over jaq-json's own parse of the input, run and
+//! written out, what a program embedding jaq would do; (c) jqjail's engine in-process, exactly
+//! a worker's evaluation (compile, strict scan, jqjail's parser, run, write) without process
+//! or socket, so that jqjail / (c) is the price of the isolation alone; (d) one CLI process
+//! per request for `jq`, `gojq` and `jaq` where they are on PATH. Then throughput at
 //! several concurrencies, the daemon's and workers' memory, worker start-up, and the memory
 //! limit's reaction time. It prints a markdown report and writes the numbers as JSON.
 //!
@@ -222,7 +225,10 @@ struct Cell {
     input: &'static str,
     filter: &'static str,
     jqjail: Samples,
-    in_process: Samples,
+    /// jaq in-process: the SPEC's floor.
+    jaq_in_process: Samples,
+    /// jqjail's own evaluation in-process.
+    engine_in_process: Samples,
     clis: Vec<(&'static str, Samples)>,
     outcome: String,
     worker_peak_rss: u64,
@@ -262,7 +268,7 @@ fn run(opts: &Opts) -> Result<(), String> {
     let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
     let mut cells = Vec::new();
     for (name, size, iters) in &sizes {
-        let input = corpus::issues(*size);
+        let input = jqjail_worker::Bytes::from(corpus::issues(*size));
         let path = dir.path().join(format!("{}.json", name.replace(' ', "")));
         std::fs::write(&path, &input).map_err(|e| e.to_string())?;
         eprintln!("input {name}: {} bytes", input.len());
@@ -278,9 +284,10 @@ fn run(opts: &Opts) -> Result<(), String> {
                 &clis,
             );
             eprintln!(
-                "  {filter:<60} jqjail {:>8.2} ms  in-process {:>8.2} ms  {}",
+                "  {filter:<60} jqjail {:>8.2} ms  jaq in-process {:>8.2} ms  engine in-process {:>8.2} ms  {}",
                 cell.jqjail.median(),
-                cell.in_process.median(),
+                cell.jaq_in_process.median(),
+                cell.engine_in_process.median(),
                 cell.outcome
             );
             cells.push(cell);
@@ -310,7 +317,8 @@ fn run(opts: &Opts) -> Result<(), String> {
         "machine": machine(),
         "cells": cells.iter().map(|c| json!({
             "input": c.input, "filter": c.filter, "outcome": c.outcome,
-            "jqjail": c.jqjail.json(), "in_process": c.in_process.json(),
+            "jqjail": c.jqjail.json(), "jaq_in_process": c.jaq_in_process.json(),
+            "engine_in_process": c.engine_in_process.json(),
             "worker_peak_rss_bytes": c.worker_peak_rss,
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
@@ -342,7 +350,7 @@ fn run(opts: &Opts) -> Result<(), String> {
 fn measure(
     input_name: &'static str,
     filter: &'static str,
-    input: &[u8],
+    input: &jqjail_worker::Bytes,
     path: &Path,
     iters: usize,
     engine: &Engine,
@@ -360,7 +368,8 @@ fn measure(
         input: input_name,
         filter,
         jqjail: Samples::default(),
-        in_process: Samples::default(),
+        jaq_in_process: Samples::default(),
+        engine_in_process: Samples::default(),
         clis: clis.iter().map(|(t, _)| (*t, Samples::default())).collect(),
         outcome: String::new(),
         worker_peak_rss: 0,
@@ -368,7 +377,8 @@ fn measure(
     let options = RunOptions::default();
     // One warm-up of each, then interleaved rounds: every tool sees the same machine state.
     let _ = client.run(filter, input, &options);
-    drop(in_process(engine, &job, input));
+    drop(jaq_in_process(engine, &job, input));
+    drop(engine_in_process(engine, &job, input));
     for round in 0..iters {
         let t = Instant::now();
         let result = client.run(filter, input, &options);
@@ -381,11 +391,15 @@ fn measure(
             Err(ClientError::Server(e)) => cell.outcome = e.code.to_string(),
             Err(e) => cell.outcome = format!("transport: {e}"),
         }
+        // Each parsed input is freed after its timer, as a worker never frees it; not leaked,
+        // so that the benchmark process does not grow by a parsed input per round.
         let t = Instant::now();
-        let kept = in_process(engine, &job, input);
-        cell.in_process.push(t.elapsed());
-        // Freed after the timer, as a worker never frees it; not leaked, so the benchmark
-        // process does not grow by a parsed input per round.
+        let kept = jaq_in_process(engine, &job, input);
+        cell.jaq_in_process.push(t.elapsed());
+        drop(kept);
+        let t = Instant::now();
+        let kept = engine_in_process(engine, &job, input);
+        cell.engine_in_process.push(t.elapsed());
         drop(kept);
         // CLIs are slow on big inputs; a third of the rounds is enough for their medians.
         if input.len() < (1 << 20) || round % 3 == 0 {
@@ -407,10 +421,25 @@ fn measure(
     cell
 }
 
-/// The in-process floor: exactly the worker's evaluation (compile, strict scan, parse, run,
-/// write), without process or socket. Returns the parsed input, for the caller to free once
-/// it has stopped timing (a worker never frees it).
-fn in_process(engine: &Engine, job: &Job, input: &[u8]) -> Option<jaq_json::Val> {
+/// The floor SPEC §9 names, jaq in-process: the filter compiled as jqjail compiles it (the
+/// same jaq-core, jaq-std and jaq-json), the input parsed by jaq-json's own parser, the answer
+/// run and written out. Returns the parsed input, for the caller to free once it has stopped
+/// timing.
+fn jaq_in_process(engine: &Engine, job: &Job, input: &[u8]) -> Option<jaq_json::Val> {
+    let filter = engine.compile(&job.filter).ok()?;
+    let value = jaq_json::read::parse_single(input).ok()?;
+    let _ = engine.run(&filter, value.clone(), job.max_output_bytes);
+    Some(value)
+}
+
+/// Exactly a worker's evaluation (compile, strict scan, jqjail's parser, run, write), without
+/// process or socket. Returns the parsed input, for the caller to free once it has stopped
+/// timing (a worker never frees it).
+fn engine_in_process(
+    engine: &Engine,
+    job: &Job,
+    input: &jqjail_worker::Bytes,
+) -> Option<jaq_json::Val> {
     let mut kept = None;
     let _ = jqjail_worker::evaluate_with(engine, job, input, |v| kept = Some(v));
     kept
@@ -747,14 +776,16 @@ fn render(
         m["kernel"].as_str().unwrap_or("?")
     );
     let _ = writeln!(r, "### Latency per request, median / p99 ms\n");
-    let mut header = String::from("| input | filter | answer | jqjail | in-process |");
-    let mut rule = String::from("|---|---|---|---|---|");
+    let mut header = String::from(
+        "| input | filter | answer | jqjail | jaq in-process | jqjail engine in-process |",
+    );
+    let mut rule = String::from("|---|---|---|---|---|---|");
     for t in CLIS {
         let _ = write!(header, " {t} |");
         rule.push_str("---|");
     }
-    header.push_str(" jqjail / in-process |");
-    rule.push_str("---|");
+    header.push_str(" jqjail / jaq in-process | jqjail / engine in-process |");
+    rule.push_str("---|---|");
     for t in CLIS {
         let _ = write!(header, " jqjail / {t} |");
         rule.push_str("---|");
@@ -762,14 +793,16 @@ fn render(
     let _ = writeln!(r, "{header}\n{rule}");
     for c in cells {
         let mut row = format!(
-            "| {} | `{}` | {} | {} / {} | {} / {} |",
+            "| {} | `{}` | {} | {} / {} | {} / {} | {} / {} |",
             c.input,
             c.filter.replace('|', "\\|"),
             c.outcome,
             ms(c.jqjail.median()),
             ms(c.jqjail.p99()),
-            ms(c.in_process.median()),
-            ms(c.in_process.p99())
+            ms(c.jaq_in_process.median()),
+            ms(c.jaq_in_process.p99()),
+            ms(c.engine_in_process.median()),
+            ms(c.engine_in_process.p99())
         );
         let cli = |t: &str| c.clis.iter().find(|(n, _)| *n == t).map(|(_, s)| s);
         for t in CLIS {
@@ -782,8 +815,9 @@ fn render(
         }
         let _ = write!(
             row,
-            " {} |",
-            ratio(c.jqjail.median(), c.in_process.median())
+            " {} | {} |",
+            ratio(c.jqjail.median(), c.jaq_in_process.median()),
+            ratio(c.jqjail.median(), c.engine_in_process.median())
         );
         for t in CLIS {
             let v = cli(t).map_or(f64::NAN, Samples::median);
@@ -876,10 +910,10 @@ fn render(
     }
     if let Some(c) = big {
         let j = c.jqjail.median();
-        let inp = c.in_process.median();
+        let inp = c.jaq_in_process.median();
         let _ = writeln!(
             r,
-            "- 20 MiB `.[0]` ≤ 1.15 × in-process: {:.2} × — {}",
+            "- 20 MiB `.[0]` ≤ 1.15 × in-process jaq: {j:.1} ms vs {inp:.1} ms, {:.2} × — {}",
             j / inp,
             target(j <= 1.15 * inp)
         );
@@ -892,6 +926,12 @@ fn render(
                 target(j <= s.median())
             );
         }
+        let own = c.engine_in_process.median();
+        let _ = writeln!(
+            r,
+            "- (no target) the isolation's own price on 20 MiB `.[0]`: {j:.1} ms vs jqjail's engine in-process {own:.1} ms, {:.2} ×",
+            j / own
+        );
     }
     if let [(_, default), (_, service), ..] = throughput {
         let (default, service) = (best(default), best(service));

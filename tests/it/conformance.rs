@@ -5,7 +5,7 @@
 use crate::util::Daemon;
 use jqjail_client::{ClientError, RunOptions};
 use jqjail_protocol::worker::Job;
-use jqjail_worker::{Engine, evaluate};
+use jqjail_worker::{Bytes, Engine, evaluate};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -85,7 +85,8 @@ fn in_process(engine: &Engine, case: &Case) -> Result<String, String> {
         max_depth: 1000,
         max_output_bytes: 100_000,
     };
-    evaluate(engine, &job, case.input.as_bytes()).map_err(|e| e.code.to_string())
+    evaluate(engine, &job, &Bytes::copy_from_slice(case.input.as_bytes()))
+        .map_err(|e| e.code.to_string())
 }
 
 /// Evaluates every case in-process on a thread with a worker-sized stack (the test harness's

@@ -5,7 +5,7 @@
 use crate::util::Daemon;
 use jqjail_client::{ClientError, ErrorCode, Lang, RunOptions};
 use jqjail_protocol::worker::Job;
-use jqjail_worker::{Engine, evaluate};
+use jqjail_worker::{Bytes, Engine, evaluate};
 
 const DOC: &str = r##"{"data":{"items":[{"name":"hello","tags":["a","b"],"n":1},{"name":"b","tags":["c"],"n":2},{"other":true},{"name":null,"tags":[]}],"meta":{"count":4}},"complex-key":"ok","sp ace":1,"q'uote":2,"d\"q":3,"back\\slash":4,"__proto__":{"polluted":true},"constructor":"plain","prototype":0,"日本語":{"キー":"値"},"$ref":"#/x","_":0,"arr":[[1,2],[3]],"nul":null,"zero":0,"empty":{}}"##;
 
@@ -547,8 +547,9 @@ fn paths_agree_with_the_equivalent_jq_filter() {
             max_depth: 1000,
             max_output_bytes: 100_000,
         };
-        let by_path = evaluate(&engine, &job(&query, Lang::Path), input.as_bytes());
-        let by_jq = evaluate(&engine, &job(&jq, Lang::Jq), input.as_bytes());
+        let bytes = Bytes::copy_from_slice(input.as_bytes());
+        let by_path = evaluate(&engine, &job(&query, Lang::Path), &bytes);
+        let by_jq = evaluate(&engine, &job(&jq, Lang::Jq), &bytes);
         let (Ok(p), Ok(j)) = (&by_path, &by_jq) else {
             panic!("`{query}` / `{jq}` on {input}: path {by_path:?}, jq {by_jq:?}");
         };

@@ -1,6 +1,7 @@
 //! A strict, non-recursive pre-scan of the input: UTF-8, RFC 8259 syntax, exactly one value,
-//! and the nesting depth — all checked before jaq's parser (which is recursive and accepts
-//! extensions such as `NaN` and comments) sees a byte.
+//! and the nesting depth — all checked before the parser (`value.rs`, which trusts the scan)
+//! sees a byte. jaq-json's parser, its fallback, is recursive and accepts extensions such as
+//! `NaN` and comments; the scan is what keeps those out.
 
 use jqjail_protocol::limits::grouped;
 use std::fmt;

@@ -17,8 +17,10 @@ pub mod output;
 pub mod path;
 pub mod seccomp;
 pub mod serve;
+pub mod value;
 pub mod zygote;
 
 pub use alloc::WorkerAlloc;
+pub use bytes::Bytes;
 pub use engine::{Engine, EvalError};
 pub use serve::{evaluate, evaluate_with, run_if_worker};

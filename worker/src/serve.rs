@@ -3,6 +3,7 @@
 use crate::confine::confine;
 use crate::engine::{Engine, EvalError};
 use crate::json;
+use bytes::Bytes;
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
@@ -100,8 +101,9 @@ fn warm_up(engine: &Engine) {
         max_depth: 16,
         max_output_bytes: 4096,
     };
-    let input = br#"[{"id":1,"title":"Warm Up","labels":["a","b"],"body":"x\u00e9"}]"#;
-    let _ = evaluate(engine, &job, input);
+    let input =
+        Bytes::from_static(br#"[{"id":1,"title":"Warm Up","labels":["a","b"],"body":"x\u00e9"}]"#);
+    let _ = evaluate(engine, &job, &input);
 }
 
 fn serve(startup: &StartupArgs) -> i32 {
@@ -179,7 +181,7 @@ fn protocol_error(message: String) -> WorkerError {
 }
 
 /// Reads the job frame and exactly its input bytes, checking both lengths first.
-pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>), WorkerError> {
+pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Bytes), WorkerError> {
     let frame = read_frame(sock, max_job_frame_bytes(startup.max_filter_bytes))
         .map_err(|e| protocol_error(format!("reading the job: {e}")))?;
     let job: Job = Encoding::Bincode
@@ -202,16 +204,18 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Vec<u8>)
     let mut input = vec![0u8; len];
     sock.read_exact(&mut input)
         .map_err(|e| protocol_error(format!("reading {len} input bytes: {e}")))?;
-    Ok((job, input))
+    Ok((job, Bytes::from(input)))
 }
 
 /// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
 /// Public so that tests and the benchmark evaluate in-process exactly as a worker does.
 ///
+/// The parsed input shares `input`'s bytes (see [`crate::value`]).
+///
 /// The parsed input is deliberately never freed: a worker exits right after replying, and
 /// freeing a parsed 20 MiB document costs about 300 ms with glibc malloc
 /// (research/perf-baselines.md). A long-lived caller leaks each input's parsed form.
-pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, EvalError> {
+pub fn evaluate(engine: &Engine, job: &Job, input: &Bytes) -> Result<String, EvalError> {
     evaluate_with(engine, job, input, std::mem::forget)
 }
 
@@ -220,7 +224,7 @@ pub fn evaluate(engine: &Engine, job: &Job, input: &[u8]) -> Result<String, Eval
 pub fn evaluate_with(
     engine: &Engine,
     job: &Job,
-    input: &[u8],
+    input: &Bytes,
     keep: impl FnOnce(jaq_json::Val),
 ) -> Result<String, EvalError> {
     match job.lang {
@@ -245,7 +249,7 @@ pub fn evaluate_with(
 }
 
 /// Scans the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
-fn parse_input(input: &[u8], max_depth: u32) -> Result<jaq_json::Val, EvalError> {
+fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError> {
     if let Err(e) = json::scan(input, max_depth) {
         let (code, limit, actual) = match e {
             json::ScanError::TooDeep { limit, .. } => (
@@ -262,7 +266,7 @@ fn parse_input(input: &[u8], max_depth: u32) -> Result<jaq_json::Val, EvalError>
             actual,
         });
     }
-    jaq_json::read::parse_single(input).map_err(|e| EvalError {
+    crate::value::parse(input).map_err(|e| EvalError {
         code: ErrorCode::InvalidJson,
         message: format!("input is not valid JSON: {e}"),
         limit: None,
