@@ -93,7 +93,7 @@ fn arm(engine: &Engine) -> Result<File, i32> {
 /// worker waits in the pool, instead of on the request's path (about a third of a small
 /// request's round trip). Nothing of it is kept: jaq has no global state, and every value is
 /// dropped here.
-fn warm_up(engine: &Engine) {
+pub(crate) fn warm_up(engine: &Engine) {
     let job = Job {
         filter: ".[0] | {id, title: (.title | ascii_downcase), n: (.labels | length)}".into(),
         lang: Lang::Jq,
