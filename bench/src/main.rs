@@ -6,7 +6,9 @@
 //! SPEC §9 names: the same compiled filter over jaq-json's own parse of the input, run and
 //! written out, what a program embedding jaq would do; (c) jqjail's engine in-process, exactly
 //! a worker's evaluation (compile, strict scan, jqjail's parser, run, write) without process
-//! or socket, so that jqjail / (c) is the price of the isolation alone; (d) one CLI process
+//! or socket, so that jqjail / (c) is the price of the isolation alone (the one difference:
+//! a worker parses into its bump arena, which only a process that exits after one parse can
+//! use, so (c) parses on malloc); (d) one CLI process
 //! per request for `jq`, `gojq` and `jaq` where they are on PATH. Then throughput at
 //! several concurrencies, the daemon's and workers' memory, worker start-up, and the memory
 //! limit's reaction time. It prints a markdown report and writes the numbers as JSON.

@@ -198,6 +198,26 @@ fn a_heap_filled_in_small_pieces_stops_at_the_limit_not_past_it() {
 }
 
 #[test]
+fn the_parse_arenas_unused_reservation_never_brings_memory_limit_forward() {
+    // A 10 MiB string of escapes: the worker reserves about three times the input for the
+    // parse arena (32 MiB) but uses almost none of it, since the decoded string (10 MiB of
+    // capacity) comes from malloc. Input, reservation and string together (52 MiB) are over
+    // a 40 MiB heap; what is actually used (about 22 MiB) is well under it. The reservation
+    // gives way when malloc fails, so the answer is the length, not MEMORY_LIMIT.
+    let pairs = 5 << 20;
+    let mut input = Vec::with_capacity(2 * pairs + 2);
+    input.push(b'"');
+    input.extend(b"\\n".repeat(pairs));
+    input.push(b'"');
+    let d = Daemon::start_with(&["--max-heap-bytes", &(40u64 << 20).to_string()], &[]);
+    let reply = d.client().run("length", &input, &Default::default());
+    match reply {
+        Ok(r) => assert_eq!(r.output, pairs.to_string()),
+        Err(e) => panic!("{e}\n{}", d.log()),
+    }
+}
+
+#[test]
 fn memory_limit_is_kernel_enforced_and_explained() {
     let d = Daemon::start();
     let start = Instant::now();

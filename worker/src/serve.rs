@@ -266,10 +266,12 @@ fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError
             actual,
         });
     }
-    crate::value::parse(input).map_err(|e| EvalError {
-        code: ErrorCode::InvalidJson,
-        message: format!("input is not valid JSON: {e}"),
-        limit: None,
-        actual: None,
+    crate::alloc::with_parse_arena(input.len(), || crate::value::parse(input)).map_err(|e| {
+        EvalError {
+            code: ErrorCode::InvalidJson,
+            message: format!("input is not valid JSON: {e}"),
+            limit: None,
+            actual: None,
+        }
     })
 }
