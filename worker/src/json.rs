@@ -1,7 +1,9 @@
-//! A strict, non-recursive pre-scan of the input: UTF-8, RFC 8259 syntax, exactly one value,
-//! and the nesting depth — all checked before the parser (`value.rs`, which trusts the scan)
-//! sees a byte. jaq-json's parser, its fallback, is recursive and accepts extensions such as
-//! `NaN` and comments; the scan is what keeps those out.
+//! The strict, non-recursive check of an input: UTF-8, RFC 8259 syntax, exactly one value,
+//! and the nesting depth. It is the definition of what a worker accepts: the parser
+//! (`value.rs`) checks strings and numbers with this module's own functions and must refuse
+//! exactly what [`scan`] refuses; when it does, [`scan`] runs and its error (with line and
+//! column) is the answer. jaq-json's parser, which runs only on input [`scan`] accepted, is
+//! recursive and accepts extensions such as `NaN` and comments; the scan keeps those out.
 
 use jqjail_protocol::limits::grouped;
 use std::fmt;
@@ -150,7 +152,7 @@ pub fn scan(input: &[u8], max_depth: u32) -> Result<(), ScanError> {
                         i += 1;
                         continue;
                     }
-                    b'"' => i = string(input, i)?,
+                    b'"' => i = string(input, i)?.0,
                     b'-' | b'0'..=b'9' => i = number(input, i)?,
                     b't' => i = literal(input, i, b"true")?,
                     b'f' => i = literal(input, i, b"false")?,
@@ -165,7 +167,7 @@ pub fn scan(input: &[u8], max_depth: u32) -> Result<(), ScanError> {
                     i += 1;
                     want = after_value(&stack);
                 } else if b == b'"' {
-                    i = string(input, i)?;
+                    i = string(input, i)?.0;
                     want = Want::Colon;
                 } else {
                     return syntax(i, "a string key");
@@ -215,9 +217,11 @@ fn literal(input: &[u8], i: usize, word: &'static [u8]) -> Result<usize, ScanErr
     }
 }
 
-/// Scans a string starting at the opening quote; returns the index after the closing quote.
-fn string(input: &[u8], start: usize) -> Result<usize, ScanError> {
+/// Scans a string starting at the opening quote; returns the index after the closing quote,
+/// and whether the string has any escape.
+pub(crate) fn string(input: &[u8], start: usize) -> Result<(usize, bool), ScanError> {
     let mut i = start + 1;
+    let mut escaped = false;
     let n = input.len();
     loop {
         // Fast path: eight plain bytes at a time (most of a document's bytes are in strings),
@@ -238,8 +242,9 @@ fn string(input: &[u8], start: usize) -> Result<usize, ScanError> {
             });
         }
         match input[i] {
-            b'"' => return Ok(i + 1),
+            b'"' => return Ok((i + 1, escaped)),
             b'\\' => {
+                escaped = true;
                 let esc = input.get(i + 1).copied();
                 match esc {
                     Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
@@ -355,11 +360,16 @@ mod tests {
     fn strings_end_at_the_first_quote_wherever_it_falls() {
         for len in 0..40 {
             let text = format!("\"{}\"", "é".repeat(len / 2) + &"a".repeat(len % 2));
-            assert_eq!(string(text.as_bytes(), 0), Ok(text.len()), "{text}");
+            assert_eq!(
+                string(text.as_bytes(), 0),
+                Ok((text.len(), false)),
+                "{text}"
+            );
             let raw_newline = format!("\"{}\n\"", "a".repeat(len));
             assert!(string(raw_newline.as_bytes(), 0).is_err(), "{len}");
             let escaped = format!("[\"{}\\\"x\"]", "b".repeat(len));
             assert_eq!(scan(escaped.as_bytes(), 10), Ok(()), "{escaped}");
+            assert_eq!(string(escaped.as_bytes(), 1), Ok((escaped.len() - 1, true)));
         }
     }
 

@@ -2,7 +2,8 @@
 
 use crate::confine::confine;
 use crate::engine::{Engine, EvalError};
-use crate::json;
+use crate::json::ScanError;
+use crate::value::{self, Refusal};
 use bytes::Bytes;
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
@@ -248,30 +249,31 @@ pub fn evaluate_with(
     }
 }
 
-/// Scans the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
+/// Checks the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
 fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError> {
-    if let Err(e) = json::scan(input, max_depth) {
-        let (code, limit, actual) = match e {
-            json::ScanError::TooDeep { limit, .. } => (
-                ErrorCode::InputTooDeep,
-                Some(u64::from(limit)),
-                Some(u64::from(limit) + 1),
-            ),
-            _ => (ErrorCode::InvalidJson, None, None),
-        };
-        return Err(EvalError {
-            code,
-            message: e.describe(input),
-            limit,
-            actual,
-        });
-    }
-    crate::alloc::with_parse_arena(input.len(), || crate::value::parse(input)).map_err(|e| {
-        EvalError {
+    let parsed = crate::alloc::with_parse_arena(input.len(), || value::parse(input, max_depth));
+    parsed.map_err(|refusal| match refusal {
+        Refusal::Scan(e) => {
+            let (code, limit, actual) = match e {
+                ScanError::TooDeep { limit, .. } => (
+                    ErrorCode::InputTooDeep,
+                    Some(u64::from(limit)),
+                    Some(u64::from(limit) + 1),
+                ),
+                _ => (ErrorCode::InvalidJson, None, None),
+            };
+            EvalError {
+                code,
+                message: e.describe(input),
+                limit,
+                actual,
+            }
+        }
+        Refusal::Jaq(e) => EvalError {
             code: ErrorCode::InvalidJson,
             message: format!("input is not valid JSON: {e}"),
             limit: None,
             actual: None,
-        }
+        },
     })
 }

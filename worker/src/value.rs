@@ -1,34 +1,49 @@
-//! Builds the jaq value of an input that [`crate::json::scan`] has accepted, without copying
-//! its strings: a string without escapes is a slice of the input buffer (`Bytes` shares it),
-//! and arrays and objects are allocated once, at their final size.
+//! Checks an input strictly and builds its jaq value in one pass, without copying its
+//! strings: a string without escapes is a slice of the input buffer (`Bytes` shares it), and
+//! arrays and objects are allocated once, at their final size. No recursion.
 //!
 //! jaq-json's own parser copies every string into a growing `Vec` and then wraps it in a
 //! second allocation, and grows every array and object as it goes. For a worker, whose heap
 //! is fresh and whose every new page is a page fault, the bytes allocated are most of the
-//! cost: on 20 MiB of GitHub-issues-like JSON this parser builds the value in a fraction of
-//! the memory and time (BENCHMARKS.md).
+//! cost: on 20 MiB of GitHub-issues-like JSON this parser builds the value in about half the
+//! memory and a third of the time (BENCHMARKS.md).
 //!
-//! The result is the same value, variant for variant, as `jaq_json::read::parse_single`
-//! gives for the same bytes (tested differentially in `worker/tests/parse.rs`): numbers go
-//! through jaq's own number parser unless they are short plain integers, and escapes are
-//! decoded as jaq decodes them. Whatever this parser does not expect — which, after the
-//! scan, is only an escaped lone surrogate, a value jaq refuses — makes [`parse`] hand the
-//! whole input to jaq's parser, so that the answer and its error message are jaq's.
+//! Strictness is [`crate::json::scan`]'s, token for token: strings and numbers are checked by
+//! the scan's own functions, the grammar and the nesting limit by the parser's loop, UTF-8
+//! up front. When the parser refuses an input, the scan runs and says why, with line and
+//! column; so refusals read exactly as they did when the scan ran first.
+//!
+//! The value is the same, variant for variant, as `jaq_json::read::parse_single` gives for
+//! the same bytes (tested differentially in `worker/tests/parse.rs`): numbers go through
+//! jaq's own number parser unless they are short plain integers, and escapes are decoded as
+//! jaq decodes them. Strict JSON that this parser refuses anyway — an escaped lone
+//! surrogate, which jaq refuses too — goes to jaq's parser whole, so that the answer and
+//! its error message are jaq's.
 //!
 //! This module never allocates by a length read from the input: every allocation is the size
 //! of something already parsed.
 
+use crate::json::{self, ScanError};
 use bytes::Bytes;
 use jaq_json::{Map, Num, Rc, Val};
 
-/// Parses `input`, which must have passed [`crate::json::scan`] (one strict RFC 8259 value,
-/// valid UTF-8, nesting already bounded). On input the scan would refuse, the answer is
-/// still jaq's: this parser gives up and jaq's parser runs.
-pub fn parse(input: &Bytes) -> Result<Val, jaq_json::read::Error> {
-    match Parser::new(input).document() {
-        Some(value) => Ok(value),
-        None => jaq_json::read::parse_single(input),
+/// Why an input has no value.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Not strict JSON, or nested too deep: the scan's finding.
+    Scan(ScanError),
+    /// Strict JSON that jaq refuses (an escaped lone surrogate): jaq's error.
+    Jaq(jaq_json::read::Error),
+}
+
+/// Checks that `input` is exactly one strict JSON value nested at most `max_depth` levels
+/// (what [`json::scan`] checks) and builds its jaq value.
+pub fn parse(input: &Bytes, max_depth: u32) -> Result<Val, Refusal> {
+    if let Some(value) = Parser::new(input, max_depth).document() {
+        return Ok(value);
     }
+    json::scan(input, max_depth).map_err(Refusal::Scan)?;
+    jaq_json::read::parse_single(input).map_err(Refusal::Jaq)
 }
 
 /// An open array or object: where its items start on the pending stack.
@@ -43,41 +58,46 @@ struct Parser<'a> {
     input: &'a Bytes,
     bytes: &'a [u8],
     pos: usize,
+    max_depth: usize,
     /// The items of every open container, innermost last.
     pending: Vec<Val>,
     open: Vec<Open>,
 }
 
 impl<'a> Parser<'a> {
-    fn new(input: &'a Bytes) -> Self {
+    fn new(input: &'a Bytes, max_depth: u32) -> Self {
         Parser {
             input,
             bytes: input.as_ref(),
             pos: 0,
+            max_depth: max_depth as usize,
             pending: Vec::new(),
             open: Vec::new(),
         }
     }
 
-    /// The whole document, or `None` where the input is not what the scan accepts.
+    /// The whole document, or `None` where the input is not strict JSON within the depth
+    /// limit (or is an escaped lone surrogate).
     fn document(mut self) -> Option<Val> {
+        std::str::from_utf8(self.bytes).ok()?;
         'value: loop {
             self.skip_ws();
             let mut value = match *self.bytes.get(self.pos)? {
-                b'[' => {
-                    self.pos += 1;
-                    self.skip_ws();
-                    if self.eat(b']') {
-                        Val::Arr(Rc::new(Vec::new()))
-                    } else {
-                        self.open.push(Open::Array(self.pending.len()));
-                        continue 'value;
+                open @ (b'[' | b'{') => {
+                    // As in the scan: a bracket past the limit is refused, even an empty one.
+                    if self.open.len() >= self.max_depth {
+                        return None;
                     }
-                }
-                b'{' => {
                     self.pos += 1;
                     self.skip_ws();
-                    if self.eat(b'}') {
+                    if open == b'[' {
+                        if self.eat(b']') {
+                            Val::Arr(Rc::new(Vec::new()))
+                        } else {
+                            self.open.push(Open::Array(self.pending.len()));
+                            continue 'value;
+                        }
+                    } else if self.eat(b'}') {
                         Val::obj(Map::default())
                     } else {
                         self.open.push(Open::Object(self.pending.len()));
@@ -158,29 +178,26 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// The string whose opening quote is at `pos`.
+    /// The string whose opening quote is at `pos`, checked by the scan's own function.
     fn string(&mut self) -> Option<Val> {
-        let start = self.pos + 1;
-        let end = start + memchr::memchr2(b'"', b'\\', self.bytes.get(start..)?)?;
-        if self.bytes[end] == b'"' {
-            self.pos = end + 1;
-            return Some(Val::utf8_str(self.input.slice(start..end)));
-        }
-        // Escapes: decoded into a buffer of their own.
-        let mut out = Vec::with_capacity(end - start + 16);
-        out.extend_from_slice(&self.bytes[start..end]);
+        let (end, escaped) = json::string(self.bytes, self.pos).ok()?;
+        let (start, close) = (self.pos + 1, end - 1);
         self.pos = end;
+        if !escaped {
+            return Some(Val::utf8_str(self.input.slice(start..close)));
+        }
+        // Escapes (all well-formed, the scan's function has checked): decoded into a buffer
+        // of their own.
+        let mut out = Vec::with_capacity(close - start);
+        let mut i = start;
         loop {
-            let run = memchr::memchr2(b'"', b'\\', self.bytes.get(self.pos..)?)?;
-            out.extend_from_slice(&self.bytes[self.pos..self.pos + run]);
-            self.pos += run;
-            if self.bytes[self.pos] == b'"' {
-                self.pos += 1;
+            let run = memchr::memchr(b'\\', &self.bytes[i..close]).unwrap_or(close - i);
+            out.extend_from_slice(&self.bytes[i..i + run]);
+            i += run;
+            if i == close {
                 return Some(Val::utf8_str(out));
             }
-            let escaped = *self.bytes.get(self.pos + 1)?;
-            self.pos += 2;
-            let c = match escaped {
+            let c = match self.bytes[i + 1] {
                 b'"' => '"',
                 b'\\' => '\\',
                 b'/' => '/',
@@ -189,57 +206,32 @@ impl<'a> Parser<'a> {
                 b'n' => '\n',
                 b'r' => '\r',
                 b't' => '\t',
-                b'u' => self.unicode_escape()?,
+                b'u' => {
+                    let (c, len) = unicode_escape(&self.bytes[i..close])?;
+                    i += len;
+                    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                    continue;
+                }
                 _ => return None,
             };
+            i += 2;
             out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
         }
     }
 
-    /// The character of a `\uXXXX` escape whose hex digits start at `pos`, with its low
-    /// surrogate if it is a high one. A lone surrogate is `None`: jaq refuses it.
-    fn unicode_escape(&mut self) -> Option<char> {
-        let high = self.hex4()?;
-        if !(0xD800..0xDC00).contains(&high) {
-            return char::from_u32(high);
-        }
-        if self.bytes.get(self.pos..self.pos + 2)? != b"\\u" {
-            return None;
-        }
-        self.pos += 2;
-        let low = self.hex4()?;
-        if !(0xDC00..0xE000).contains(&low) {
-            return None;
-        }
-        char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let digits = self.bytes.get(self.pos..self.pos + 4)?;
-        self.pos += 4;
-        digits.iter().try_fold(0, |n, &d| {
-            let d = char::from(d).to_digit(16)?;
-            Some(n << 4 | d)
-        })
-    }
-
-    /// A number: a short plain integer directly, anything else by jaq's number parser, so
-    /// that a decimal keeps its literal text (`Num::Dec`) and a long integer becomes a big
-    /// one exactly as jaq makes them.
+    /// A number, checked by the scan's own function: a short plain integer directly,
+    /// anything else by jaq's number parser, so that a decimal keeps its literal text
+    /// (`Num::Dec`) and a long integer becomes a big one exactly as jaq makes them.
     fn number(&mut self) -> Option<Val> {
         let start = self.pos;
-        let len = self.bytes[start..]
-            .iter()
-            .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
-            .unwrap_or(self.bytes.len() - start);
-        let text = &self.bytes[start..start + len];
-        self.pos += len;
+        self.pos = json::number(self.bytes, start).ok()?;
+        let text = &self.bytes[start..self.pos];
         let (negative, digits) = match text.split_first()? {
             (b'-', rest) => (true, rest),
             _ => (false, text),
         };
         // Eighteen decimal digits always fit in an isize, which is what jaq makes of them.
-        if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
+        if digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
             let n = digits
                 .iter()
                 .fold(0isize, |n, d| n * 10 + isize::from(d - b'0'));
@@ -247,6 +239,32 @@ impl<'a> Parser<'a> {
         }
         jaq_json::read::parse_single_num(text).map(Val::Num)
     }
+}
+
+/// The character of the `\uXXXX` escape that `escape` starts with, with its low surrogate if
+/// it is a high one, and the escape's length in bytes. A lone surrogate is `None`: jaq
+/// refuses it.
+fn unicode_escape(escape: &[u8]) -> Option<(char, usize)> {
+    let high = hex4(escape.get(2..6)?)?;
+    if !(0xD800..0xDC00).contains(&high) {
+        return Some((char::from_u32(high)?, 6));
+    }
+    if escape.get(6..8)? != b"\\u" {
+        return None;
+    }
+    let low = hex4(escape.get(8..12)?)?;
+    if !(0xDC00..0xE000).contains(&low) {
+        return None;
+    }
+    let c = char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?;
+    Some((c, 12))
+}
+
+fn hex4(digits: &[u8]) -> Option<u32> {
+    digits.iter().try_fold(0, |n, &d| {
+        let d = char::from(d).to_digit(16)?;
+        Some(n << 4 | d)
+    })
 }
 
 /// An object from its alternating keys and values; a repeated key keeps its first position
@@ -263,10 +281,15 @@ fn object(mut items: std::vec::Drain<'_, Val>) -> Option<Val> {
 mod tests {
     use super::*;
 
+    /// This parser's answer and jaq's, both as jaq's `Result` would print.
     fn both(text: &str) -> (String, String) {
-        let ours = parse(&Bytes::copy_from_slice(text.as_bytes()));
+        let ours = match parse(&Bytes::copy_from_slice(text.as_bytes()), 1000) {
+            Ok(v) => format!("{:?}", Ok::<_, ()>(v)),
+            Err(Refusal::Jaq(e)) => format!("{:?}", Err::<(), _>(e)),
+            Err(Refusal::Scan(e)) => format!("the scan refused it: {e}"),
+        };
         let jaqs = jaq_json::read::parse_single(text.as_bytes());
-        (format!("{ours:?}"), format!("{jaqs:?}"))
+        (ours, format!("{jaqs:?}"))
     }
 
     #[test]
@@ -314,9 +337,54 @@ mod tests {
     }
 
     #[test]
+    fn refusals_are_the_scans() {
+        for (text, depth) in [
+            ("", 10),
+            (" ", 10),
+            ("[1,]", 10),
+            ("{\"a\":1,}", 10),
+            ("{\"a\" 1}", 10),
+            ("{1:2}", 10),
+            ("[1 2]", 10),
+            ("01", 10),
+            ("-", 10),
+            ("1.", 10),
+            ("+1", 10),
+            ("NaN", 10),
+            ("tru", 10),
+            ("nul", 10),
+            ("\"a\tb\"", 10),
+            ("\"\\x\"", 10),
+            ("\"\\u12\"", 10),
+            ("\"open", 10),
+            ("[1] 2", 10),
+            ("[1]]", 10),
+            ("# comment\n1", 10),
+            ("\u{feff}1", 10),
+            ("[[[]]]", 2),
+            ("[[{}]]", 2),
+            ("[[1]]", 1),
+        ] {
+            let input = Bytes::copy_from_slice(text.as_bytes());
+            let scan = json::scan(&input, depth).expect_err(text);
+            match parse(&input, depth) {
+                Err(Refusal::Scan(e)) => assert_eq!(e, scan, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let invalid_utf8 = Bytes::from_static(b"\"\xff\"");
+        assert!(matches!(
+            parse(&invalid_utf8, 10),
+            Err(Refusal::Scan(ScanError::NotUtf8 { offset: 1 }))
+        ));
+        // At the limit itself, accepted.
+        assert!(parse(&Bytes::from_static(b"[[]]"), 2).is_ok());
+    }
+
+    #[test]
     fn plain_strings_share_the_input() {
         let input = Bytes::from(br#"{"key":"value"}"#.to_vec());
-        let Ok(Val::Obj(map)) = parse(&input) else {
+        let Ok(Val::Obj(map)) = parse(&input, 10) else {
             panic!("an object")
         };
         let (Val::TStr(key), Val::TStr(value)) = map.get_index(0).expect("one entry") else {

@@ -1,11 +1,12 @@
-//! The input parser (`jqjail_worker::value`) against jaq-json's own, on generated documents:
-//! for every input the strict scan accepts, both must build the same value, variant for
-//! variant (compared through `Debug`, which shows `Num::Int` and `Num::Dec` apart and keeps
-//! key order); on any bytes at all, the parser must answer rather than panic.
+//! The input parser (`jqjail_worker::value`) against jaq-json's parser and the strict scan,
+//! on generated documents and damaged ones: every input the scan refuses, the parser refuses
+//! with the scan's error; for every input the scan accepts, the parser builds jaq's value,
+//! variant for variant (compared through `Debug`, which shows `Num::Int` and `Num::Dec` apart
+//! and keeps key order), or gives jaq's error; and it never panics.
 
 use jqjail_worker::Bytes;
 use jqjail_worker::json::scan;
-use jqjail_worker::value::parse;
+use jqjail_worker::value::{Refusal, parse};
 use proptest::prelude::*;
 
 fn number() -> impl Strategy<Value = String> {
@@ -86,43 +87,64 @@ fn document() -> impl Strategy<Value = String> {
     })
 }
 
-fn same_as_jaq(text: &[u8]) -> Result<(), TestCaseError> {
-    let ours = parse(&Bytes::copy_from_slice(text));
-    if scan(text, 1000).is_ok() {
-        let jaqs = jaq_json::read::parse_single(text);
-        prop_assert_eq!(
-            format!("{ours:?}"),
-            format!("{jaqs:?}"),
-            "{}",
-            String::from_utf8_lossy(text)
-        );
+fn same_as_scan_and_jaq(text: &[u8], max_depth: u32) -> Result<(), TestCaseError> {
+    let shown = String::from_utf8_lossy(text);
+    let ours = parse(&Bytes::copy_from_slice(text), max_depth);
+    match (scan(text, max_depth), ours) {
+        (Err(scanned), Err(Refusal::Scan(e))) => prop_assert_eq!(scanned, e, "{}", shown),
+        (Err(scanned), ours) => {
+            prop_assert!(
+                false,
+                "{shown}: the scan refuses ({scanned}), the parser: {ours:?}"
+            )
+        }
+        (Ok(()), ours) => {
+            let ours = match ours {
+                Ok(v) => format!("{:?}", Ok::<_, ()>(v)),
+                Err(Refusal::Jaq(e)) => format!("{:?}", Err::<(), _>(e)),
+                Err(Refusal::Scan(e)) => format!("refused as by the scan: {e}"),
+            };
+            let jaqs = format!("{:?}", jaq_json::read::parse_single(text));
+            prop_assert_eq!(ours, jaqs, "{}", shown);
+        }
     }
     Ok(())
+}
+
+/// Mostly the usual limit, sometimes one low enough for the documents to reach.
+fn depth() -> impl Strategy<Value = u32> {
+    prop_oneof![3 => Just(1000u32), 1 => 0u32..5]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
-    fn scanned_documents_parse_exactly_as_jaq_parses_them(
-        (before, doc, after) in (ws(), document(), ws())
+    fn documents_parse_exactly_as_jaq_parses_them(
+        (before, doc, after) in (ws(), document(), ws()), max_depth in depth(),
     ) {
         let text = format!("{before}{doc}{after}");
         prop_assert!(scan(text.as_bytes(), 1000).is_ok(), "{}", text);
-        same_as_jaq(text.as_bytes())?;
+        same_as_scan_and_jaq(text.as_bytes(), max_depth)?;
     }
 
     #[test]
-    fn damaged_documents_get_an_answer_not_a_panic(
-        doc in document(), at in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<bool>(),
+    fn damaged_documents_are_refused_exactly_where_the_scan_refuses_them(
+        doc in document(), at in any::<prop::sample::Index>(), byte in any::<u8>(),
+        damage in 0..4, max_depth in depth(),
     ) {
         let mut bytes = doc.into_bytes();
         let i = at.index(bytes.len());
-        if cut {
-            bytes.truncate(i);
-        } else {
-            bytes[i] = byte;
+        match damage {
+            0 => bytes.truncate(i),
+            1 => bytes[i] = byte,
+            2 => bytes.insert(i, byte),
+            _ => {
+                // A byte JSON gives meaning to, where the damage is likeliest to be subtle.
+                let structural = b"{}[],:\"\\ -.0eE+tfnu";
+                bytes.insert(i, structural[usize::from(byte) % structural.len()]);
+            }
         }
-        same_as_jaq(&bytes)?;
+        same_as_scan_and_jaq(&bytes, max_depth)?;
     }
 }
