@@ -280,7 +280,7 @@ pub(crate) fn string(input: &[u8], start: usize) -> Result<(usize, bool), ScanEr
 /// (below 0x20): the bytes that end a string's plain run. Exact, with no false positives:
 /// `x - 0x01…01 & !x & 0x80…80` is non-zero exactly when some byte of `x` is zero, and
 /// `x - 0x20…20 & !x & 0x80…80` exactly when some byte is below 0x20.
-fn needs_attention(word: u64) -> bool {
+pub(crate) fn needs_attention(word: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;

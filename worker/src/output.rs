@@ -171,33 +171,68 @@ fn string(out: &mut Vec<u8>, bytes: &[u8], limit: usize) -> Result<(), WriteErro
     if out.len() + bytes.len() + 2 > limit {
         return Err(WriteError::OverBudget);
     }
-    let text = String::from_utf8_lossy(bytes);
+    // Nearly always valid (an input's strings were checked): SIMD says so without a copy.
+    let lossy;
+    let raw = match simdutf8::basic::from_utf8(bytes) {
+        Ok(_) => bytes,
+        Err(_) => {
+            lossy = String::from_utf8_lossy(bytes);
+            lossy.as_bytes()
+        }
+    };
     push(out, b"\"", limit)?;
-    let raw = text.as_bytes();
-    let mut start = 0;
-    for (i, &b) in raw.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\t' => b"\\t",
-            b'\r' => b"\\r",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f | 0x7f => {
-                push(out, &raw[start..i], limit)?;
-                push(out, format!("\\u{b:04x}").as_bytes(), limit)?;
-                start = i + 1;
-                continue;
+    let (mut start, mut i) = (0, 0);
+    loop {
+        // Plain runs eight bytes at a time, then byte by byte up to the next byte to escape.
+        while let Some(word) = raw.get(i..i + 8) {
+            if needs_escape(u64::from_le_bytes(word.try_into().expect("eight bytes"))) {
+                break;
             }
-            _ => continue,
-        };
+            i += 8;
+        }
+        while raw.get(i).is_some_and(|&b| escape(b).is_none()) {
+            i += 1;
+        }
+        let Some(&b) = raw.get(i) else { break };
         push(out, &raw[start..i], limit)?;
-        push(out, escaped, limit)?;
-        start = i + 1;
+        match escape(b) {
+            Some(Escape::Short(text)) => push(out, text, limit)?,
+            _ => push(out, format!("\\u{b:04x}").as_bytes(), limit)?,
+        }
+        i += 1;
+        start = i;
     }
     push(out, &raw[start..], limit)?;
     push(out, b"\"", limit)
+}
+
+/// How a byte is written inside a JSON string, if it is not written as itself.
+enum Escape {
+    Short(&'static [u8]),
+    Unicode,
+}
+
+fn escape(b: u8) -> Option<Escape> {
+    Some(match b {
+        b'"' => Escape::Short(b"\\\""),
+        b'\\' => Escape::Short(b"\\\\"),
+        b'\n' => Escape::Short(b"\\n"),
+        b'\t' => Escape::Short(b"\\t"),
+        b'\r' => Escape::Short(b"\\r"),
+        0x08 => Escape::Short(b"\\b"),
+        0x0c => Escape::Short(b"\\f"),
+        0x00..=0x1f | 0x7f => Escape::Unicode,
+        _ => return None,
+    })
+}
+
+/// Whether any of the eight bytes of `word` is escaped in a JSON string: the scan's quote,
+/// backslash and control bytes, and DEL (which jq escapes too). Exact, as the scan's test is.
+fn needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let del = word ^ (ONES * 0x7f);
+    crate::json::needs_attention(word) || del.wrapping_sub(ONES) & !del & HIGH != 0
 }
 
 /// jq's name for a value's type, for messages.
@@ -291,6 +326,33 @@ mod tests {
         // Dropping a value this deep recurses in jaq's Drop; the worker never drops its values
         // (it exits instead), and the test must not either.
         std::mem::forget(v);
+    }
+
+    #[test]
+    fn every_byte_is_escaped_as_jq_escapes_it_wherever_it_falls() {
+        for b in 0u8..0x80 {
+            let expected = match b {
+                b'"' => "\\\"".to_string(),
+                b'\\' => "\\\\".to_string(),
+                b'\n' => "\\n".to_string(),
+                b'\t' => "\\t".to_string(),
+                b'\r' => "\\r".to_string(),
+                0x08 => "\\b".to_string(),
+                0x0c => "\\f".to_string(),
+                0x00..=0x1f | 0x7f => format!("\\u{b:04x}"),
+                _ => char::from(b).to_string(),
+            };
+            for at in 0..20 {
+                let mut raw = "é".repeat(10).into_bytes();
+                raw.insert(at, b);
+                let want = format!(
+                    "\"{}{expected}{}\"",
+                    String::from_utf8_lossy(&raw[..at]),
+                    String::from_utf8_lossy(&raw[at + 1..])
+                );
+                assert_eq!(text(&Val::utf8_str(raw)), want, "byte {b:#04x} at {at}");
+            }
+        }
     }
 
     #[test]
