@@ -162,6 +162,17 @@ fn bump(layout: Layout) -> Option<*mut u8> {
     .flatten()
 }
 
+/// Calls `system` (one `System` method) until it succeeds or [`out_of_memory_or_retry`] says
+/// there is nothing more to give back; null only outside a worker.
+fn from_system(system: impl Fn() -> *mut u8) -> *mut u8 {
+    loop {
+        let p = system();
+        if !p.is_null() || !out_of_memory_or_retry() {
+            return p;
+        }
+    }
+}
+
 fn in_region(ptr: *mut u8) -> bool {
     let p = ptr as usize;
     p >= REGION_START.load(Ordering::Relaxed) && p < REGION_END.load(Ordering::Relaxed)
@@ -180,26 +191,16 @@ unsafe impl GlobalAlloc for WorkerAlloc {
         if let Some(p) = bump(layout) {
             return p;
         }
-        loop {
-            // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-            let p = unsafe { System.alloc(layout) };
-            if !p.is_null() || !out_of_memory_or_retry() {
-                return p;
-            }
-        }
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        from_system(|| unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if let Some(p) = bump(layout) {
             return p;
         }
-        loop {
-            // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-            let p = unsafe { System.alloc_zeroed(layout) };
-            if !p.is_null() || !out_of_memory_or_retry() {
-                return p;
-            }
-        }
+        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
+        from_system(|| unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -225,13 +226,8 @@ unsafe impl GlobalAlloc for WorkerAlloc {
             }
             return new;
         }
-        loop {
-            // SAFETY: forwarded unchanged; `ptr` is not in the region, so it came from
-            // `System` with `layout`; a failed realloc leaves it as it was.
-            let p = unsafe { System.realloc(ptr, layout, new_size) };
-            if !p.is_null() || !out_of_memory_or_retry() {
-                return p;
-            }
-        }
+        // SAFETY: forwarded unchanged; `ptr` is not in the region, so it came from `System`
+        // with `layout`; a failed realloc leaves it as it was, so it may be tried again.
+        from_system(|| unsafe { System.realloc(ptr, layout, new_size) })
     }
 }
