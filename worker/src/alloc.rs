@@ -71,6 +71,9 @@ const ARENA_MAX_ALLOCATION: usize = 64 << 10;
 /// Region granularity: a transparent huge page, so that trimming never splits one.
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Set by the first [`with_parse_arena`] that takes a region: a process has at most one, so
+/// that `dealloc` and `realloc` recognise its blocks by one address range.
+static REGION_TAKEN: AtomicBool = AtomicBool::new(false);
 /// The addresses of the one region this process ever bumps from, for `dealloc` and `realloc`
 /// to recognise its blocks (which they leave in place). Zero while there is none.
 static REGION_START: AtomicUsize = AtomicUsize::new(0);
@@ -78,8 +81,9 @@ static REGION_END: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// The bump pointer and end of the region, in the thread that took it; 0 and 0 while the
-    /// arena is off. Thread-local, so that only that thread ever bumps: the arena is sound in
-    /// any process, though only a worker (single-threaded) takes one.
+    /// arena is off. Thread-local, so that only that thread ever bumps, and the region is
+    /// taken once per process (`REGION_TAKEN`): the arena is sound in any process, though
+    /// only a worker (single-threaded) takes one.
     static BUMP: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
@@ -95,7 +99,7 @@ thread_local! {
 pub fn with_parse_arena<T>(input_len: usize, parse: impl FnOnce() -> T) -> T {
     if !IN_WORKER.load(Ordering::Relaxed)
         || input_len < ARENA_MIN_INPUT
-        || REGION_START.load(Ordering::Relaxed) != 0
+        || REGION_TAKEN.swap(true, Ordering::SeqCst)
     {
         return parse();
     }
