@@ -334,10 +334,7 @@ fn runner() -> ExitCode {
             })
             .is_err()
         });
-        let outcome = match rt.block_on(start_ready(&launcher, &startup)) {
-            Ok((child, sock)) => rt.block_on(probe_on(child, sock, "control-getpid")),
-            Err(outcome) => outcome,
-        };
+        let outcome = rt.block_on(run_probe(&launcher, &startup, "control-getpid"));
         let described = if abandoned {
             outcome.describe()
         } else {

@@ -277,16 +277,24 @@ pub(crate) fn string(input: &[u8], start: usize) -> Result<(usize, bool), ScanEr
 }
 
 /// Whether any of the eight bytes of `word` is a quote, a backslash or a control character
-/// (below 0x20): the bytes that end a string's plain run. Exact, with no false positives:
-/// `x - 0x01…01 & !x & 0x80…80` is non-zero exactly when some byte of `x` is zero, and
-/// `x - 0x20…20 & !x & 0x80…80` exactly when some byte is below 0x20.
+/// (below 0x20): the bytes that end a string's plain run.
 pub(crate) fn needs_attention(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
-    let quote = below(word ^ (ONES * u64::from(b'"')), 1);
-    let backslash = below(word ^ (ONES * u64::from(b'\\')), 1);
-    (quote | backslash | below(word, 0x20)) != 0
+    has_byte(word, b'"') || has_byte(word, b'\\') || has_byte_below(word, 0x20)
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Whether some byte of `word` is below `n` (at most 0x80). Exact, with no false positives:
+/// `x - n…n & !x & 0x80…80` can be wrong only in bytes above the lowest byte below `n`, so it
+/// is non-zero exactly when there is one.
+pub(crate) fn has_byte_below(word: u64, n: u8) -> bool {
+    word.wrapping_sub(ONES * u64::from(n)) & !word & HIGH != 0
+}
+
+/// Whether some byte of `word` is `b`: a byte of `word ^ b…b` is zero exactly there.
+pub(crate) fn has_byte(word: u64, b: u8) -> bool {
+    has_byte_below(word ^ (ONES * u64::from(b)), 1)
 }
 
 /// Scans `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; returns the index after it.

@@ -183,56 +183,38 @@ fn string(out: &mut Vec<u8>, bytes: &[u8], limit: usize) -> Result<(), WriteErro
     push(out, b"\"", limit)?;
     let (mut start, mut i) = (0, 0);
     loop {
-        // Plain runs eight bytes at a time, then byte by byte up to the next byte to escape.
+        // Plain runs eight bytes at a time, then one byte, which may need an escape.
         while let Some(word) = raw.get(i..i + 8) {
             if needs_escape(u64::from_le_bytes(word.try_into().expect("eight bytes"))) {
                 break;
             }
             i += 8;
         }
-        while raw.get(i).is_some_and(|&b| escape(b).is_none()) {
-            i += 1;
-        }
         let Some(&b) = raw.get(i) else { break };
-        push(out, &raw[start..i], limit)?;
-        match escape(b) {
-            Some(Escape::Short(text)) => push(out, text, limit)?,
-            _ => push(out, format!("\\u{b:04x}").as_bytes(), limit)?,
-        }
         i += 1;
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\t' => b"\\t",
+            b'\r' => b"\\r",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f | 0x7f => &format!("\\u{b:04x}").into_bytes(),
+            _ => continue,
+        };
+        push(out, &raw[start..i - 1], limit)?;
+        push(out, escaped, limit)?;
         start = i;
     }
     push(out, &raw[start..], limit)?;
     push(out, b"\"", limit)
 }
 
-/// How a byte is written inside a JSON string, if it is not written as itself.
-enum Escape {
-    Short(&'static [u8]),
-    Unicode,
-}
-
-fn escape(b: u8) -> Option<Escape> {
-    Some(match b {
-        b'"' => Escape::Short(b"\\\""),
-        b'\\' => Escape::Short(b"\\\\"),
-        b'\n' => Escape::Short(b"\\n"),
-        b'\t' => Escape::Short(b"\\t"),
-        b'\r' => Escape::Short(b"\\r"),
-        0x08 => Escape::Short(b"\\b"),
-        0x0c => Escape::Short(b"\\f"),
-        0x00..=0x1f | 0x7f => Escape::Unicode,
-        _ => return None,
-    })
-}
-
 /// Whether any of the eight bytes of `word` is escaped in a JSON string: the scan's quote,
-/// backslash and control bytes, and DEL (which jq escapes too). Exact, as the scan's test is.
+/// backslash and control bytes, and DEL (which jq escapes too).
 fn needs_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let del = word ^ (ONES * 0x7f);
-    crate::json::needs_attention(word) || del.wrapping_sub(ONES) & !del & HIGH != 0
+    crate::json::needs_attention(word) || crate::json::has_byte(word, 0x7f)
 }
 
 /// jq's name for a value's type, for messages.

@@ -92,8 +92,8 @@ fn arm(engine: &Engine) -> Result<File, i32> {
 /// Runs a small job before the real one, under the allowlist: the compiler, the input scan
 /// and parser, the evaluator and the writer fault in their code and heap pages now, while the
 /// worker waits in the pool, instead of on the request's path (about a third of a small
-/// request's round trip). Nothing of it is kept: jaq has no global state, and every value is
-/// dropped here.
+/// request's round trip). Nothing of it reaches the job: jaq has no global state, and the
+/// warm-up's values are dropped or, like every parsed input, leaked.
 pub(crate) fn warm_up(engine: &Engine) {
     let job = Job {
         filter: ".[0] | {id, title: (.title | ascii_downcase), n: (.labels | length)}".into(),
@@ -107,11 +107,9 @@ pub(crate) fn warm_up(engine: &Engine) {
     let _ = evaluate(engine, &job, &input);
 }
 
+/// The life of an exec'd worker: the engine first (as [`start`] builds it), then as forked.
 fn serve(startup: &StartupArgs) -> i32 {
-    match start(startup) {
-        Ok((engine, sock)) => serve_job(&engine, sock, startup),
-        Err(code) => code,
-    }
+    serve_forked(&Engine::new(), startup)
 }
 
 /// The life of a worker forked by the zygote, from its confinement to its exit status.
