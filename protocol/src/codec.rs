@@ -35,6 +35,30 @@ pub enum CodecError {
 
 const BINCODE: bincode::config::Configuration = bincode::config::standard();
 
+/// Decodes a bincode value from the start of `body`, allocating at most 16 × `body.len()`
+/// bytes (at least 64 KiB) for its strings, byte strings and sequences, whatever lengths the
+/// bytes declare. Returns the value and the bytes it took.
+///
+/// bincode sizes a `String` or `Vec` from its declared length before reading it, so without
+/// a limit a declared length of 2^44 is a 16 TiB allocation, and the process aborts. Every
+/// such allocation is claimed against the configuration's limit first; the limit is a
+/// constant in bincode's API, so it is picked from five tiers, the smallest that holds the
+/// body. A valid message never claims more than its own length.
+fn bincode_decode<'de, T: Deserialize<'de>>(
+    body: &'de [u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    use bincode::serde::borrow_decode_from_slice as decode;
+    const TIER: [usize; 4] = [1 << 16, 1 << 20, 1 << 24, 1 << 28];
+    match body.len() {
+        n if n <= TIER[0] => decode(body, BINCODE.with_limit::<{ TIER[0] }>()),
+        n if n <= TIER[1] => decode(body, BINCODE.with_limit::<{ TIER[1] }>()),
+        n if n <= TIER[2] => decode(body, BINCODE.with_limit::<{ TIER[2] }>()),
+        n if n <= TIER[3] => decode(body, BINCODE.with_limit::<{ TIER[3] }>()),
+        // A frame's length is a u32: at most 4 GiB, 16 × the last tier.
+        _ => decode(body, BINCODE.with_limit::<{ 1 << 32 }>()),
+    }
+}
+
 impl Encoding {
     /// The encoding a connection uses, from the first byte of its first frame.
     pub fn detect(first_frame: &[u8]) -> Encoding {
@@ -56,7 +80,7 @@ impl Encoding {
     pub fn decode<'de, T: Deserialize<'de>>(self, body: &'de [u8]) -> Result<T, CodecError> {
         match self {
             Encoding::Bincode => {
-                let (value, used) = bincode::serde::borrow_decode_from_slice(body, BINCODE)?;
+                let (value, used) = bincode_decode(body)?;
                 match body.len() - used {
                     0 => Ok(value),
                     extra => Err(CodecError::Trailing(extra)),
@@ -141,7 +165,7 @@ pub fn decode_bincode_run_head(buf: &[u8]) -> Option<RunHead> {
     const RUN: u32 = 1;
     const INLINE: u32 = 0;
     let ((variant, filter, lang, limits, on_oversize, input, input_len), head_len) =
-        bincode::serde::decode_from_slice::<Head, _>(buf, BINCODE).ok()?;
+        bincode_decode::<Head>(buf).ok()?;
     (variant == RUN && input == INLINE).then_some(RunHead {
         filter,
         lang,
@@ -179,7 +203,7 @@ pub fn decode_bincode_put_head(buf: &[u8]) -> Option<PutHead> {
     );
     const HIDE_PUT: u32 = 3;
     let ((variant, kind, source, meta, content_len), head_len) =
-        bincode::serde::decode_from_slice::<Head, _>(buf, BINCODE).ok()?;
+        bincode_decode::<Head>(buf).ok()?;
     (variant == HIDE_PUT).then_some(PutHead {
         kind,
         source,

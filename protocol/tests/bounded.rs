@@ -1,0 +1,172 @@
+//! Declared lengths are never trusted: every string, byte string and map of every message that
+//! crosses a trust boundary is given a declared length of 2^44 bytes, and decoding must fail
+//! with an error instead of allocating 16 TiB (which aborts the process).
+
+use jqjail_protocol::codec::{decode_bincode_put_head, decode_bincode_run_head};
+use jqjail_protocol::worker::{Outcome, Reply, WorkerError};
+use jqjail_protocol::{
+    Encoding, ErrorCode, Hello, HideCutRequest, HidePut, HideRef, HideSearchRequest, Input,
+    JsonText, Lang, LimitOverrides, OnOversize, Request, Response, RunRequest,
+};
+use std::collections::BTreeMap;
+
+/// The marker every string field of the samples holds; its bincode form is a one-byte length
+/// (4) and the four letters.
+const MARK: &str = "MARK";
+
+/// bincode's varint for 2^44: the u64 marker 0xFD and eight little-endian bytes.
+fn huge_len() -> Vec<u8> {
+    let mut v = vec![0xFD];
+    v.extend_from_slice(&(1u64 << 44).to_le_bytes());
+    v
+}
+
+/// Every encoding of `message` with one marked length replaced by 2^44, with and without the
+/// bytes that followed it.
+fn mutants(body: &[u8]) -> Vec<Vec<u8>> {
+    let needle = [&[MARK.len() as u8][..], MARK.as_bytes()].concat();
+    let mut out = Vec::new();
+    for at in 0..body.len().saturating_sub(needle.len() - 1) {
+        if body[at..].starts_with(&needle) {
+            let mut long = body[..at].to_vec();
+            long.extend(huge_len());
+            out.push(long.clone());
+            long.extend_from_slice(&body[at + 1..]);
+            out.push(long);
+        }
+    }
+    out
+}
+
+fn requests() -> Vec<Request<'static>> {
+    let meta: BTreeMap<String, String> = [(MARK.to_string(), MARK.to_string())].into();
+    vec![
+        Request::Hello(Hello {
+            protocol: 1,
+            client: MARK.into(),
+        }),
+        Request::Run(RunRequest {
+            filter: MARK.into(),
+            lang: Lang::Jq,
+            limits: LimitOverrides::default(),
+            on_oversize: OnOversize::Error,
+            input: Input::Inline(JsonText::from(MARK)),
+        }),
+        Request::Run(RunRequest {
+            filter: MARK.into(),
+            lang: Lang::Path,
+            limits: LimitOverrides::default(),
+            on_oversize: OnOversize::Hide,
+            input: Input::Hide(MARK.into()),
+        }),
+        Request::HidePut(HidePut {
+            kind: MARK.into(),
+            source: MARK.into(),
+            meta,
+            content: JsonText::from(MARK),
+        }),
+        Request::HideGet(HideRef { id: MARK.into() }),
+        Request::HideCut(HideCutRequest {
+            id: MARK.into(),
+            page: 1,
+            page_size: None,
+            hint: false,
+        }),
+        Request::HideSearch(HideSearchRequest {
+            id: MARK.into(),
+            query: MARK.into(),
+            ignore_case: false,
+            page_size: None,
+            max_matches: None,
+        }),
+        Request::HideDelete(HideRef { id: MARK.into() }),
+    ]
+}
+
+#[test]
+fn a_huge_declared_length_in_any_request_field_is_an_error() {
+    let mut tried = 0;
+    for request in requests() {
+        let body = Encoding::Bincode.encode(&request).unwrap();
+        let cases = mutants(&body);
+        assert!(!cases.is_empty(), "no marked field in {request:?}");
+        for case in cases {
+            assert!(
+                Encoding::Bincode.decode::<Request<'_>>(&case).is_err(),
+                "{request:?} with a 2^44 length decoded"
+            );
+            // The streamed-head decoders see the same bytes. They decode the tail's length
+            // without reading the tail, so a huge input or content length is theirs to return
+            // (the server checks it against its limit); any other huge length is an error.
+            if let Some(head) = decode_bincode_run_head(&case) {
+                assert_eq!(head.input_len, 1 << 44, "{request:?}");
+            }
+            if let Some(head) = decode_bincode_put_head(&case) {
+                assert_eq!(head.content_len, 1 << 44, "{request:?}");
+            }
+            tried += 1;
+        }
+    }
+    // Hello 1, run 2 + 2, put 4 + content 1, get, cut, search 2, delete: each with and without
+    // its tail.
+    assert_eq!(tried, 2 * 15);
+}
+
+#[test]
+fn the_exact_eleven_byte_hello_of_the_report_is_an_error() {
+    let mut frame = vec![0x00, 0x01];
+    frame.extend(huge_len());
+    assert_eq!(frame.len(), 11);
+    assert!(Encoding::Bincode.decode::<Request<'_>>(&frame).is_err());
+}
+
+#[test]
+fn a_worker_reply_claiming_a_huge_output_is_an_error() {
+    for reply in [
+        Reply {
+            outcome: Outcome::Output(MARK.into()),
+            cpu_us: 1,
+            peak_rss_bytes: 2,
+        },
+        Reply {
+            outcome: Outcome::Error(WorkerError {
+                code: ErrorCode::RuntimeError,
+                message: MARK.into(),
+                limit: None,
+                actual: None,
+            }),
+            cpu_us: 1,
+            peak_rss_bytes: 2,
+        },
+    ] {
+        let body = Encoding::Bincode.encode(&reply).unwrap();
+        for case in mutants(&body) {
+            assert!(Encoding::Bincode.decode::<Reply>(&case).is_err());
+        }
+    }
+}
+
+#[test]
+fn a_response_claiming_a_huge_string_is_an_error() {
+    // What a client reads from a daemon it has not yet verified, or a hostile one.
+    let reply = Response::Error(jqjail_protocol::ErrorReply::new(
+        ErrorCode::InvalidRequest,
+        MARK,
+    ));
+    let body = Encoding::Bincode.encode(&reply).unwrap();
+    let cases = mutants(&body);
+    assert_eq!(cases.len(), 2);
+    for case in cases {
+        assert!(Encoding::Bincode.decode::<Response>(&case).is_err());
+    }
+}
+
+#[test]
+fn huge_sequence_lengths_are_errors_too() {
+    // A stats reply's outcome list and a hide list declare element counts, not byte counts.
+    for variant in [3u8, 8] {
+        let mut body = vec![variant, 0];
+        body.extend(huge_len());
+        assert!(Encoding::Bincode.decode::<Response>(&body).is_err());
+    }
+}
