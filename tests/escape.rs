@@ -292,6 +292,7 @@ fn runner() -> ExitCode {
         max_input_bytes: 1 << 20,
         max_filter_bytes: 4096,
         isolation: jqjail_supervisor::config::DEFAULT_ISOLATION,
+        uid: jqjail_supervisor::config::DEFAULT_WORKER_UIDS.first,
     };
     let kmsg_readable = std::fs::File::open("/dev/kmsg").is_ok();
     if !kmsg_readable {
@@ -301,7 +302,11 @@ fn runner() -> ExitCode {
     // The kernel sends the parent-death signal when the *thread* that created a process exits.
     // A worker (and the zygote) must outlive whichever thread asked for it.
     for start in [WorkerStart::Exec, WorkerStart::Zygote] {
-        let launcher = Launcher::new(start, program.clone());
+        let launcher = Launcher::new(
+            start,
+            program.clone(),
+            jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
+        );
         // The thread lives until the worker is ready (its parent-death signal is armed),
         // then exits.
         let started = std::thread::scope(|s| {
@@ -327,7 +332,11 @@ fn runner() -> ExitCode {
     // happen, as it did once in CI); then the worker is dropped (killed and reaped) and the
     // request tried again.
     {
-        let launcher = Launcher::new(WorkerStart::Zygote, program.clone());
+        let launcher = Launcher::new(
+            WorkerStart::Zygote,
+            program.clone(),
+            jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
+        );
         let abandoned = (0..20).any(|_| {
             rt.block_on(async {
                 tokio::time::timeout(Duration::ZERO, launcher.launch(&startup)).await
@@ -346,8 +355,16 @@ fn runner() -> ExitCode {
             &described,
         );
     }
-    let launchers = [WorkerStart::Exec, WorkerStart::Zygote]
-        .map(|start| (start, Launcher::new(start, program.clone())));
+    let launchers = [WorkerStart::Exec, WorkerStart::Zygote].map(|start| {
+        (
+            start,
+            Launcher::new(
+                start,
+                program.clone(),
+                jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
+            ),
+        )
+    });
     for (&(probe, must_die), (start, launcher)) in PROBES
         .iter()
         .flat_map(|p| launchers.iter().map(move |l| (p, l)))

@@ -694,7 +694,11 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
     variants
         .into_iter()
         .map(|(name, start, isolation)| {
-            let launcher = Launcher::new(start, program.clone());
+            let launcher = Launcher::new(
+                start,
+                program.clone(),
+                jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
+            );
             let startup = StartupArgs {
                 parent_pid: std::process::id(),
                 heap_bytes: 256 << 20,
@@ -702,6 +706,7 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
                 max_input_bytes: 20 << 20,
                 max_filter_bytes: 65536,
                 isolation,
+                uid: jqjail_supervisor::config::DEFAULT_WORKER_UIDS.first,
             };
             let mut samples = Samples::default();
             // One more than timed: the first start of a zygote variant starts the zygote too.

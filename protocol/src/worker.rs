@@ -116,6 +116,9 @@ pub struct StartupArgs {
     pub max_filter_bytes: u64,
     /// Which namespaces and root isolation to apply, as [`Isolation`] bits.
     pub isolation: Isolation,
+    /// The uid and gid a worker started as root takes, in one `setresuid`: a uid no other
+    /// process on the host has (the supervisor draws it from its configured range).
+    pub uid: u32,
 }
 
 /// Defence-in-depth isolation a worker applies at start-up, beyond rlimits and seccomp.
@@ -181,7 +184,15 @@ impl Isolation {
 }
 
 impl StartupArgs {
-    const KEYS: [&'static str; 6] = ["parent", "heap", "cpu", "input", "filter", "isolation"];
+    const KEYS: [&'static str; 7] = [
+        "parent",
+        "heap",
+        "cpu",
+        "input",
+        "filter",
+        "isolation",
+        "uid",
+    ];
 
     /// The arguments that follow [`WORKER_ARG`].
     pub fn to_args(&self) -> Vec<String> {
@@ -192,6 +203,7 @@ impl StartupArgs {
             self.max_input_bytes,
             self.max_filter_bytes,
             self.isolation.to_bits(),
+            u64::from(self.uid),
         ];
         Self::KEYS
             .iter()
@@ -202,7 +214,7 @@ impl StartupArgs {
 
     /// Parses the arguments that follow [`WORKER_ARG`].
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<StartupArgs, String> {
-        let mut values = [None; 6];
+        let mut values = [None; Self::KEYS.len()];
         for arg in args {
             let arg = arg.as_ref();
             let (key, value) = arg
@@ -227,6 +239,7 @@ impl StartupArgs {
             max_input_bytes: get(3)?,
             max_filter_bytes: get(4)?,
             isolation: Isolation::from_bits(get(5)?),
+            uid: u32::try_from(get(6)?).map_err(|e| format!("uid: {e}"))?,
         })
     }
 }
@@ -249,6 +262,7 @@ mod tests {
                 net: true,
                 empty_root: true,
             },
+            uid: 1_889_861_632,
         };
         assert_eq!(StartupArgs::parse(&args.to_args()), Ok(args));
         assert!(StartupArgs::parse(&["parent=1"]).is_err());

@@ -50,6 +50,8 @@ pub struct Config {
     pub cgroup_memory_bytes: Option<u64>,
     /// How workers are started.
     pub worker_start: WorkerStart,
+    /// The uids (and gids) that workers started by a root daemon take, one after another.
+    pub worker_uids: UidRange,
     /// Who may connect, as which tenant, with which share.
     pub tenants: Tenants,
     /// Hide-store retention for each tenant (a tenant rule may set its own quota).
@@ -183,6 +185,48 @@ pub const DEFAULT_ISOLATION: Isolation = Isolation {
     empty_root: true,
 };
 
+/// A range of uids that no user and no other service on the host has: a worker started by a
+/// root daemon runs as one of them, so no process outside jqjail shares its uid (`nobody`
+/// does: many services run as it) and none may ptrace it or read its memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UidRange {
+    /// The first uid; the gid is the same number.
+    pub first: u32,
+    /// How many; at least one.
+    pub count: u32,
+}
+
+/// The default worker uids: 4096 from 2,053,767,168 (0x7A6A_0000), above systemd's container
+/// range (524,288–1,879,048,191) and below its foreign range, where no allocator hands out ids.
+pub const DEFAULT_WORKER_UIDS: UidRange = UidRange {
+    first: 0x7A6A_0000,
+    count: 4096,
+};
+
+impl UidRange {
+    /// The uid of the `n`th worker started.
+    pub fn nth(self, n: u32) -> u32 {
+        self.first + n % self.count
+    }
+
+    /// Parses `FIRST+COUNT`, e.g. `2053767168+4096`.
+    pub fn parse(text: &str) -> Result<UidRange, ConfigError> {
+        let bad = || {
+            ConfigError::Invalid(format!(
+                "worker uids `{text}`: expected FIRST+COUNT, e.g. `2053767168+4096`, with COUNT at least 1, above uid 0 and below 4294967295"
+            ))
+        };
+        let (first, count) = text.split_once('+').ok_or_else(bad)?;
+        let first: u32 = first.trim().parse().map_err(|_| bad())?;
+        let count: u32 = count.trim().parse().map_err(|_| bad())?;
+        let last = first.checked_add(count.checked_sub(1).ok_or_else(bad)?);
+        match last {
+            Some(last) if first > 0 && last < u32::MAX => Ok(UidRange { first, count }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// Parses `user,ipc_uts,net,empty_root` (any subset) or `none`.
 pub fn parse_isolation(text: &str) -> Result<Isolation, ConfigError> {
     let mut out = Isolation::NONE;
@@ -223,6 +267,7 @@ impl Default for Config {
             isolation: DEFAULT_ISOLATION,
             cgroup_memory_bytes: None,
             worker_start: WorkerStart::default(),
+            worker_uids: DEFAULT_WORKER_UIDS,
             tenants: Tenants::default(),
             hides: Retention {
                 quota_bytes: DEFAULT_HIDE_QUOTA_BYTES,
@@ -294,6 +339,8 @@ pub struct FileIsolation {
     pub ipc_uts: Option<bool>,
     pub net: Option<bool>,
     pub empty_root: Option<bool>,
+    /// `FIRST+COUNT`: the uids workers of a root daemon take.
+    pub worker_uids: Option<String>,
 }
 
 /// `[limits]` of the TOML file.
@@ -440,6 +487,9 @@ impl FileConfig {
         set(&mut base.isolation.ipc_uts, iso.ipc_uts);
         set(&mut base.isolation.net, iso.net);
         set(&mut base.isolation.empty_root, iso.empty_root);
+        if let Some(text) = &iso.worker_uids {
+            base.worker_uids = UidRange::parse(text)?;
+        }
         Ok(base)
     }
 }
@@ -558,6 +608,20 @@ mod tests {
                 .apply(Config::default())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn worker_uid_ranges() {
+        let range = UidRange::parse("100+3").unwrap();
+        assert_eq!(
+            (0..4).map(|n| range.nth(n)).collect::<Vec<_>>(),
+            [100, 101, 102, 100]
+        );
+        for bad in ["100", "0+5", "100+0", "4294967290+10", "x+1", "100+-1"] {
+            assert!(UidRange::parse(bad).is_err(), "{bad}");
+        }
+        let file: FileConfig = toml::from_str("[isolation]\nworker_uids = \"7+1\"\n").unwrap();
+        assert_eq!(file.apply(Config::default()).unwrap().worker_uids.first, 7);
     }
 
     #[test]

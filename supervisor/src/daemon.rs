@@ -99,6 +99,7 @@ impl Args {
                     ipc_uts: Some(parts.ipc_uts),
                     net: Some(parts.net),
                     empty_root: Some(parts.empty_root),
+                    worker_uids: None,
                 }
             }
             None => FileIsolation::default(),

@@ -68,8 +68,9 @@ pub async fn serve(
         max_input_bytes: cfg.limits.max_input_bytes,
         max_filter_bytes: cfg.limits.max_filter_bytes,
         isolation: cfg.isolation,
+        uid: cfg.worker_uids.first,
     };
-    let launcher = Launcher::new(cfg.worker_start, program);
+    let launcher = Launcher::new(cfg.worker_start, program, cfg.worker_uids);
     let startup = negotiate_isolation(&launcher, startup).await;
     let cgroup = match cfg.cgroup_limit() {
         0 => None,

@@ -384,9 +384,16 @@ impl Drop for Child {
     }
 }
 
-/// How the pool starts each worker.
+/// How the pool starts each worker, and as which uid.
 #[derive(Debug, Clone)]
-pub enum Launcher {
+pub struct Launcher {
+    how: How,
+    uids: crate::config::UidRange,
+    next_uid: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+#[derive(Debug, Clone)]
+enum How {
     /// posix_spawn and exec of the program, for every worker.
     Exec(Program),
     /// A fork by the zygote, which was exec'd once (`crate::zygote`).
@@ -394,29 +401,47 @@ pub enum Launcher {
 }
 
 impl Launcher {
-    /// The launcher `start` names, for `program`.
-    pub fn new(start: crate::config::WorkerStart, program: Program) -> Launcher {
-        match start {
-            crate::config::WorkerStart::Exec => Launcher::Exec(program),
+    /// The launcher `start` names, for `program`; workers started as root take the uids of
+    /// `uids` in turn.
+    pub fn new(
+        start: crate::config::WorkerStart,
+        program: Program,
+        uids: crate::config::UidRange,
+    ) -> Launcher {
+        let how = match start {
+            crate::config::WorkerStart::Exec => How::Exec(program),
             crate::config::WorkerStart::Zygote => {
-                Launcher::Zygote(std::sync::Arc::new(crate::zygote::Zygote::new(program)))
+                How::Zygote(std::sync::Arc::new(crate::zygote::Zygote::new(program)))
             }
+        };
+        Launcher {
+            how,
+            uids,
+            next_uid: Default::default(),
         }
     }
 
     /// Starts one worker. Returns the child and the supervisor's end of its socketpair.
+    /// `startup.uid` is replaced by the next uid of the range.
     pub async fn launch(&self, startup: &StartupArgs) -> io::Result<(Child, UnixStream)> {
-        match self {
-            Launcher::Exec(program) => spawn(program, startup),
-            Launcher::Zygote(zygote) => zygote.fork(startup).await,
+        let turn = self
+            .next_uid
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let startup = StartupArgs {
+            uid: self.uids.nth(turn),
+            ..*startup
+        };
+        match &self.how {
+            How::Exec(program) => spawn(program, &startup),
+            How::Zygote(zygote) => zygote.fork(&startup).await,
         }
     }
 
     /// What it runs, for logs and errors.
     pub fn describe(&self) -> String {
-        match self {
-            Launcher::Exec(program) => format!("exec of {}", program.display()),
-            Launcher::Zygote(zygote) => format!("zygote of {}", zygote.program().display()),
+        match &self.how {
+            How::Exec(program) => format!("exec of {}", program.display()),
+            How::Zygote(zygote) => format!("zygote of {}", zygote.program().display()),
         }
     }
 }

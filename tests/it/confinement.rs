@@ -65,9 +65,25 @@ fn idle_worker_confined(start: &str) -> (Daemon, i32) {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         assert_eq!(field(&status, "CapBnd:"), "0000000000000000");
+        // A uid of the workers' own range, not `nobody`, which other services share.
+        let range = jqjail_supervisor::config::DEFAULT_WORKER_UIDS;
         let uid = field(&status, "Uid:");
-        assert!(uid.split_whitespace().all(|u| u == "65534"), "Uid: {uid}");
+        let ids: Vec<u32> = uid.split_whitespace().map(|u| u.parse().unwrap()).collect();
+        assert!(
+            ids.iter().all(|u| *u == ids[0])
+                && (range.first..range.first + range.count).contains(&ids[0]),
+            "Uid: {uid}"
+        );
+        let gid = field(&status, "Gid:");
+        assert!(
+            gid.split_whitespace().all(|g| g == ids[0].to_string()),
+            "Gid: {gid}"
+        );
         assert_eq!(field(&status, "Groups:"), "");
+        // Not dumpable: the kernel then gives its /proc directory to root, not to its uid.
+        use std::os::unix::fs::MetadataExt;
+        let proc_dir = std::fs::metadata(format!("/proc/{pid}")).unwrap();
+        assert_eq!(proc_dir.uid(), 0, "the worker is dumpable");
     } else {
         eprintln!("not root: the uid switch and bounding-set drop are not exercised");
     }

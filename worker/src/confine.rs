@@ -2,6 +2,7 @@
 //! the process can do before the next; the job is read only after the last.
 //!
 //! Order and why:
+//! 0. not dumpable: a root worker is never traceable by another uid, from its first step;
 //! 1. allocation failure exits with a code (before anything can fail to allocate);
 //! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
 //! 3. environment emptied (the supervisor execs with only a glibc tunable, which glibc has read
@@ -14,8 +15,9 @@
 //!    after the steps that open files, since NOFILE 4 forbids new fds. RLIMIT_STACK is set by
 //!    the supervisor before exec, because Rust's stack-overflow guard is computed at exec;
 //! 9. privileges dropped: every capability out of the bounding, ambient, effective,
-//!    permitted and inheritable sets, and, when started as root outside a user namespace, uid
-//!    and gid `nobody` with no supplementary groups;
+//!    permitted and inheritable sets, and, when started as root, the uid and gid the
+//!    supervisor drew for it from its range (`StartupArgs::uid`), with no supplementary
+//!    groups, in one `setresuid`; then not dumpable again (step 0 explains);
 //! 10. parent-death signal, then a check that the parent is still the supervisor. Last,
 //!     because the kernel clears the parent-death signal whenever the credentials change
 //!     (entering a user namespace, the switch to `nobody`, dropping capabilities).
@@ -70,6 +72,11 @@ pub const MAX_FDS: u64 = 4;
 
 /// Applies the confinement, in order. On error the caller exits without reading a job.
 pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
+    // 0. Not dumpable, before anything: no process of another uid may attach to a root
+    // worker, and the uid change of step 9 keeps it so (the kernel resets dumpability on
+    // every credential change, to fs.suid_dumpable, 0 by default; step 9 clears it again).
+    not_dumpable()?;
+
     // 1.
     exit_on_allocation_failure();
 
@@ -120,7 +127,8 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     }
 
     // 9.
-    drop_privileges(in_user_namespace)?;
+    drop_privileges(in_user_namespace, args.uid)?;
+    not_dumpable()?;
 
     // 10.
     die_with_parent(args.parent_pid)
@@ -186,14 +194,21 @@ pub(crate) fn name_process(name: &std::ffi::CStr) -> Result<(), ConfineError> {
     Ok(())
 }
 
-/// The uid and gid a worker started as root switches to.
-pub const NOBODY: libc::uid_t = 65534;
+/// Makes the process not dumpable: no core dump, and no ptrace or /proc/PID/mem by a process
+/// of the same uid that lacks CAP_SYS_PTRACE.
+pub(crate) fn not_dumpable() -> Result<(), ConfineError> {
+    // SAFETY: PR_SET_DUMPABLE takes a flag and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(sys("prctl(PR_SET_DUMPABLE)")(io::Error::last_os_error()));
+    }
+    Ok(())
+}
 
 /// Highest capability number any kernel defines so far; PR_CAPBSET_DROP answers EINVAL past
 /// the running kernel's own last one, which ends the loop.
 const MAX_CAP: libc::c_ulong = 63;
 
-fn drop_privileges(in_user_namespace: bool) -> Result<(), ConfineError> {
+fn drop_privileges(in_user_namespace: bool, uid: libc::uid_t) -> Result<(), ConfineError> {
     // Bounding set first: it takes CAP_SETPCAP, which the uid change below would remove.
     // Without CAP_SETPCAP (a non-root daemon) the worker has no capabilities to begin with.
     for cap in 0..=MAX_CAP {
@@ -216,18 +231,18 @@ fn drop_privileges(in_user_namespace: bool) -> Result<(), ConfineError> {
             0,
         )
     };
-    // Inside its own user namespace the worker is "root" mapped to an unprivileged uid (or
-    // `nobody`, see crate::isolate); `nobody` is not mapped there, and nothing is gained.
+    // Inside its own user namespace the worker is "root" mapped to the daemon's unprivileged
+    // uid (see crate::isolate), and no other uid is mapped there.
     // SAFETY: geteuid cannot fail.
     if !in_user_namespace && unsafe { libc::geteuid() } == 0 {
         // SAFETY: setgroups with an empty list (no pointer is read), then plain id changes.
         let failed = unsafe {
             libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setresgid(NOBODY, NOBODY, NOBODY) != 0
-                || libc::setresuid(NOBODY, NOBODY, NOBODY) != 0
+                || libc::setresgid(uid, uid, uid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
         };
         if failed {
-            return Err(sys("switching to uid/gid nobody")(
+            return Err(sys("switching to the worker's uid and gid")(
                 io::Error::last_os_error(),
             ));
         }

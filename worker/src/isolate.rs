@@ -2,8 +2,12 @@
 //! Each part is switchable; the supervisor turns off, and logs, any part this host refuses
 //! (`jqjail_supervisor::pool::negotiate_isolation`).
 //!
-//! - `user`: a new user namespace. As root the worker first becomes `nobody`, so the
-//!   namespace's root maps to `nobody` outside; otherwise to the daemon's own uid.
+//! - `user`: for a daemon that is not root, a new user namespace whose root maps to the
+//!   daemon's own uid: what lets an unprivileged process enter the namespaces below. A root
+//!   daemon needs none: its worker enters them with root's own privileges, then changes to a
+//!   uid of its own in one `setresuid` (`crate::confine`). Entering a user namespace as root
+//!   would need the worker, by then an unprivileged uid, to be dumpable while it writes its own
+//!   uid map, and for that window any process of that uid could ptrace it.
 //! - `ipc_uts`: new IPC and UTS namespaces (no System V IPC or hostname shared with the host).
 //! - `net`: a new network namespace with no interfaces (seccomp already forbids `socket`).
 //! - `empty_root`: a new mount namespace, an empty tmpfs mounted read-only over `/tmp` there,
@@ -12,7 +16,7 @@
 //! Never a PID namespace: a worker that were PID 1 of one would ignore its own SIGABRT and
 //! SIGXCPU (research/feasibility.md §6).
 
-use crate::confine::{ConfineError, NOBODY};
+use crate::confine::ConfineError;
 use jqjail_protocol::worker::Isolation;
 use std::ffi::CStr;
 use std::io;
@@ -40,7 +44,9 @@ fn unshare(flags: libc::c_int, part: &'static str) -> Result<(), ConfineError> {
 /// Applies the enabled parts, in the order that makes each possible. Returns whether the
 /// worker is now in its own user namespace (where it is root, with no power outside it).
 pub fn isolate(parts: Isolation) -> Result<bool, ConfineError> {
-    if parts.user {
+    // SAFETY: geteuid cannot fail.
+    let user_namespace = parts.user && unsafe { libc::geteuid() } != 0;
+    if user_namespace {
         enter_user_namespace()?;
     }
     if parts.ipc_uts {
@@ -52,20 +58,19 @@ pub fn isolate(parts: Isolation) -> Result<bool, ConfineError> {
     if parts.empty_root {
         enter_empty_root()?;
     }
-    Ok(parts.user)
+    Ok(user_namespace)
 }
 
+/// For a daemon that is not root. Writing its own uid map needs the worker dumpable (it is,
+/// as the daemon's child; `/proc/self` is its own then); it stops being so right after. Only
+/// processes of the daemon's own uid could attach meanwhile: under the systemd unit that is
+/// a dynamic uid no other process has, and for a private daemon the user whose data it is.
 fn enter_user_namespace() -> Result<(), ConfineError> {
-    // SAFETY: plain credential queries and changes on the calling, single-threaded process.
-    unsafe {
-        if libc::geteuid() == 0 {
-            check(libc::setgroups(0, std::ptr::null()), "user")?;
-            check(libc::setresgid(NOBODY, NOBODY, NOBODY), "user")?;
-            check(libc::setresuid(NOBODY, NOBODY, NOBODY), "user")?;
-            // The uid change made /proc/self root-owned; the maps below must be writable.
-            check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0), "user")?;
-        }
-    }
+    check(
+        // SAFETY: PR_SET_DUMPABLE takes a flag and touches no memory.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) },
+        "user",
+    )?;
     // SAFETY: credential queries cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     unshare(libc::CLONE_NEWUSER, "user")?;

@@ -1,0 +1,192 @@
+//! Attacks on the parts outside the worker sandbox, each reproduced against the real daemon as
+//! an attacker on the host would mount it (issues 13 and 16). Each failed on the code before
+//! its fix; each asserts that the daemon stays up and other clients stay served.
+
+use crate::util::{Daemon, alive};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends `body` as one frame on a fresh connection and returns the whole answer stream.
+fn send_raw_frame(d: &Daemon, body: &[u8]) -> Vec<u8> {
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    reply
+}
+
+/// The report's frame: a bincode hello (`00`, protocol `01`) whose client name declares
+/// 2^44 bytes. bincode allocated the declared length, and the allocation failure aborted the
+/// daemon for every tenant. The same length in any other field of any request is covered by
+/// `protocol/tests/bounded.rs`; here the real daemon must answer and stay up.
+#[test]
+fn an_eleven_byte_frame_does_not_abort_the_daemon() {
+    let d = Daemon::start();
+    let mut hello = vec![0x00, 0x01, 0xFD];
+    hello.extend_from_slice(&(1u64 << 44).to_le_bytes());
+    assert_eq!(hello.len(), 11);
+    let reply = send_raw_frame(&d, &hello);
+    assert!(reply.len() > 4, "no answer to the frame");
+    let answer: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
+        .decode(&reply[4..])
+        .unwrap();
+    let jqjail_protocol::Response::Error(e) = answer else {
+        panic!("expected an error, got {answer:?}")
+    };
+    assert_eq!(e.code, jqjail_client::ErrorCode::ProtocolError, "{e}");
+    // The same length after a good hello, in a run's filter.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for body in [&[0x00, 0x01, 0x00][..], &[0x01, 0xFD]] {
+        let mut frame = body.to_vec();
+        if body[0] == 0x01 {
+            frame.extend_from_slice(&(1u64 << 44).to_le_bytes());
+        }
+        s.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(&frame).unwrap();
+    }
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(alive(d.pid()), "the daemon died");
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}
+
+/// Environment variable that turns the `ptrace_attacker` test into the attacker process:
+/// `DAEMON_PID:SECONDS`.
+const ATTACK_ENV: &str = "JQJAIL_PTRACE_ATTACK";
+
+/// A worker is never traceable by a process of another uid, nor by one of its own uid: a
+/// helper of `nobody`'s uid (what workers ran as before) and one of the workers' own uid
+/// spin on PTRACE_SEIZE of every new process and read /proc/PID/mem of any daemon child they
+/// catch, while a client has hundreds of workers started. Before the fix a worker set up its
+/// user namespace as `nobody` while dumpable, and such a helper caught about 1.5 a second.
+#[test]
+fn no_other_process_can_attach_to_a_worker_at_any_point_of_its_life() {
+    if !root() {
+        eprintln!("skipped: needs root, to run workers under their own uids and helpers as others");
+        return;
+    }
+    const WORKER_UID: u32 = 0x7A6A_0100;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    // One uid for every worker: the helper of that uid is then the same uid as each of them.
+    std::fs::write(
+        &config,
+        format!("[isolation]\nworker_uids = \"{WORKER_UID}+1\"\n"),
+    )
+    .unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let seconds = 8;
+    let helpers: Vec<_> = [65534, WORKER_UID]
+        .into_iter()
+        .map(|uid| {
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "attacks::ptrace_attacker",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env(ATTACK_ENV, format!("{}:{seconds}", d.pid()))
+                .uid(uid)
+                .gid(uid)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    let mut client = d.client();
+    let mut answered = 0;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let secret = format!(r#"{{"user":"alice","password":"hunter2-{answered}"}}"#);
+        let got = client
+            .run(".password", secret.as_bytes(), &Default::default())
+            .unwrap();
+        assert_eq!(got.output, format!("\"hunter2-{answered}\""));
+        answered += 1;
+    }
+    assert!(answered > 50, "only {answered} workers were started");
+    for helper in helpers {
+        let out = helper.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("attacker uid"))
+            .unwrap_or_else(|| panic!("the helper did not report: {text}"));
+        assert!(line.ends_with("seized 0, read 0"), "{line}");
+    }
+}
+
+/// The attacker of the test above, run by it as another uid (ignored otherwise).
+#[test]
+#[ignore = "run by no_other_process_can_attach_to_a_worker_at_any_point_of_its_life as another uid"]
+fn ptrace_attacker() {
+    let Ok(spec) = std::env::var(ATTACK_ENV) else {
+        eprintln!("not an attack run: {ATTACK_ENV} is not set");
+        return;
+    };
+    let (daemon, seconds) = spec.split_once(':').unwrap();
+    let daemon: i32 = daemon.parse().unwrap();
+    let until = Instant::now() + Duration::from_secs(seconds.parse().unwrap());
+    let last_pid = std::fs::File::open("/proc/sys/kernel/ns_last_pid").unwrap();
+    let (mut seized, mut read) = (0, 0);
+    let mut buf = [0u8; 32];
+    while Instant::now() < until {
+        use std::os::unix::fs::FileExt;
+        let n = last_pid.read_at(&mut buf, 0).unwrap();
+        let last: i32 = std::str::from_utf8(&buf[..n])
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        for pid in last - 2..=last + 6 {
+            // SAFETY: PTRACE_SEIZE takes a pid and no memory.
+            let rc = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_SEIZE,
+                    pid,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    0,
+                )
+            };
+            if rc != 0 {
+                continue;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid != Some(daemon) {
+                continue;
+            }
+            seized += 1;
+            if let Ok(mem) = std::fs::File::open(format!("/proc/{pid}/mem")) {
+                let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+                let start = maps
+                    .split('-')
+                    .next()
+                    .and_then(|a| u64::from_str_radix(a, 16).ok())
+                    .unwrap_or(0);
+                let mut byte = [0u8; 1];
+                if mem.read_at(&mut byte, start).is_ok() {
+                    read += 1;
+                }
+            }
+        }
+    }
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    println!("attacker uid {uid}: seized {seized}, read {read}");
+}
