@@ -31,6 +31,7 @@ impl AsyncClient {
                 path: path.to_owned(),
                 source,
             })?;
+        crate::trust::check_peer(&stream, path)?;
         let mut client = AsyncClient {
             stream,
             server: no_server_yet(),

@@ -31,6 +31,7 @@ impl Client {
             path: path.to_owned(),
             source,
         })?;
+        crate::trust::check_peer(&stream, path)?;
         let mut client = Client {
             stream,
             server: no_server_yet(),

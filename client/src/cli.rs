@@ -9,13 +9,13 @@
 
 mod hide;
 
-use crate::paths::{SOCKET_ENV, SYSTEM_SOCKET, private_dir, private_socket, private_store};
+use crate::paths::{PrivateDir, SOCKET_ENV, SYSTEM_SOCKET};
 use crate::{Answer, Client, ClientError, ErrorCode, OnOversize, RunOptions, Source};
 use clap::Parser;
 use jqjail_protocol::limits::grouped;
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -339,7 +339,9 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, (&'static str, S
     Ok(bytes)
 }
 
-/// Connects to the chosen daemon, starting a private one if that is the only option.
+/// Connects to the chosen daemon, starting a private one if that is the only option. Every
+/// connection is checked to be the user's own daemon, root's, or a trusted uid's before
+/// anything is sent (`crate::trust`); a socket another user planted is refused with its uid.
 fn connect(explicit: Option<&Path>) -> Result<Client, String> {
     if let Some(path) = explicit {
         return Client::connect(path).map_err(|e| e.to_string());
@@ -347,47 +349,46 @@ fn connect(explicit: Option<&Path>) -> Result<Client, String> {
     if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
         return Client::connect(&path).map_err(|e| format!("{e} (from ${SOCKET_ENV})"));
     }
-    if let Ok(client) = Client::connect(SYSTEM_SOCKET) {
-        return Ok(client);
+    match Client::connect(SYSTEM_SOCKET) {
+        Ok(client) => return Ok(client),
+        // A socket is there but run by a stranger: say so rather than fall back silently.
+        Err(e @ ClientError::Untrusted { .. }) => return Err(e.to_string()),
+        Err(_) => {}
     }
-    let socket = private_socket();
-    if let Ok(client) = Client::connect(&socket) {
-        return Ok(client);
+    let private = PrivateDir::find();
+    for note in &private.skipped {
+        eprintln!("jqjail: {note}");
     }
-    start_private_daemon(&socket)?;
+    prepare_private_dir(&private.path)?;
+    let socket = private.socket();
+    match Client::connect(&socket) {
+        Ok(client) => return Ok(client),
+        Err(e @ ClientError::Untrusted { .. }) => return Err(e.to_string()),
+        Err(_) => {}
+    }
+    start_private_daemon(&private)?;
     Client::connect(&socket).map_err(|e| e.to_string())
 }
 
-/// Makes sure the private directory is ours and closed to others.
+/// Makes sure the private directory is ours and closed to others, creating it if need be.
 fn prepare_private_dir(dir: &Path) -> Result<(), String> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     // SAFETY: getuid cannot fail and touches no memory.
     let uid = unsafe { libc::getuid() };
-    if !meta.is_dir() || meta.uid() != uid {
-        return Err(format!(
-            "{} is not a directory owned by uid {uid}; refusing to use it",
-            dir.display()
-        ));
+    match crate::paths::unusable(dir, uid) {
+        None => Ok(()),
+        Some(why) => Err(format!("refusing the private daemon's directory: {why}")),
     }
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} is accessible to other users (mode {:04o}); refusing to use it",
-            dir.display(),
-            meta.permissions().mode() & 0o777
-        ));
-    }
-    Ok(())
 }
 
 /// Starts `jqjail daemon` from this executable, detached, and waits until it accepts.
-fn start_private_daemon(socket: &Path) -> Result<(), String> {
-    let dir = private_dir();
-    prepare_private_dir(&dir)?;
+fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
+    let dir = &private.path;
+    let socket = &private.socket();
     // One starter at a time: concurrent CLIs wait on the lock, then find the daemon running.
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -417,7 +418,7 @@ fn start_private_daemon(socket: &Path) -> Result<(), String> {
         .arg("--socket")
         .arg(socket)
         .arg("--store")
-        .arg(private_store())
+        .arg(private.store())
         .arg("--idle-exit-ms")
         .arg(PRIVATE_IDLE_EXIT.as_millis().to_string())
         .stdin(Stdio::null())

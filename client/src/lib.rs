@@ -12,6 +12,7 @@ pub mod cli;
 pub mod hide_buffer;
 pub mod paths;
 pub mod tools;
+pub mod trust;
 
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
@@ -44,6 +45,20 @@ pub enum ClientError {
         path: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// The process listening on the socket is not one this client trusts with its data;
+    /// nothing was sent.
+    #[error(
+        "refusing the daemon at {path}: it is run by uid {uid}, not by this user, root or a uid of ${env} (trusted: {trusted:?}); another user may have put that socket there",
+        env = trust::DAEMON_UIDS_ENV
+    )]
+    Untrusted {
+        /// The socket path.
+        path: PathBuf,
+        /// The uid that listens on it.
+        uid: u32,
+        /// The uids this client trusts.
+        trusted: Vec<u32>,
     },
     /// The connection failed mid-exchange.
     #[error("connection to the daemon failed: {0}")]

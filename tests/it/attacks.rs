@@ -5,6 +5,9 @@
 use crate::util::{Daemon, alive};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn root() -> bool {
@@ -88,8 +91,7 @@ fn no_other_process_can_attach_to_a_worker_at_any_point_of_its_life() {
     let helpers: Vec<_> = [65534, WORKER_UID]
         .into_iter()
         .map(|uid| {
-            use std::os::unix::process::CommandExt;
-            std::process::Command::new(std::env::current_exe().unwrap())
+            Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
                     "attacks::ptrace_attacker",
@@ -99,7 +101,7 @@ fn no_other_process_can_attach_to_a_worker_at_any_point_of_its_life() {
                 .env(ATTACK_ENV, format!("{}:{seconds}", d.pid()))
                 .uid(uid)
                 .gid(uid)
-                .stdout(std::process::Stdio::piped())
+                .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -189,4 +191,140 @@ fn ptrace_attacker() {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     println!("attacker uid {uid}: seized {seized}, read {read}");
+}
+
+/// Runs `program args…` as `uid` with exactly `env`.
+fn command_as(uid: u32, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_clear().uid(uid).gid(uid);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Waits until something accepts connections on `socket`.
+fn accepting(socket: &Path) -> bool {
+    crate::util::wait_until(Duration::from_secs(20), || {
+        UnixStream::connect(socket).is_ok()
+    })
+}
+
+/// Another local user pre-creates the victim's private-daemon directory in the shared temp
+/// dir, open to all, with its own daemon listening there. Before the fix the victim's
+/// `jqjail FILTER FILE` sent the filter and the whole input to that daemon and printed its
+/// answer. Now the victim's CLI skips the directory (saying whose it is), starts its own
+/// daemon in a directory of its own, and the planted one never sees a request; pointed at the
+/// planted socket explicitly, it refuses before sending anything.
+#[test]
+fn a_planted_private_daemon_is_refused_and_does_not_lock_the_user_out() {
+    if !root() {
+        eprintln!("skipped: needs root, to act as a victim and an attacker of two other uids");
+        return;
+    }
+    const VICTIM: u32 = 4242;
+    const ATTACKER: u32 = 65534;
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // The attacker's directory and daemon, where the victim's CLI looks first.
+    let planted = tmp.path().join(format!("jqjail-{VICTIM}"));
+    std::fs::create_dir(&planted).unwrap();
+    chown(&planted, Some(ATTACKER), Some(ATTACKER)).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let planted_socket = planted.join("jqjail.sock");
+    let store = planted.join("store");
+    let _attacker = KillOnDrop(
+        command_as(
+            ATTACKER,
+            crate::util::DAEMON,
+            &[
+                "--socket",
+                planted_socket.to_str().unwrap(),
+                "--store",
+                store.to_str().unwrap(),
+                "--socket-mode",
+                "0666",
+            ],
+            &[],
+        )
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    assert!(
+        accepting(&planted_socket),
+        "the attacker's daemon did not start"
+    );
+    // The victim: a home of its own, the shared temp dir, no runtime dir.
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    chown(&home, Some(VICTIM), Some(VICTIM)).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let secret = home.join("secret.json");
+    std::fs::write(
+        &secret,
+        r#"{"user":"alice","password":"hunter2-TOPSECRET"}"#,
+    )
+    .unwrap();
+    chown(&secret, Some(VICTIM), Some(VICTIM)).unwrap();
+    let env = [("HOME", home.as_path()), ("TMPDIR", tmp.path())];
+    let victim = |args: &[&str], env: &[(&str, &Path)]| {
+        command_as(VICTIM, crate::util::CLI, args, env)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = victim(&[".user", secret.to_str().unwrap()], &env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Whatever happens next, stop every process the victim's uid left running.
+    let _ = command_as(VICTIM, "/bin/kill", &["-KILL", "-1"], &[]).status();
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"alice\"");
+    assert!(
+        stderr.contains(&format!("belongs to uid {ATTACKER}")),
+        "{stderr}"
+    );
+    // Pointed at the planted socket, the CLI refuses before sending anything.
+    let out = victim(
+        &[".password", secret.to_str().unwrap()],
+        &[
+            ("HOME", home.as_path()),
+            ("JQJAIL_SOCKET", planted_socket.as_path()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains(&format!("run by uid {ATTACKER}")),
+        "{stderr}"
+    );
+    // The planted daemon evaluated nothing for anyone.
+    // (Asked by root, which trusts that daemon's uid for this one command.)
+    let out = Command::new(crate::util::CLI)
+        .args(["stats", "--socket", planted_socket.to_str().unwrap()])
+        .env("JQJAIL_DAEMON_UIDS", ATTACKER.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        stats["latency"]["count"], 0,
+        "the planted daemon ran a request: {stats}"
+    );
+}
+
+/// A child killed and reaped when the test ends, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
