@@ -15,7 +15,13 @@
 //! renames the file into place, fsyncs the directory and only then commits the index row. So
 //! every listed hide has its whole content on disk, whatever point a crash stops at; a crash
 //! leaves at most an unlisted file, which the next open removes. A delete commits first and
-//! unlinks after, for the same reason.
+//! unlinks after, for the same reason, but before it releases the lock: unlinked after, the
+//! file could already be a new put's of the same content, renamed into the same place. Opening
+//! also drops rows whose file is missing, so a listed hide always reads back whole.
+//!
+//! A put in progress reserves its declared size against its tenant's quota until it ends, so
+//! stalled uploads hold at most the quota in `tmp/`; opening removes the temp files of puts
+//! whose process is gone.
 //!
 //! Tenants share nothing: IDs are unique per tenant, every lookup names the tenant, and an ID
 //! of another tenant's hide reads exactly like an ID that does not exist.
@@ -182,6 +188,19 @@ pub enum StoreError {
     /// An argument is out of range (page size, query, labels, meta).
     #[error("{0}")]
     Invalid(String),
+    /// The tenant's puts in progress already hold so much of its quota that this one's
+    /// declared size does not fit.
+    #[error(
+        "hide puts in progress hold {pending} bytes of the {quota}-byte hide quota; this put's {size} bytes do not fit until they finish"
+    )]
+    UploadsOverQuota {
+        /// The tenant's quota.
+        quota: u64,
+        /// Bytes reserved by its puts in progress.
+        pending: u64,
+        /// The refused put's size.
+        size: u64,
+    },
     /// The store directory is not safe to use.
     #[error("hide store {path}: {why}")]
     Unsafe {
@@ -198,22 +217,53 @@ pub enum StoreError {
     Index(#[from] rusqlite::Error),
 }
 
+/// Bytes of a tenant's quota held by one put in progress, from [`Store::begin_put`] until
+/// the put is dropped (finished or abandoned).
+struct Reservation<'s> {
+    store: &'s Store,
+    tenant: String,
+    size: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.store.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = pending.get_mut(&self.tenant) {
+            *held = held.saturating_sub(self.size);
+            if *held == 0 {
+                pending.remove(&self.tenant);
+            }
+        }
+    }
+}
+
 /// Shorthand.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// A put in progress: its content goes to a temp file and into the hash as it arrives, so a
 /// large hide is never held in memory. Dropped unfinished, it removes its temp file.
+///
+/// Its declared size is reserved against the tenant's quota from the start: the uploads a
+/// tenant has in progress hold at most its quota on disk outside the index, however many stall.
 pub struct Writing<'s> {
     store: &'s Store,
     path: PathBuf,
     file: File,
     hasher: Sha256,
     written: u64,
+    reservation: Reservation<'s>,
 }
 
 impl Writing<'_> {
-    /// Appends content.
+    /// Appends content; more than the size reserved at [`Store::begin_put`] is refused.
     pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let after = self.written + bytes.len() as u64;
+        if after > self.reservation.size {
+            return Err(StoreError::Invalid(format!(
+                "put content is over the {} bytes it declared",
+                self.reservation.size
+            )));
+        }
         self.file.write_all(bytes)?;
         self.hasher.update(bytes);
         self.written += bytes.len() as u64;
@@ -225,16 +275,18 @@ impl Writing<'_> {
         self.written
     }
 
-    /// Makes the content durable and stores it as a hide of `tenant` (see [`Store::put`]).
+    /// Makes the content durable and stores it as a hide of the tenant it was begun for (see
+    /// [`Store::put`]).
     pub fn finish(
         mut self,
-        tenant: &str,
         kind: &str,
         source: &str,
         meta: &[(String, String)],
         retention: &Retention,
     ) -> Result<Put> {
         check_labels(kind, source, meta)?;
+        let tenant = self.reservation.tenant.clone();
+        let tenant = tenant.as_str();
         if self.written > retention.quota_bytes {
             return Err(StoreError::QuotaExceeded {
                 quota: retention.quota_bytes,
@@ -274,6 +326,7 @@ impl Writing<'_> {
 impl Drop for Writing<'_> {
     fn drop(&mut self) {
         // Gone already when the put committed (renamed into place); otherwise abandoned.
+        // The reservation is given back after this, when the field is dropped.
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -283,6 +336,23 @@ impl Drop for Writing<'_> {
 pub struct Store {
     root: PathBuf,
     inner: Mutex<Inner>,
+    /// Bytes reserved by each tenant's puts in progress (their temp files).
+    pending: Mutex<std::collections::HashMap<String, u64>>,
+    /// What opening found and mended.
+    opened: Sweep,
+}
+
+/// What a sweep of the store found and mended: the crash leftovers it removed, and the index
+/// rows whose files were missing or damaged (which it deleted, so that a listed hide always
+/// reads back whole).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Temp files of puts whose process is gone (or older than [`STALE_TMP`]).
+    pub temp_files: usize,
+    /// Object files no index row names.
+    pub orphan_files: usize,
+    /// `(tenant, id)` of rows dropped because their file was missing or of the wrong size.
+    pub broken_rows: Vec<(String, String)>,
 }
 
 struct Inner {
@@ -341,16 +411,23 @@ impl Store {
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "FULL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
-        let store = Store {
+        let mut store = Store {
             root,
             inner: Mutex::new(Inner { db, lock }),
+            pending: Mutex::default(),
+            opened: Sweep::default(),
         };
         store.mutate(|db| {
             db.execute_batch(SCHEMA)?;
             Ok(())
         })?;
-        store.sweep()?;
+        store.opened = store.sweep()?;
         Ok(store)
+    }
+
+    /// What opening the store found and mended (for the caller's log).
+    pub fn opened(&self) -> &Sweep {
+        &self.opened
     }
 
     /// The store's directory.
@@ -370,14 +447,41 @@ impl Store {
         retention: &Retention,
     ) -> Result<Put> {
         check_labels(kind, source, meta)?;
-        let mut writing = self.begin_put()?;
+        let mut writing = self.begin_put(tenant, content.len() as u64, retention)?;
         writing.write(content)?;
-        writing.finish(tenant, kind, source, meta, retention)
+        writing.finish(kind, source, meta, retention)
     }
 
-    /// Starts a put whose content arrives in pieces ([`Writing::write`]); nothing is visible
-    /// until [`Writing::finish`]. Dropping the `Writing` abandons it and removes its temp file.
-    pub fn begin_put(&self) -> Result<Writing<'_>> {
+    /// Starts a put of `size` bytes for `tenant` whose content arrives in pieces
+    /// ([`Writing::write`]); nothing is visible until [`Writing::finish`]. Dropping the
+    /// `Writing` abandons it and removes its temp file. `size` is reserved against the
+    /// tenant's quota until then: a put whose size does not fit beside the tenant's other puts
+    /// in progress is refused before a byte is written.
+    pub fn begin_put(&self, tenant: &str, size: u64, retention: &Retention) -> Result<Writing<'_>> {
+        if size > retention.quota_bytes {
+            return Err(StoreError::QuotaExceeded {
+                quota: retention.quota_bytes,
+                used: self.usage(tenant)?.bytes,
+                size,
+            });
+        }
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let held = pending.get(tenant).copied().unwrap_or(0);
+            if held.saturating_add(size) > retention.quota_bytes {
+                return Err(StoreError::UploadsOverQuota {
+                    quota: retention.quota_bytes,
+                    pending: held,
+                    size,
+                });
+            }
+            *pending.entry(tenant.to_string()).or_insert(0) += size;
+        }
+        let reservation = Reservation {
+            store: self,
+            tenant: tenant.to_string(),
+            size,
+        };
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "{}-{}-{}",
@@ -398,11 +502,13 @@ impl Store {
             file,
             hasher: Sha256::new(),
             written: 0,
+            reservation,
         })
     }
 
     /// Under the lock: the same content again, or a new ID, retention, the temp file renamed
-    /// into place, the directory fsynced, the row committed; then the evicted files unlinked.
+    /// into place, the directory fsynced, the row committed; then, still under the lock, the
+    /// evicted files unlinked.
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
@@ -416,7 +522,7 @@ impl Store {
         retention: &Retention,
     ) -> Result<Put> {
         let source_key = id::sanitize_source(source);
-        let result = self.mutate(|db| {
+        self.mutate_unlinking(tenant, |db| {
             if let Some(entry) = find_content(db, tenant, &source_key, sha256)? {
                 return Ok((
                     Put {
@@ -490,10 +596,7 @@ impl Store {
                 },
                 victims,
             ))
-        });
-        let (put, victims) = result?;
-        self.unlink(tenant, &victims);
-        Ok(put)
+        })
     }
 
     /// A hide's metadata and whole content.
@@ -611,34 +714,42 @@ impl Store {
 
     /// Deletes a hide; returns what it was.
     pub fn delete(&self, tenant: &str, id: &str) -> Result<Entry> {
-        let entry = self.mutate(|db| {
+        self.mutate_unlinking(tenant, |db| {
             let entry = lookup(db, tenant, id)?;
             db.execute(
                 "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
                 params![tenant, id],
             )?;
-            Ok(entry)
-        })?;
-        self.unlink(tenant, std::slice::from_ref(&entry.id));
-        Ok(entry)
+            let gone = vec![entry.id.clone()];
+            Ok((entry, gone))
+        })
     }
 
     /// Deletes every tenant's hides older than `max_age` (the age limit also applies on each
     /// put; this catches tenants that stopped putting). Returns how many were deleted.
     pub fn expire(&self, max_age: Duration) -> Result<usize> {
         let cutoff = now_ms().saturating_sub(max_age.as_millis() as u64) as i64;
-        let gone: Vec<(String, String)> = self.mutate(|db| {
-            let mut stmt =
-                db.prepare_cached("DELETE FROM hides WHERE created_ms < ?1 RETURNING tenant, id")?;
-            let rows = stmt
-                .query_map(params![cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })?;
-        for (tenant, id) in &gone {
-            self.unlink(tenant, std::slice::from_ref(id));
+        let tenants: Vec<String> = {
+            let inner = self.lock_inner();
+            let mut stmt = inner
+                .db
+                .prepare_cached("SELECT DISTINCT tenant FROM hides WHERE created_ms < ?1")?;
+            stmt.query_map(params![cutoff], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let mut count = 0;
+        for tenant in tenants {
+            count += self.mutate_unlinking(&tenant, |db| {
+                let mut stmt = db.prepare_cached(
+                    "DELETE FROM hides WHERE tenant = ?1 AND created_ms < ?2 RETURNING id",
+                )?;
+                let ids = stmt
+                    .query_map(params![tenant, cutoff], |r| r.get(0))?
+                    .collect::<Result<Vec<String>, _>>()?;
+                Ok((ids.len(), ids))
+            })?;
         }
-        Ok(gone.len())
+        Ok(count)
     }
 
     /// What a tenant holds.
@@ -660,13 +771,7 @@ impl Store {
     /// Runs `f` in an immediate transaction while holding the store's flock, so that it is
     /// the only mutation in any process sharing the directory.
     fn mutate<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut inner = self.lock_inner();
-        let Inner { db, lock } = &mut *inner;
-        let _held = Flock::exclusive(lock)?;
-        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        self.mutate_unlinking("", |db| Ok((f(db)?, Vec::new())))
     }
 
     fn tenant_dir_path(&self, tenant: &str) -> PathBuf {
@@ -681,24 +786,50 @@ impl Store {
         Ok(dir)
     }
 
-    /// Removes the files of deleted hides (after their rows are committed).
-    fn unlink(&self, tenant: &str, ids: &[String]) {
-        if ids.is_empty() {
-            return;
+    /// [`Store::mutate`] for a change that deletes some of `tenant`'s rows: `f` returns its
+    /// result and the IDs whose rows it deleted. Their files are unlinked after the commit and
+    /// before the lock is released, each only if no row names it again. Unlinked later, a
+    /// file could be one that a put of the same content renamed into place meanwhile, and its
+    /// listed hide would lose its content.
+    fn mutate_unlinking<T>(
+        &self,
+        tenant: &str,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(T, Vec<String>)>,
+    ) -> Result<T> {
+        let mut inner = self.lock_inner();
+        let Inner { db, lock } = &mut *inner;
+        let _held = Flock::exclusive(lock)?;
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (out, ids) = f(&tx)?;
+        tx.commit()?;
+        if !ids.is_empty() {
+            let dir = self.tenant_dir_path(tenant);
+            for id in &ids {
+                if !listed(db, tenant, id)? {
+                    let _ = std::fs::remove_file(dir.join(id));
+                }
+            }
+            if let Ok(d) = File::open(&dir) {
+                let _ = d.sync_all();
+            }
         }
-        let dir = self.tenant_dir_path(tenant);
-        for id in ids {
-            let _ = std::fs::remove_file(dir.join(id));
-        }
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
+        Ok(out)
     }
 
-    /// Under the lock: removes stale temp files and object files no index row names.
-    fn sweep(&self) -> Result<()> {
+    /// Under the lock: removes temp files whose put's process is gone, object files no index
+    /// row names, and rows whose file is missing or not of their size (a store damaged by
+    /// hand, or by the unlink race of earlier versions); says what it did.
+    fn sweep(&self) -> Result<Sweep> {
         let root = self.root.clone();
         self.mutate(|db| {
+            let mut sweep = Sweep::default();
+            for entry in std::fs::read_dir(root.join("tmp"))? {
+                let entry = entry?;
+                if abandoned_temp(&entry)? {
+                    let _ = std::fs::remove_file(entry.path());
+                    sweep.temp_files += 1;
+                }
+            }
             // The tenants are read under the lock too: a list read before it misses a tenant
             // whose first hide another process commits meanwhile, and that hide's file would
             // be taken for an orphan.
@@ -706,19 +837,28 @@ impl Store {
                 .prepare("SELECT DISTINCT tenant FROM hides")?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            let by_key: std::collections::HashMap<String, String> =
-                tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
-            for entry in std::fs::read_dir(root.join("tmp"))? {
-                let entry = entry?;
-                let age = entry
-                    .metadata()?
-                    .modified()?
-                    .elapsed()
-                    .unwrap_or(Duration::ZERO);
-                if age > STALE_TMP {
-                    let _ = std::fs::remove_file(entry.path());
+            for tenant in &tenants {
+                let rows: Vec<(String, u64)> = db
+                    .prepare("SELECT id, size FROM hides WHERE tenant = ?1")?
+                    .query_map(params![tenant], |r| {
+                        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let dir = self.tenant_dir_path(tenant);
+                for (id, size) in rows {
+                    let whole = std::fs::symlink_metadata(dir.join(&id))
+                        .is_ok_and(|m| m.is_file() && m.len() == size);
+                    if !whole {
+                        db.execute(
+                            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
+                            params![tenant, id],
+                        )?;
+                        sweep.broken_rows.push((tenant.clone(), id));
+                    }
                 }
             }
+            let by_key: std::collections::HashMap<String, String> =
+                tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
             for dir in std::fs::read_dir(root.join("objects"))? {
                 let dir = dir?;
                 let key = dir.file_name().to_string_lossy().into_owned();
@@ -726,25 +866,57 @@ impl Store {
                 for file in std::fs::read_dir(dir.path())? {
                     let file = file?;
                     let id = file.file_name().to_string_lossy().into_owned();
-                    let listed = match tenant {
-                        Some(t) => db
-                            .query_row(
-                                "SELECT 1 FROM hides WHERE tenant = ?1 AND id = ?2",
-                                params![t, id],
-                                |_| Ok(()),
-                            )
-                            .optional()?
-                            .is_some(),
+                    let named = match tenant {
+                        Some(t) => listed(db, t, &id)?,
                         None => false,
                     };
-                    if !listed {
+                    if !named {
                         let _ = std::fs::remove_file(file.path());
+                        sweep.orphan_files += 1;
                     }
                 }
             }
-            Ok(())
+            Ok(sweep)
         })
     }
+}
+
+/// Whether a temp file's put is over: its name starts with the pid of the process that
+/// writes it (`begin_put`), and that process is gone, or the file is older than
+/// [`STALE_TMP`]. A live process's upload in progress, in a store shared by several, is left
+/// alone.
+fn abandoned_temp(entry: &std::fs::DirEntry) -> Result<bool> {
+    let name = entry.file_name();
+    let writer = name
+        .to_str()
+        .and_then(|n| n.split('-').next())
+        .and_then(|pid| pid.parse::<libc::pid_t>().ok());
+    let gone = match writer {
+        Some(pid) if pid > 0 => {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            let absent = unsafe { libc::kill(pid, 0) } != 0;
+            absent && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        }
+        _ => true,
+    };
+    let age = entry
+        .metadata()?
+        .modified()?
+        .elapsed()
+        .unwrap_or(Duration::ZERO);
+    Ok(gone || age > STALE_TMP)
+}
+
+/// Whether an index row names `id` of `tenant`.
+fn listed(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
+    Ok(db
+        .query_row(
+            "SELECT 1 FROM hides WHERE tenant = ?1 AND id = ?2",
+            params![tenant, id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
 }
 
 /// Deletes hides past the age limit, then (by policy) the oldest until `size` more bytes fit.

@@ -158,16 +158,16 @@ fn opening_the_store_never_takes_a_new_tenants_first_hide_for_an_orphan() {
 fn a_put_can_arrive_in_pieces_and_be_abandoned() {
     let (dir, store) = store();
     let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let mut writing = store.begin_put().unwrap();
+    let mut writing = store.begin_put("t", content.len() as u64, &ROOMY).unwrap();
     for piece in content.chunks(65_536) {
         writing.write(piece).unwrap();
     }
     assert_eq!(writing.written(), content.len() as u64);
-    let put = writing.finish("t", "k", "s", &[], &ROOMY).unwrap();
+    let put = writing.finish("k", "s", &[], &ROOMY).unwrap();
     assert_eq!(put.entry.sha256, sha(&content));
     assert_eq!(store.get("t", &put.entry.id).unwrap().1, content);
     // Abandoned: nothing listed, no temp file left.
-    let mut writing = store.begin_put().unwrap();
+    let mut writing = store.begin_put("t", 100, &ROOMY).unwrap();
     writing.write(b"half of something").unwrap();
     drop(writing);
     assert_eq!(store.list("t").unwrap().len(), 1);

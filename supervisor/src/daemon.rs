@@ -185,6 +185,17 @@ fn run(args: Args) -> anyhow::Result<()> {
     let store = jqjail_store::Store::open(&args.store)
         .with_context(|| format!("opening the hide store {}", args.store.display()))?;
     tracing::info!(store = %store.root().display(), "hide store open");
+    let sweep = store.opened();
+    if sweep.temp_files + sweep.orphan_files > 0 {
+        tracing::info!(
+            temp_files = sweep.temp_files,
+            orphan_files = sweep.orphan_files,
+            "hide store: removed what crashed puts and deletes left behind"
+        );
+    }
+    for (tenant, id) in &sweep.broken_rows {
+        tracing::warn!(%tenant, %id, "hide store: dropped a hide whose file was missing or damaged");
+    }
     let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

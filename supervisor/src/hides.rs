@@ -131,7 +131,7 @@ pub(crate) async fn put_streamed(
         return (Response::Error(error_reply(e)), content.unread());
     }
     let mut writing = match tokio::task::block_in_place(|| {
-        let mut w = store.begin_put()?;
+        let mut w = store.begin_put(&tenant.name, head.content_len, &tenant.hides)?;
         w.write(content.head)?;
         Ok::<_, StoreError>(w)
     }) {
@@ -154,7 +154,7 @@ pub(crate) async fn put_streamed(
     }
     let meta: Vec<(String, String)> = head.meta.into_iter().collect();
     let done = tokio::task::block_in_place(|| {
-        writing.finish(&tenant.name, &head.kind, &head.source, &meta, &tenant.hides)
+        writing.finish(&head.kind, &head.source, &meta, &tenant.hides)
     });
     (put_reply(done), 0)
 }
@@ -296,6 +296,11 @@ fn error_reply(e: StoreError) -> ErrorReply {
         StoreError::QuotaExceeded { quota, used, size } => {
             ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(quota, used + size)
         }
+        StoreError::UploadsOverQuota {
+            quota,
+            pending,
+            size,
+        } => ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(quota, pending + size),
         StoreError::Invalid(_) => ErrorReply::new(ErrorCode::InvalidRequest, message),
         StoreError::Unsafe { .. } | StoreError::Io(_) | StoreError::Index(_) => {
             tracing::error!(error = %message, "hide store failure");
