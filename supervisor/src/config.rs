@@ -38,6 +38,13 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// Open connections beyond which new ones are closed at once.
     pub max_connections: usize,
+    /// Open connections of one uid beyond which its new ones are closed at once, so that one
+    /// uid cannot hold every connection slot.
+    pub max_connections_per_uid: usize,
+    /// Runs of one tenant whose inline input may be arriving at once; each holds an
+    /// evaluation slot and a worker while it does, so stalled uploads of one tenant cannot
+    /// hold every slot. A run over it is answered `OVERLOADED`.
+    pub max_uploads_per_tenant: usize,
     /// Exit after this long with no connection (the CLI's private daemon uses it).
     pub idle_exit: Option<Duration>,
     /// Permission bits of the socket file.
@@ -262,6 +269,8 @@ impl Default for Config {
             frame_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            max_connections_per_uid: 128,
+            max_uploads_per_tenant: cpus.max(1),
             idle_exit: None,
             socket_mode: 0o600,
             isolation: DEFAULT_ISOLATION,
@@ -379,6 +388,8 @@ pub struct FileServer {
     pub frame_timeout_ms: Option<u64>,
     pub drain_timeout_ms: Option<u64>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_uid: Option<usize>,
+    pub max_uploads_per_tenant: Option<usize>,
     pub socket_mode: Option<String>,
 }
 
@@ -452,6 +463,19 @@ impl FileConfig {
             self.server.drain_timeout_ms.map(ms),
         );
         set(&mut base.max_connections, self.server.max_connections);
+        set(
+            &mut base.max_connections_per_uid,
+            self.server.max_connections_per_uid,
+        );
+        set(
+            &mut base.max_uploads_per_tenant,
+            self.server.max_uploads_per_tenant,
+        );
+        if base.max_connections_per_uid == 0 || base.max_uploads_per_tenant == 0 {
+            return Err(ConfigError::Invalid(
+                "server.max_connections_per_uid and server.max_uploads_per_tenant must be at least 1".into(),
+            ));
+        }
         if let Some(mode) = &self.server.socket_mode {
             base.socket_mode = parse_mode(mode)?;
         }

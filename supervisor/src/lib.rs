@@ -4,6 +4,7 @@
 //! It never evaluates a filter and never parses an input document; it treats everything a
 //! worker sends as hostile (sizes checked before allocation, deadlines kept).
 
+pub mod admit;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;

@@ -18,7 +18,7 @@ use jqjail_protocol::{
 };
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{UnixListener, UnixStream};
@@ -41,7 +41,16 @@ struct Shared {
     stats: crate::stats::Stats,
     pool: Pool,
     max_frame: u64,
-    connections: AtomicUsize,
+    /// Connection slots, in all and per uid.
+    slots: Arc<crate::admit::Slots>,
+    /// Turns to build and write a large answer: one per uid, and `LARGE_ANSWERS` in all.
+    large_answers: crate::admit::Turns<u32>,
+    large_answers_all: Arc<tokio::sync::Semaphore>,
+    /// Turns to stream a run's input in, per tenant.
+    uploads: crate::admit::Turns<Arc<str>>,
+    /// Log throttles for what a flooding peer can make happen at will.
+    refused_log: crate::admit::Throttle,
+    full_log: crate::admit::Throttle,
     /// The per-worker cgroup limit in force (0: none).
     cgroup_bytes: u64,
     /// The hide store, when the daemon has one.
@@ -109,9 +118,14 @@ pub async fn serve(
         policy: std::sync::RwLock::new(cfg.clone()),
         stats: crate::stats::Stats::default(),
         max_frame: max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes),
+        slots: crate::admit::Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
+        large_answers: crate::admit::Turns::new(1),
+        large_answers_all: Arc::new(tokio::sync::Semaphore::new(crate::admit::LARGE_ANSWERS)),
+        uploads: crate::admit::Turns::new(cfg.max_uploads_per_tenant),
+        refused_log: Default::default(),
+        full_log: Default::default(),
         cfg,
         pool,
-        connections: AtomicUsize::new(0),
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
         store,
         expire_now: tokio::sync::Notify::new(),
@@ -180,18 +194,29 @@ pub async fn serve(
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _addr)) if shared.connections.load(Ordering::SeqCst) >= shared.cfg.max_connections => {
-                    tracing::warn!(limit = shared.cfg.max_connections, "connection limit reached; closing a new connection");
-                    drop(stream);
-                }
                 Ok((stream, _addr)) => {
-                    let shared = shared.clone();
-                    let stop = stop_rx.clone();
-                    shared.connections.fetch_add(1, Ordering::SeqCst);
-                    tasks.spawn(async move {
-                        connection(stream, &shared, stop).await;
-                        shared.connections.fetch_sub(1, Ordering::SeqCst);
-                    });
+                    // The peer's uid is known before any of its bytes is read; a peer whose
+                    // credentials cannot be learned is not admitted at all.
+                    let admitted = match stream.peer_cred() {
+                        Ok(cred) => shared.slots.take(cred.uid()).map_err(|full| (cred.uid(), full)),
+                        Err(_) => Err((u32::MAX, crate::admit::Full::Uid(0))),
+                    };
+                    match admitted {
+                        Ok(slot) => {
+                            let shared = shared.clone();
+                            let stop = stop_rx.clone();
+                            tasks.spawn(async move {
+                                connection(stream, &shared, stop).await;
+                                drop(slot);
+                            });
+                        }
+                        Err((uid, full)) => {
+                            if let Some(held_back) = shared.full_log.allow() {
+                                tracing::warn!(uid, ?full, held_back, "connection limit reached; closing new connections");
+                            }
+                            drop(stream);
+                        }
+                    }
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -201,7 +226,7 @@ pub async fn serve(
             },
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = idle_tick => {
-                if shared.connections.load(Ordering::SeqCst) > 0 {
+                if shared.slots.open() > 0 {
                     idle_since = Instant::now();
                 } else if shared.cfg.idle_exit.is_some_and(|d| idle_since.elapsed() >= d) {
                     tracing::info!("no client for the idle-exit period; exiting");
@@ -233,12 +258,31 @@ pub async fn serve(
     Ok(())
 }
 
+/// Largest first frame: a hello, a few dozen bytes in practice. A peer cannot make the daemon
+/// hold more than this before the handshake.
+pub const MAX_HELLO_FRAME_BYTES: u64 = 4096;
+
+/// How long a refused peer has to send the first bytes that show its encoding.
+const REFUSAL_PEEK: Duration = Duration::from_secs(1);
+
+/// The encoding of a refused peer's first frame, from at most its first five bytes (the length
+/// prefix and the body's first byte), waiting at most [`REFUSAL_PEEK`]; bincode if they do not
+/// come.
+async fn peek_encoding<R: AsyncRead + Unpin>(rd: &mut R) -> Encoding {
+    let mut first = [0u8; PREFIX_BYTES + 1];
+    match tokio::time::timeout(REFUSAL_PEEK, rd.read_exact(&mut first)).await {
+        Ok(Ok(_)) => Encoding::detect(&first[PREFIX_BYTES..]),
+        _ => Encoding::Bincode,
+    }
+}
+
 /// Why a connection's read loop ended.
 enum End {
     Closed,
     Idle,
     Stopped,
-    TooLarge(u64),
+    /// A frame's announced length, and the maximum it is over.
+    TooLarge(u64, u64),
     Broken(String),
 }
 
@@ -258,13 +302,15 @@ enum Frame {
 }
 
 /// Reads one frame: waits up to `idle` for its first byte (or for `stop`), then up to
-/// `frame_timeout` for the rest. The length is checked before the body is allocated. With
-/// `may_stream`, a long frame is read only up to what can hold a run request's head.
+/// `frame_timeout` for the rest. The length is checked against `max` before the body is
+/// allocated. With `may_stream`, a long frame is read only up to what can hold a run
+/// request's head.
 async fn next_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
+    max: u64,
     may_stream: bool,
 ) -> Result<Frame, End> {
     let mut prefix = [0u8; PREFIX_BYTES];
@@ -283,7 +329,7 @@ async fn next_frame<R: AsyncRead + Unpin>(
     let rest = async {
         rd.read_exact(&mut prefix[1..]).await?;
         let len = u64::from(u32::from_le_bytes(prefix));
-        if len > shared.max_frame {
+        if len > max {
             return Ok(Err(len));
         }
         if may_stream && len > STREAM_ABOVE {
@@ -308,15 +354,21 @@ async fn next_frame<R: AsyncRead + Unpin>(
             shared.cfg.frame_timeout.as_millis()
         ))),
         Ok(Err(e)) => Err(End::Broken(e.to_string())),
-        Ok(Ok(Err(len))) => Err(End::TooLarge(len)),
+        Ok(Ok(Err(len))) => Err(End::TooLarge(len, max)),
         Ok(Ok(Ok(body))) => Ok(body),
     }
 }
 
 /// Sends one response. A response with no form in the connection's encoding (bytes that are
 /// not UTF-8, in JSON) is answered with `INVALID_REQUEST` instead, so the request still gets
-/// exactly one answer.
-async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Response) -> bool {
+/// exactly one answer. A response the client does not take within the frame timeout ends the
+/// connection (`false`), so an answer nobody reads holds its memory no longer than that.
+async fn send<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    enc: Encoding,
+    response: &Response,
+    shared: &Shared,
+) -> bool {
     let body = enc.encode(response).or_else(|e| {
         let e = ErrorReply::new(
             ErrorCode::InvalidRequest,
@@ -325,7 +377,18 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Respo
         enc.encode(&Response::Error(e))
     });
     match body {
-        Ok(body) => write_frame(wr, &body).await.is_ok(),
+        Ok(body) => {
+            match tokio::time::timeout(shared.cfg.frame_timeout, write_frame(wr, &body)).await {
+                Ok(written) => written.is_ok(),
+                Err(_) => {
+                    tracing::debug!(
+                        bytes = body.len(),
+                        "an answer was not taken within the frame timeout; connection dropped"
+                    );
+                    false
+                }
+            }
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot encode a response");
             false
@@ -335,29 +398,10 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, response: &Respo
 
 async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiver<bool>) {
     // The tenant is the peer's uid as the kernel reports it; nothing the client sends can
-    // change it.
-    let peer = stream.peer_cred().map(|c| (c.uid(), c.gid()));
+    // change it. The accept loop admitted only peers whose credentials it could read.
+    let Ok(cred) = stream.peer_cred() else { return };
+    let (uid, gid) = (cred.uid(), cred.gid());
     let (mut rd, mut wr) = stream.into_split();
-    // The handshake: the first frame fixes the encoding and must be a Hello.
-    let first = match next_frame(&mut rd, shared, &mut stop, shared.cfg.frame_timeout, false).await
-    {
-        Ok(Frame::Whole(frame)) => frame,
-        Ok(Frame::Head { .. }) => unreachable!("a frame is streamed only when asked"),
-        Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
-    };
-    let enc = Encoding::detect(&first);
-    let (uid, gid) = match peer {
-        Ok(ids) => ids,
-        Err(e) => {
-            tracing::warn!(error = %e, "connection refused: the peer's credentials are unknown");
-            let e = ErrorReply::new(
-                ErrorCode::PermissionDenied,
-                format!("cannot learn the peer's credentials: {e}"),
-            );
-            send(&mut wr, enc, &Response::Error(e)).await;
-            return;
-        }
-    };
     // The policy is consulted on every request, so a reload applies to open connections.
     let tenant_now = || {
         shared
@@ -370,11 +414,31 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     // SAFETY: geteuid cannot fail.
     let admin = uid == 0 || uid == unsafe { libc::geteuid() };
     if let Err(why) = tenant_now() {
-        tracing::warn!(reason = %why, "connection refused");
+        // Refused before its first frame is read: only enough of it to answer in its encoding.
+        if let Some(held_back) = shared.refused_log.allow() {
+            tracing::warn!(reason = %why, held_back, "connection refused");
+        }
+        let enc = peek_encoding(&mut rd).await;
         let e = ErrorReply::new(ErrorCode::PermissionDenied, why);
-        send(&mut wr, enc, &Response::Error(e)).await;
+        send(&mut wr, enc, &Response::Error(e), shared).await;
         return;
     }
+    // The handshake: the first frame fixes the encoding and must be a small Hello.
+    let first = match next_frame(
+        &mut rd,
+        shared,
+        &mut stop,
+        shared.cfg.frame_timeout,
+        MAX_HELLO_FRAME_BYTES,
+        false,
+    )
+    .await
+    {
+        Ok(Frame::Whole(frame)) => frame,
+        Ok(Frame::Head { .. }) => unreachable!("a frame is streamed only when asked"),
+        Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
+    };
+    let enc = Encoding::detect(&first);
     match enc.decode::<Request<'_>>(&first) {
         Ok(Request::Hello(hello)) if hello.protocol >= MIN_PROTOCOL_VERSION => {
             let reply = Response::Hello(HelloReply {
@@ -382,7 +446,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                 server: SERVER_NAME.to_string(),
                 limits: shared.cfg.limits,
             });
-            if !send(&mut wr, enc, &reply).await {
+            if !send(&mut wr, enc, &reply, shared).await {
                 return;
             }
         }
@@ -394,12 +458,12 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     hello.protocol
                 ),
             );
-            send(&mut wr, enc, &Response::Error(e)).await;
+            send(&mut wr, enc, &Response::Error(e), shared).await;
             return;
         }
         Ok(_) => {
             let e = ErrorReply::new(ErrorCode::ProtocolError, "the first message must be hello");
-            send(&mut wr, enc, &Response::Error(e)).await;
+            send(&mut wr, enc, &Response::Error(e), shared).await;
             return;
         }
         Err(e) => {
@@ -407,7 +471,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                 ErrorCode::ProtocolError,
                 format!("cannot decode hello: {e}"),
             );
-            send(&mut wr, enc, &Response::Error(e)).await;
+            send(&mut wr, enc, &Response::Error(e), shared).await;
             return;
         }
     }
@@ -418,6 +482,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             shared,
             &mut stop,
             shared.cfg.idle_timeout,
+            shared.max_frame,
             may_stream,
         )
         .await
@@ -448,7 +513,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     // The answer may come before the whole frame did (a refusal, a worker's
                     // death): skip the rest of it so the next one is read in step.
                     let skipped = skip(&mut rd, unread, arrive_by).await;
-                    if !send(&mut wr, enc, &response).await {
+                    if !send(&mut wr, enc, &response, shared).await {
                         return;
                     }
                     if let Err(why) = skipped {
@@ -465,7 +530,23 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             },
             Err(end) => return finish(&mut wr, enc, shared, end).await,
         };
-        let response = match enc.decode::<Request<'_>>(&frame) {
+        let request = enc.decode::<Request<'_>>(&frame);
+        // A whole hide can be a large answer (JSON escaping can make 20 MiB of content six
+        // times that): it is built only in its turn, one per uid and a few in all, and the
+        // turn is held until the answer is written or the write deadline passes.
+        let _turn = match &request {
+            Ok(Request::HideGet(_)) => Some((
+                shared.large_answers.take(&uid).await,
+                shared
+                    .large_answers_all
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("never closed"),
+            )),
+            _ => None,
+        };
+        let response = match request {
             Ok(Request::Run(run)) => match tenant_now() {
                 Ok(tenant) => {
                     let parts = RunParts {
@@ -488,7 +569,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     let now = crate::stats::Now {
                         running: running as u64,
                         waiting: waiting as u64,
-                        connections: shared.connections.load(Ordering::SeqCst) as u64,
+                        connections: shared.slots.open() as u64,
                         workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
                         worker_start_failures: shared
                             .pool
@@ -529,7 +610,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             )),
         };
         drop(frame);
-        if !send(&mut wr, enc, &response).await {
+        if !send(&mut wr, enc, &response, shared).await {
             return;
         }
     }
@@ -539,17 +620,17 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
 async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Shared, end: End) {
     match end {
         End::Closed | End::Idle | End::Stopped => {}
-        End::TooLarge(len) => {
+        End::TooLarge(len, max) => {
             let e = ErrorReply::new(
                 ErrorCode::FrameTooLarge,
                 format!(
                     "frame of {} bytes is over the {}-byte limit; the connection is closed",
                     grouped(len),
-                    grouped(shared.max_frame)
+                    grouped(max)
                 ),
             )
-            .with_limit(shared.max_frame, len);
-            send(wr, enc, &Response::Error(e)).await;
+            .with_limit(max, len);
+            send(wr, enc, &Response::Error(e), shared).await;
         }
         End::Broken(why) => tracing::debug!(reason = %why, "connection dropped"),
     }
@@ -625,6 +706,20 @@ async fn streamed(
 ) -> (Response, u64) {
     match streamable {
         Streamable::Run(head) => {
+            // The run takes an evaluation slot and a worker while its input arrives: a tenant
+            // has only so many such turns, so its stalled uploads cannot hold every slot.
+            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
+                let each = shared.uploads.each();
+                let e = ErrorReply::new(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "tenant {} already has {each} runs whose input is still arriving (the max_uploads_per_tenant limit); retry when one has arrived",
+                        tenant.name
+                    ),
+                )
+                .with_limit(each as u64, each as u64 + 1);
+                return (Response::Error(e), input.unread());
+            };
             let parts = RunParts {
                 filter: head.filter,
                 lang: head.lang,

@@ -328,3 +328,342 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A daemon started with the config `toml`, its socket open to every uid.
+fn configured(toml: &str) -> (Daemon, tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, toml).unwrap();
+    let d = Daemon::start_with(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--socket-mode",
+            "0666",
+        ],
+        &[],
+    );
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    (d, dir)
+}
+
+/// Environment variable that turns `flood_helper` into a flooder: `SOCKET|CONNECTIONS|BYTES|SECONDS`.
+/// It opens CONNECTIONS connections to SOCKET, sends each the length prefix of a frame of
+/// 40,000,000 bytes and then up to BYTES bytes of its body (as many as the daemon takes without
+/// blocking), holds them all for SECONDS and prints how many the daemon had closed by then.
+const FLOOD_ENV: &str = "JQJAIL_FLOOD";
+
+/// Runs `flood_helper` as `uid`; returns its child (its report comes on stdout).
+fn flood_as(
+    uid: u32,
+    socket: &Path,
+    connections: usize,
+    bytes: usize,
+    seconds: u64,
+) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "attacks::flood_helper",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(
+            FLOOD_ENV,
+            format!("{}|{connections}|{bytes}|{seconds}", socket.display()),
+        )
+        .uid(uid)
+        .gid(uid)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The flooder of the tests below, run by them as another uid (ignored otherwise).
+#[test]
+#[ignore = "run by the connection-flood tests as another uid"]
+fn flood_helper() {
+    let Ok(spec) = std::env::var(FLOOD_ENV) else {
+        eprintln!("not a flood run: {FLOOD_ENV} is not set");
+        return;
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let (socket, connections, bytes, seconds) = (
+        parts[0],
+        parts[1].parse::<usize>().unwrap(),
+        parts[2].parse::<usize>().unwrap(),
+        parts[3].parse::<u64>().unwrap(),
+    );
+    let mut open = Vec::new();
+    let mut refused = 0;
+    let body = vec![b'x'; 64 * 1024];
+    for _ in 0..connections {
+        let Ok(mut s) = UnixStream::connect(socket) else {
+            refused += 1;
+            continue;
+        };
+        if bytes > 0 {
+            let _ = s.write_all(&40_000_000u32.to_le_bytes());
+            s.set_nonblocking(true).unwrap();
+            let mut sent = 0;
+            while sent < bytes {
+                match s.write(&body[..body.len().min(bytes - sent)]) {
+                    Ok(n) => sent += n,
+                    Err(_) => break,
+                }
+            }
+        }
+        open.push(s);
+    }
+    std::thread::sleep(Duration::from_secs(seconds));
+    // A connection the daemon closed reads as EOF (after any answer it sent).
+    let mut closed = 0;
+    for s in &mut open {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut sink = Vec::new();
+        match s.read_to_end(&mut sink) {
+            Ok(_) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            Err(_) => {}
+        }
+    }
+    println!(
+        "flood: {} open, {closed} closed by the daemon, {refused} not connected",
+        open.len()
+    );
+}
+
+/// The daemon's resident memory, bytes.
+fn rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Attack 2 of issue 13: a uid the configuration refuses sends all but the end of a maximal
+/// first frame on 20 connections. The daemon read each whole (up to 42 MB) before it checked
+/// the uid: 812 MB resident. Now a refused peer is answered after five bytes, and the first
+/// frame of anyone is capped at a hello's size.
+#[test]
+fn a_refused_uid_cannot_make_the_daemon_hold_memory() {
+    if !root() {
+        eprintln!("skipped: needs root, to connect as a refused uid");
+        return;
+    }
+    let (d, _dir) = configured(
+        "[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
+    );
+    let before = rss(d.pid());
+    let flood = flood_as(65534, &d.socket, 20, 8 << 20, 4);
+    let mut peak = before;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        peak = peak.max(rss(d.pid()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = flood.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        peak < before + (64 << 20),
+        "daemon RSS went from {before} to {peak} bytes; {report}"
+    );
+    assert!(report.contains("flood: 20 open, 20 closed"), "{report}");
+    // A configured tenant's oversized first frame is refused at its length, too.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.write_all(&40_000_000u32.to_le_bytes()).unwrap();
+    let mut reply = Vec::new();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.read_to_end(&mut reply);
+    let answer: jqjail_protocol::Response = jqjail_protocol::Encoding::Bincode
+        .decode(&reply[4..])
+        .unwrap();
+    let jqjail_protocol::Response::Error(e) = answer else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(e.code, jqjail_client::ErrorCode::FrameTooLarge);
+    assert_eq!(e.limit, Some(4096));
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}
+
+/// Attack 4 of issue 13: a refused uid holds many silent connections. `max_connections` was
+/// daemon-wide and each was kept 30 s before its peer was checked, so a configured tenant was
+/// reset on every try, and every refusal was logged (2 M lines a minute). Now a uid holds at
+/// most its share of the slots, a refused peer is let go within a second, and refusals are
+/// logged at most once a second.
+#[test]
+fn a_flooding_uid_cannot_lock_out_a_tenant_or_flood_the_log() {
+    if !root() {
+        eprintln!("skipped: needs root, to connect as a refused uid");
+        return;
+    }
+    let (d, _dir) = configured(
+        "[server]\nmax_connections = 64\nmax_connections_per_uid = 16\n[tenants]\nunknown = \"refuse\"\n[[tenants.tenant]]\nname = \"admins\"\nuids = [0]\n",
+    );
+    let log_before = d.log().lines().count();
+    let flood = flood_as(65534, &d.socket, 400, 0, 4);
+    // While the flood holds what it can, the tenant is served every time.
+    let start = Instant::now();
+    let mut served = 0;
+    while start.elapsed() < Duration::from_secs(3) {
+        let mut c = d.client();
+        assert_eq!(
+            c.run(".a", br#"{"a":7}"#, &Default::default())
+                .unwrap()
+                .output,
+            "7"
+        );
+        served += 1;
+    }
+    let out = flood.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(served > 10, "served {served}; {report}");
+    let logged = d.log().lines().count() - log_before;
+    assert!(logged < 40, "{logged} log lines for one flood");
+}
+
+/// Attack 3 of issue 13: tiny `hide_get` requests whose answers are never read. Each answer
+/// (JSON escaping makes control bytes six times longer) was built whole and held with no
+/// write deadline: five held 709 MB for 45 s. Now a uid's large answers are built one at a
+/// time, and an answer not taken within the frame timeout ends its connection.
+#[test]
+fn unread_answers_cannot_pile_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, "[server]\nframe_timeout_ms = 2000\n").unwrap();
+    let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let content = vec![0x01u8; 8 << 20];
+    let hide = d
+        .client()
+        .hide_put("tool_output", "ctl", &content, &Default::default())
+        .unwrap()
+        .entry
+        .id;
+    let before = rss(d.pid());
+    let request = format!(r#"{{"hide_get":{{"id":"{hide}"}}}}"#);
+    let hello = br#"{"hello":{"protocol":1}}"#;
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        for body in [&hello[..], request.as_bytes()] {
+            s.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+            s.write_all(body).unwrap();
+        }
+        stalled.push(s);
+    }
+    let mut peak = before;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(4) {
+        peak = peak.max(rss(d.pid()));
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    // One 48 MiB answer at a time (and its content) at most, not eight.
+    assert!(
+        peak < before + (160 << 20),
+        "daemon RSS went from {before} to {peak} bytes"
+    );
+    // The daemon stays responsive, and lets go of the stalled connections in turn.
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+    let open = || d.client().stats().unwrap().connections;
+    assert!(
+        crate::util::wait_until(Duration::from_secs(30), || open() <= 1),
+        "{} connections still open",
+        open()
+    );
+    drop(stalled);
+}
+
+/// Attack 5 of issue 13: a tenant's stalled uploads of large inputs each took an evaluation
+/// slot and a worker before their input arrived, so four of them made another tenant's runs
+/// wait for the whole frame timeout. Now a tenant has at most `max_uploads_per_tenant` such
+/// runs at once; the others are answered `OVERLOADED` at once.
+#[test]
+fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
+    if !root() {
+        eprintln!("skipped: needs root, to run a second tenant as another uid");
+        return;
+    }
+    let (d, _dir) = configured(
+        "[workers]\nmax_concurrent = 4\n[server]\nframe_timeout_ms = 20000\nmax_uploads_per_tenant = 2\n",
+    );
+    let header = jqjail_protocol::codec::bincode_run_header(
+        ".",
+        jqjail_protocol::Lang::Jq,
+        Default::default(),
+        Default::default(),
+        1 << 20,
+    )
+    .unwrap();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        let hello = [0x00, 0x01, 0x00];
+        s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(&hello).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
+        s.read_exact(&mut reply).unwrap();
+        s.write_all(&((header.len() + (1 << 20)) as u32).to_le_bytes())
+            .unwrap();
+        s.write_all(&header).unwrap();
+        // Enough of the input that the daemon has the head and starts passing it on.
+        s.write_all(b"[").unwrap();
+        s.write_all(&[b' '; 128 << 10]).unwrap();
+        stalled.push(s);
+    }
+
+    // Another tenant is served at once, not after the uploads time out.
+    let start = Instant::now();
+    let out = Command::new(crate::util::CLI)
+        .args([".a", "-"])
+        .env("JQJAIL_SOCKET", &d.socket)
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(br#"{"a":5}"#)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the other tenant waited {:?}",
+        start.elapsed()
+    );
+    // The uploads complete: two were evaluated, two were over the tenant's turns.
+    let rest = (1 << 20) - 1 - (128 << 10);
+    let mut answers = Vec::new();
+    for mut s in stalled {
+        s.write_all(&vec![b' '; rest - 1]).unwrap();
+        s.write_all(b"]").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        s.read_exact(&mut body).unwrap();
+        let answer: jqjail_protocol::Response =
+            jqjail_protocol::Encoding::Bincode.decode(&body).unwrap();
+        answers.push(match answer {
+            jqjail_protocol::Response::Run(r) => r.output,
+            jqjail_protocol::Response::Error(e) => e.code.to_string(),
+            other => format!("{other:?}"),
+        });
+    }
+    answers.sort();
+    assert_eq!(answers, ["OVERLOADED", "OVERLOADED", "[]", "[]"]);
+}

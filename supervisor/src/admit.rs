@@ -1,0 +1,219 @@
+//! Admission: how much of the daemon one peer may hold, decided from the uid the kernel
+//! reports for the socket (SO_PEERCRED) before a byte of the peer's is read.
+//!
+//! - Connection slots: at most `max_connections` in all, and at most
+//!   `max_connections_per_uid` for any one uid, so that a uid that floods the socket (or one
+//!   the configuration refuses, while it is being answered) cannot lock out a tenant.
+//! - Large answers (a whole hide): one at a time per uid and [`LARGE_ANSWERS`] in all, each
+//!   built only when its turn comes, so answers a client never reads cannot pile up in memory.
+//! - Streamed uploads of run inputs: at most `max_uploads_per_tenant` per tenant at once, so a
+//!   tenant's stalled uploads cannot hold every evaluation slot.
+//! - Refusals are logged at most once a second, with a count of the ones not logged.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Large answers being built or written at once, over every uid.
+pub const LARGE_ANSWERS: usize = 4;
+
+/// Connection slots, in all and per uid.
+#[derive(Debug)]
+pub struct Slots {
+    max_total: usize,
+    max_per_uid: usize,
+    total: AtomicUsize,
+    per_uid: Mutex<HashMap<u32, usize>>,
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// All `max_connections` are taken.
+    Total(usize),
+    /// The peer's uid holds `max_connections_per_uid` already.
+    Uid(usize),
+}
+
+/// One admitted connection's slot; given back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    slots: Arc<Slots>,
+    uid: u32,
+}
+
+impl Slots {
+    /// Slots for at most `max_total` connections, `max_per_uid` of any one uid.
+    pub fn new(max_total: usize, max_per_uid: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            max_total,
+            max_per_uid,
+            total: AtomicUsize::new(0),
+            per_uid: Mutex::default(),
+        })
+    }
+
+    /// Takes a slot for a connection of `uid`.
+    pub fn take(self: &Arc<Self>, uid: u32) -> Result<Slot, Full> {
+        let mut per_uid = self.per_uid.lock().unwrap_or_else(|e| e.into_inner());
+        if self.total.load(Ordering::SeqCst) >= self.max_total {
+            return Err(Full::Total(self.max_total));
+        }
+        let held = per_uid.entry(uid).or_insert(0);
+        if *held >= self.max_per_uid {
+            return Err(Full::Uid(self.max_per_uid));
+        }
+        *held += 1;
+        self.total.fetch_add(1, Ordering::SeqCst);
+        Ok(Slot {
+            slots: self.clone(),
+            uid,
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.total.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut per_uid = self.slots.per_uid.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = per_uid.get_mut(&self.uid) {
+            *held -= 1;
+            if *held == 0 {
+                per_uid.remove(&self.uid);
+            }
+        }
+        self.slots.total.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Semaphores keyed by a uid or a tenant, made on first use and dropped when unused.
+#[derive(Debug)]
+pub struct Turns<K> {
+    each: usize,
+    map: Mutex<HashMap<K, Arc<Semaphore>>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
+    /// `each` turns per key.
+    pub fn new(each: usize) -> Turns<K> {
+        Turns {
+            each,
+            map: Mutex::default(),
+        }
+    }
+
+    fn semaphore(&self, key: &K) -> Arc<Semaphore> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget keys nobody holds a turn of, so the map does not grow with every uid seen.
+        map.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < self.each);
+        map.entry(key.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.each)))
+            .clone()
+    }
+
+    /// A turn for `key` now, or `None` if all of its turns are taken.
+    pub fn try_take(&self, key: &K) -> Option<OwnedSemaphorePermit> {
+        self.semaphore(key).try_acquire_owned().ok()
+    }
+
+    /// Waits for a turn for `key`.
+    pub async fn take(&self, key: &K) -> OwnedSemaphorePermit {
+        self.semaphore(key)
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    /// How many turns each key has.
+    pub fn each(&self) -> usize {
+        self.each
+    }
+}
+
+/// A log line that is written at most once a second; the lines held back meanwhile are
+/// counted and reported with the next one.
+#[derive(Debug)]
+pub struct Throttle {
+    start: Instant,
+    /// Milliseconds since `start` of the last line written, plus one (0: never).
+    last_ms: AtomicU64,
+    held_back: AtomicU64,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            held_back: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Throttle {
+    /// `Some(lines held back since the last one)` if a line may be written now.
+    pub fn allow(&self) -> Option<u64> {
+        let now = self.start.elapsed().as_millis() as u64 + 1;
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if last != 0 && now < last + 1000 {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        match self
+            .last_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => Some(self.held_back.swap(0, Ordering::Relaxed)),
+            Err(_) => {
+                self.held_back.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_uid_cannot_take_every_slot() {
+        let slots = Slots::new(4, 2);
+        let a1 = slots.take(7).unwrap();
+        let _a2 = slots.take(7).unwrap();
+        assert_eq!(slots.take(7).unwrap_err(), Full::Uid(2));
+        let _b1 = slots.take(8).unwrap();
+        let _b2 = slots.take(8).unwrap();
+        assert_eq!(slots.take(9).unwrap_err(), Full::Total(4));
+        drop(a1);
+        assert_eq!(slots.open(), 3);
+        let _a3 = slots.take(7).unwrap();
+    }
+
+    #[test]
+    fn turns_are_per_key_and_given_back() {
+        let turns = Turns::new(1);
+        let a = turns.try_take(&1u32).unwrap();
+        assert!(turns.try_take(&1).is_none());
+        assert!(turns.try_take(&2).is_some());
+        drop(a);
+        assert!(turns.try_take(&1).is_some());
+        // Unused keys are forgotten.
+        assert!(turns.map.lock().unwrap().len() <= 1);
+    }
+
+    #[test]
+    fn a_throttled_line_is_written_once_a_second() {
+        let t = Throttle::default();
+        assert_eq!(t.allow(), Some(0));
+        assert_eq!(t.allow(), None);
+        assert_eq!(t.allow(), None);
+        assert_eq!(t.held_back.load(Ordering::Relaxed), 2);
+    }
+}
