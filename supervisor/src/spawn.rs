@@ -240,31 +240,34 @@ impl Child {
     /// Takes charge of the unreaped child `pid` (ours, so its pid cannot be reused before we
     /// reap it): opens its pidfd, and keeps `stderr`, the read end of its stderr pipe.
     pub(crate) fn adopt(pid: libc::pid_t, stderr: Option<OwnedFd>) -> io::Result<Child> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is
-        // shared.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            // Without a pidfd the child can still be killed and reaped by pid: it is ours and
-            // unreaped, so the pid cannot have been reused.
+        // Whatever fails below, the child is killed and reaped by pid before the error is
+        // returned: it is ours and unreaped, so the pid cannot have been reused, and no zombie
+        // or stray worker is left behind.
+        let abandon = |e: io::Error| {
             // SAFETY: kill and waitpid on our own unreaped child.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, std::ptr::null_mut(), 0);
             }
-            return Err(e);
+            e
+        };
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is
+        // shared.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if raw < 0 {
+            return Err(abandon(io::Error::last_os_error()));
         }
         // SAFETY: `raw` is a fresh pidfd that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
         if let Some(stderr) = &stderr {
             nix::fcntl::fcntl(stderr, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-                .map_err(errno)?;
+                .map_err(|e| abandon(errno(e)))?;
         }
         // SAFETY: `pidfd` is an owned, valid descriptor that the AsyncFd takes ownership of;
         // it is neither replaced nor closed while registered.
         let pidfd =
             unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
-                .map_err(|e| io::Error::other(e.to_string()))?;
+                .map_err(|e| abandon(io::Error::other(e.to_string())))?;
         Ok(Child {
             pid,
             pidfd,

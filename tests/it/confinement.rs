@@ -269,3 +269,35 @@ fn each_worker_gets_a_memory_cgroup_where_the_host_allows() {
         assert_eq!(d.ok(".", &i.to_string()), i.to_string());
     }
 }
+
+/// The zygote holds only what its children's set-up needs: no_new_privs, and (as root) only
+/// the five capabilities of `ZYGOTE_CAPS` in its bounding, permitted and effective sets.
+#[test]
+fn the_zygote_holds_only_what_its_children_need() {
+    let d = Daemon::start();
+    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()));
+    let pid = d.zygote().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!(field(&status, "NoNewPrivs:"), "1");
+    assert_eq!(field(&status, "Threads:"), "1");
+    for caps in ["CapInh:", "CapAmb:"] {
+        assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let mask: u64 = jqjail_worker::zygote::ZYGOTE_CAPS
+            .iter()
+            .map(|c| 1u64 << c)
+            .sum();
+        for caps in ["CapPrm:", "CapEff:", "CapBnd:"] {
+            assert_eq!(field(&status, caps), format!("{mask:016x}"), "{caps}");
+        }
+    } else {
+        for caps in ["CapPrm:", "CapEff:"] {
+            assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
+        }
+        eprintln!("not root: the zygote's bounding set is not checked");
+    }
+    // Its workers still confine themselves and work.
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}

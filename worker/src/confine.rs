@@ -247,6 +247,12 @@ fn drop_privileges(in_user_namespace: bool, uid: libc::uid_t) -> Result<(), Conf
             ));
         }
     }
+    set_capabilities(0, 0).map_err(sys("capset"))
+}
+
+/// Sets the calling process's effective and permitted capability sets (bit `n` is capability
+/// `n`); the inheritable set is emptied.
+pub(crate) fn set_capabilities(effective: u64, permitted: u64) -> io::Result<()> {
     #[repr(C)]
     struct CapHeader {
         version: u32,
@@ -264,15 +270,22 @@ fn drop_privileges(in_user_namespace: bool, uid: libc::uid_t) -> Result<(), Conf
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
+    let data = [
+        CapData {
+            effective: effective as u32,
+            permitted: permitted as u32,
+            inheritable: 0,
+        },
+        CapData {
+            effective: (effective >> 32) as u32,
+            permitted: (permitted >> 32) as u32,
+            inheritable: 0,
+        },
+    ];
     // SAFETY: capset reads one header and two data structs (version 3 layout), which live on
     // this stack frame for the duration of the call.
     if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
-        return Err(sys("capset")(io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

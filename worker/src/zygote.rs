@@ -58,7 +58,8 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     let set_up = keep_only_fd3().and_then(|()| {
         clear_environment();
         die_with_parent(parent)?;
-        name_process(ZYGOTE_NAME)
+        name_process(ZYGOTE_NAME)?;
+        least_privilege()
     });
     if let Err(why) = set_up {
         eprintln!("jqjail zygote: {why}");
@@ -106,6 +107,52 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             return EXIT_SETUP;
         }
     }
+}
+
+/// The capabilities a root zygote keeps, because its children need them to confine
+/// themselves before they drop every capability (`crate::confine`): CAP_SYS_ADMIN to enter
+/// namespaces and mount the empty root, CAP_SYS_CHROOT to enter it, CAP_SETUID and
+/// CAP_SETGID to take the worker's uid and gid, CAP_SETPCAP to empty the bounding set.
+/// (Numbers from `linux/capability.h`: the libc crate does not define them.)
+pub const ZYGOTE_CAPS: [u32; 5] = [
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    8,  // CAP_SETPCAP
+    18, // CAP_SYS_CHROOT
+    21, // CAP_SYS_ADMIN
+];
+
+/// The zygote holds only what its children's set-up needs: no_new_privs (it never execs, and
+/// neither do they), and, when root, only [`ZYGOTE_CAPS`] in its bounding, effective and
+/// permitted sets and none inheritable or ambient. It has no seccomp filter of its own: its
+/// children inherit it and would need the union of every set-up step's calls; each child
+/// installs its own allowlist before it reads a job.
+fn least_privilege() -> Result<(), crate::confine::ConfineError> {
+    let fail = |step: &'static str| {
+        move |source: std::io::Error| crate::confine::ConfineError::Sys { step, source }
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes a flag and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(fail("prctl(PR_SET_NO_NEW_PRIVS)")(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(()); // no capabilities to begin with
+    }
+    for cap in 0..=63u32 {
+        if ZYGOTE_CAPS.contains(&cap) {
+            continue;
+        }
+        // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            // EINVAL past the kernel's last capability ends the loop.
+            break;
+        }
+    }
+    let mask: u64 = ZYGOTE_CAPS.iter().map(|c| 1u64 << c).sum();
+    crate::confine::set_capabilities(mask, mask).map_err(fail("capset"))
 }
 
 /// Receives one request: its text and the descriptors attached. `None` at end of stream.
