@@ -3,7 +3,9 @@
 //! `jqjail tools` prints them; [`crate::HideBuffer::call_tool`] answers the hide tools.
 //!
 //! Every schema is a closed object (`additionalProperties: false`) whose required properties
-//! all exist, which is what OpenAI's strict mode and Anthropic's `input_schema` accept.
+//! all exist, which Anthropic's `input_schema` and OpenAI's function tools accept. They are not
+//! marked for OpenAI's strict mode, which requires every property, optional ones included, to
+//! be listed in `required`.
 
 use serde_json::{Value, json};
 

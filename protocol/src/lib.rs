@@ -1,9 +1,12 @@
 //! The jqjail wire protocol: length-prefixed frames, a version handshake, and append-only
 //! message enums in two encodings (bincode for Rust, JSON for everyone else).
 //!
-//! This crate owns every type that crosses a process boundary — client ↔ supervisor and
-//! supervisor ↔ worker — and is the only crate that derives serde. It does no I/O policy
-//! (timeouts, retries) and never interprets a filter or an input document.
+//! This crate owns every message type that crosses a process boundary — client ↔ supervisor
+//! and supervisor ↔ worker (the worker's start-up arguments included). The one exception is
+//! the zygote's control socket, whose one-line text messages (`ok PID`, `err WHY`) are defined
+//! with it in `jqjail_worker::zygote`. Other crates derive serde only to read configuration
+//! files. It does no I/O policy (timeouts, retries) and never interprets a filter or an input
+//! document.
 //!
 //! `PROTOCOL.md` at the repository root is the normative description; the golden-bytes tests
 //! in this crate pin it.

@@ -61,7 +61,8 @@ struct Shared {
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
 /// been connected for that long), then stops accepting, lets in-flight requests finish within
-/// the drain timeout, and kills the idle workers.
+/// the drain timeout. Idle workers die with the pool: each is killed and reaped when its handle
+/// is dropped, and by its parent-death signal should the daemon die first.
 pub async fn serve(
     listener: UnixListener,
     cfg: Config,
