@@ -17,6 +17,7 @@ pub mod frame;
 pub mod hide;
 pub mod limits;
 pub mod message;
+pub mod syscalls;
 pub mod worker;
 
 pub use codec::{CodecError, Encoding};

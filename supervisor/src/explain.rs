@@ -92,7 +92,7 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
         )),
         Err(libc::SIGSYS) => {
             let call = match exit.seccomp_syscall {
-                Some(nr) => match jqjail_worker::seccomp::syscall_name(nr) {
+                Some(nr) => match jqjail_protocol::syscalls::syscall_name(nr) {
                     Some(name) => format!("`{name}` (number {nr})"),
                     None => format!("number {nr}"),
                 },
