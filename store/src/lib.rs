@@ -31,17 +31,30 @@
 //! rather than returning wrong bytes of a different length, but same-length edits are not
 //! detected on read (the sha256 is in the index for whoever wants to check).
 //!
-//! This crate does no networking and never interprets a hide's content.
+//! This crate does no networking and never interprets a hide's content. `lib.rs` is the façade
+//! (the types and [`Store`]'s operations); `dir.rs` keeps the directory private, `index.rs`
+//! holds the schema and queries, `writing.rs` a put in progress, `sweep.rs` what opening
+//! mends, `id.rs` the IDs and `page.rs` paging and search.
 
+mod dir;
 pub mod id;
+mod index;
 pub mod page;
+mod sweep;
+mod writing;
+
+use dir::{check_private_dir, private_file, private_subdir};
+use index::{SCHEMA, find_content, listed, lookup, make_room, row_entry, usage, with_meta};
+pub use sweep::Sweep;
+use writing::Reservation;
+pub use writing::Writing;
 
 use page::{Layout, SearchOptions};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -217,118 +230,17 @@ pub enum StoreError {
     Index(#[from] rusqlite::Error),
 }
 
-/// Bytes of a tenant's quota held by one put in progress, from [`Store::begin_put`] until
-/// the put is dropped (finished or abandoned).
-struct Reservation<'s> {
-    store: &'s Store,
-    tenant: String,
-    size: u64,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.store.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = pending.get_mut(&self.tenant) {
-            *held = held.saturating_sub(self.size);
-            if *held == 0 {
-                pending.remove(&self.tenant);
-            }
-        }
-    }
-}
-
 /// Shorthand.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// A put in progress: its content goes to a temp file and into the hash as it arrives, so a
-/// large hide is never held in memory. Dropped unfinished, it removes its temp file.
-///
-/// Its declared size is reserved against the tenant's quota from the start: the uploads a
-/// tenant has in progress hold at most its quota on disk outside the index, however many stall.
-pub struct Writing<'s> {
-    store: &'s Store,
-    path: PathBuf,
-    file: File,
-    hasher: Sha256,
-    written: u64,
-    reservation: Reservation<'s>,
-}
-
-impl Writing<'_> {
-    /// Appends content; more than the size reserved at [`Store::begin_put`] is refused.
-    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        let after = self.written + bytes.len() as u64;
-        if after > self.reservation.size {
-            return Err(StoreError::Invalid(format!(
-                "put content is over the {} bytes it declared",
-                self.reservation.size
-            )));
-        }
-        self.file.write_all(bytes)?;
-        self.hasher.update(bytes);
-        self.written += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
-    /// Makes the content durable and stores it as a hide of the tenant it was begun for (see
-    /// [`Store::put`]).
-    pub fn finish(
-        mut self,
-        kind: &str,
-        source: &str,
-        meta: &[(String, String)],
-        retention: &Retention,
-    ) -> Result<Put> {
-        check_labels(kind, source, meta)?;
-        let tenant = self.reservation.tenant.clone();
-        let tenant = tenant.as_str();
-        if self.written > retention.quota_bytes {
-            return Err(StoreError::QuotaExceeded {
-                quota: retention.quota_bytes,
-                used: self.store.usage(tenant)?.bytes,
-                size: self.written,
-            });
-        }
-        let sha256 = hex(&std::mem::take(&mut self.hasher).finalize());
-        // The same content from the same source is already there: nothing to make durable
-        // (the temp file goes with `self`). `commit` checks again under the lock.
-        let source_key = id::sanitize_source(source);
-        let existing = {
-            let inner = self.store.lock_inner();
-            find_content(&inner.db, tenant, &source_key, &sha256)?
-        };
-        if let Some(entry) = existing {
-            return Ok(Put {
-                entry,
-                created: false,
-                evicted: Vec::new(),
-            });
-        }
-        self.file.sync_all()?;
-        self.store.commit(
-            &self.path,
-            tenant,
-            kind,
-            source,
-            &sha256,
-            self.written,
-            meta,
-            retention,
-        )
-    }
-}
-
-impl Drop for Writing<'_> {
-    fn drop(&mut self) {
-        // Gone already when the put committed (renamed into place); otherwise abandoned.
-        // The reservation is given back after this, when the field is dropped.
-        let _ = std::fs::remove_file(&self.path);
-    }
+/// What a finished put stores: the hide's labels and its content's hash and size.
+pub(crate) struct NewHide<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) source: &'a str,
+    pub(crate) sha256: &'a str,
+    pub(crate) size: u64,
+    pub(crate) meta: &'a [(String, String)],
 }
 
 /// An open store. Cheap to share behind an `Arc`; every method blocks (file and SQLite I/O),
@@ -342,19 +254,6 @@ pub struct Store {
     opened: Sweep,
 }
 
-/// What a sweep of the store found and mended: the crash leftovers it removed, and the index
-/// rows whose files were missing or damaged (which it deleted, so that a listed hide always
-/// reads back whole).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Sweep {
-    /// Temp files of puts whose process is gone (or older than [`STALE_TMP`]).
-    pub temp_files: usize,
-    /// Object files no index row names.
-    pub orphan_files: usize,
-    /// `(tenant, id)` of rows dropped because their file was missing or of the wrong size.
-    pub broken_rows: Vec<(String, String)>,
-}
-
 struct Inner {
     db: Connection,
     lock: File,
@@ -365,30 +264,6 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store").field("root", &self.root).finish()
     }
 }
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS hides (
-    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant     TEXT NOT NULL,
-    id         TEXT NOT NULL,
-    source_key TEXT NOT NULL,
-    sha256     TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    source     TEXT NOT NULL,
-    size       INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    UNIQUE (tenant, id)
-);
-CREATE INDEX IF NOT EXISTS hides_content ON hides (tenant, source_key, sha256);
-CREATE INDEX IF NOT EXISTS hides_age ON hides (tenant, created_ms);
-CREATE TABLE IF NOT EXISTS meta (
-    seq   INTEGER NOT NULL REFERENCES hides (seq) ON DELETE CASCADE,
-    pos   INTEGER NOT NULL,
-    key   TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (seq, pos)
-);
-";
 
 impl Store {
     /// Opens the store at `dir`, creating it (0700) if it does not exist. Refuses a directory
@@ -509,18 +384,15 @@ impl Store {
     /// Under the lock: the same content again, or a new ID, retention, the temp file renamed
     /// into place, the directory fsynced, the row committed; then, still under the lock, the
     /// evicted files unlinked.
-    #[allow(clippy::too_many_arguments)]
-    fn commit(
-        &self,
-        tmp: &Path,
-        tenant: &str,
-        kind: &str,
-        source: &str,
-        sha256: &str,
-        size: u64,
-        meta: &[(String, String)],
-        retention: &Retention,
-    ) -> Result<Put> {
+    fn commit(&self, tmp: &Path, hide: NewHide<'_>, retention: &Retention) -> Result<Put> {
+        let NewHide {
+            tenant,
+            kind,
+            source,
+            sha256,
+            size,
+            meta,
+        } = hide;
         let source_key = id::sanitize_source(source);
         self.mutate_unlinking(tenant, |db| {
             if let Some(entry) = find_content(db, tenant, &source_key, sha256)? {
@@ -798,7 +670,7 @@ impl Store {
     ) -> Result<T> {
         let mut inner = self.lock_inner();
         let Inner { db, lock } = &mut *inner;
-        let _held = Flock::exclusive(lock)?;
+        let _held = Held::exclusive(lock)?;
         let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (out, ids) = f(&tx)?;
         tx.commit()?;
@@ -814,230 +686,6 @@ impl Store {
             }
         }
         Ok(out)
-    }
-
-    /// Under the lock: removes temp files whose put's process is gone, object files no index
-    /// row names, and rows whose file is missing or not of their size (a store damaged by
-    /// hand, or by the unlink race of earlier versions); says what it did.
-    fn sweep(&self) -> Result<Sweep> {
-        let root = self.root.clone();
-        self.mutate(|db| {
-            let mut sweep = Sweep::default();
-            for entry in std::fs::read_dir(root.join("tmp"))? {
-                let entry = entry?;
-                if abandoned_temp(&entry)? {
-                    let _ = std::fs::remove_file(entry.path());
-                    sweep.temp_files += 1;
-                }
-            }
-            // The tenants are read under the lock too: a list read before it misses a tenant
-            // whose first hide another process commits meanwhile, and that hide's file would
-            // be taken for an orphan.
-            let tenants: Vec<String> = db
-                .prepare("SELECT DISTINCT tenant FROM hides")?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            for tenant in &tenants {
-                let rows: Vec<(String, u64)> = db
-                    .prepare("SELECT id, size FROM hides WHERE tenant = ?1")?
-                    .query_map(params![tenant], |r| {
-                        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
-                    })?
-                    .collect::<Result<_, _>>()?;
-                let dir = self.tenant_dir_path(tenant);
-                for (id, size) in rows {
-                    let whole = std::fs::symlink_metadata(dir.join(&id))
-                        .is_ok_and(|m| m.is_file() && m.len() == size);
-                    if !whole {
-                        db.execute(
-                            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
-                            params![tenant, id],
-                        )?;
-                        sweep.broken_rows.push((tenant.clone(), id));
-                    }
-                }
-            }
-            let by_key: std::collections::HashMap<String, String> =
-                tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
-            for dir in std::fs::read_dir(root.join("objects"))? {
-                let dir = dir?;
-                let key = dir.file_name().to_string_lossy().into_owned();
-                let tenant = by_key.get(&key);
-                for file in std::fs::read_dir(dir.path())? {
-                    let file = file?;
-                    let id = file.file_name().to_string_lossy().into_owned();
-                    let named = match tenant {
-                        Some(t) => listed(db, t, &id)?,
-                        None => false,
-                    };
-                    if !named {
-                        let _ = std::fs::remove_file(file.path());
-                        sweep.orphan_files += 1;
-                    }
-                }
-            }
-            Ok(sweep)
-        })
-    }
-}
-
-/// Whether a temp file's put is over: its name starts with the pid of the process that
-/// writes it (`begin_put`), and that process is gone, or the file is older than
-/// [`STALE_TMP`]. A live process's upload in progress, in a store shared by several, is left
-/// alone.
-fn abandoned_temp(entry: &std::fs::DirEntry) -> Result<bool> {
-    let name = entry.file_name();
-    let writer = name
-        .to_str()
-        .and_then(|n| n.split('-').next())
-        .and_then(|pid| pid.parse::<libc::pid_t>().ok());
-    let gone = match writer {
-        Some(pid) if pid > 0 => {
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            let absent = unsafe { libc::kill(pid, 0) } != 0;
-            absent && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-        }
-        _ => true,
-    };
-    let age = entry
-        .metadata()?
-        .modified()?
-        .elapsed()
-        .unwrap_or(Duration::ZERO);
-    Ok(gone || age > STALE_TMP)
-}
-
-/// Whether an index row names `id` of `tenant`.
-fn listed(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
-    Ok(db
-        .query_row(
-            "SELECT 1 FROM hides WHERE tenant = ?1 AND id = ?2",
-            params![tenant, id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-}
-
-/// Deletes hides past the age limit, then (by policy) the oldest until `size` more bytes fit.
-/// Returns the IDs whose rows were deleted; their files are unlinked after the commit.
-fn make_room(
-    db: &Connection,
-    tenant: &str,
-    size: u64,
-    retention: &Retention,
-) -> Result<Vec<String>> {
-    let mut victims = Vec::new();
-    if let Some(age) = retention.max_age {
-        let cutoff = now_ms().saturating_sub(age.as_millis() as u64) as i64;
-        let mut stmt = db.prepare_cached(
-            "DELETE FROM hides WHERE tenant = ?1 AND created_ms < ?2 RETURNING id",
-        )?;
-        let expired = stmt
-            .query_map(params![tenant, cutoff], |r| r.get::<_, String>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        victims.extend(expired);
-    }
-    let mut used = usage(db, tenant)?.bytes;
-    if used + size <= retention.quota_bytes {
-        return Ok(victims);
-    }
-    if retention.on_full == OnFull::Refuse {
-        return Err(StoreError::QuotaExceeded {
-            quota: retention.quota_bytes,
-            used,
-            size,
-        });
-    }
-    let oldest: Vec<(String, u64)> = {
-        let mut stmt = db.prepare_cached(
-            "SELECT id, size FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC",
-        )?;
-        stmt.query_map(params![tenant], |r| {
-            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
-        })?
-        .collect::<Result<_, _>>()?
-    };
-    for (id, bytes) in oldest {
-        if used + size <= retention.quota_bytes {
-            break;
-        }
-        db.execute(
-            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
-            params![tenant, id],
-        )?;
-        used -= bytes;
-        victims.push(id);
-    }
-    Ok(victims)
-}
-
-fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
-    let (entries, bytes): (i64, i64) = db.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM hides WHERE tenant = ?1",
-        params![tenant],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    Ok(Usage {
-        entries: entries as u64,
-        bytes: bytes as u64,
-    })
-}
-
-fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Entry)> {
-    Ok((
-        r.get(0)?,
-        Entry {
-            id: r.get(1)?,
-            kind: r.get(2)?,
-            source: r.get(3)?,
-            size: r.get::<_, i64>(4)? as u64,
-            sha256: r.get(5)?,
-            meta: Vec::new(),
-            created_ms: r.get::<_, i64>(6)? as u64,
-        },
-    ))
-}
-
-fn with_meta(db: &Connection, seq: i64, mut entry: Entry) -> Result<Entry> {
-    let mut stmt = db.prepare_cached("SELECT key, value FROM meta WHERE seq = ?1 ORDER BY pos")?;
-    entry.meta = stmt
-        .query_map(params![seq], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    Ok(entry)
-}
-
-fn lookup(db: &Connection, tenant: &str, id: &str) -> Result<Entry> {
-    if !id::is_well_formed(id) {
-        return Err(StoreError::NotFound(id.to_string()));
-    }
-    let mut stmt = db.prepare_cached(
-        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
-         WHERE tenant = ?1 AND id = ?2",
-    )?;
-    let (seq, entry) = stmt
-        .query_row(params![tenant, id], row_entry)
-        .optional()?
-        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-    with_meta(db, seq, entry)
-}
-
-fn find_content(
-    db: &Connection,
-    tenant: &str,
-    source_key: &str,
-    sha: &str,
-) -> Result<Option<Entry>> {
-    let mut stmt = db.prepare_cached(
-        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
-         WHERE tenant = ?1 AND source_key = ?2 AND sha256 = ?3",
-    )?;
-    match stmt
-        .query_row(params![tenant, source_key, sha], row_entry)
-        .optional()?
-    {
-        Some((seq, entry)) => Ok(Some(with_meta(db, seq, entry)?)),
-        None => Ok(None),
     }
 }
 
@@ -1103,86 +751,19 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn check_private_dir(path: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(path)?;
-    let unsafe_dir = |why: String| StoreError::Unsafe {
-        path: path.to_owned(),
-        why,
-    };
-    if !meta.is_dir() {
-        return Err(unsafe_dir("not a directory".into()));
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    if meta.uid() != euid {
-        return Err(unsafe_dir(format!(
-            "owned by uid {}, not by this process's uid {euid}",
-            meta.uid()
-        )));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(unsafe_dir(format!(
-            "mode is {mode:o}; group and others must have no access (0700)"
-        )));
-    }
-    Ok(())
-}
+/// The store's exclusive lock (`flock` through std's `File::lock`), released on drop.
+struct Held<'a>(&'a File);
 
-/// Makes sure `path` is a private directory (not a symlink); returns whether it was created.
-fn private_subdir(path: &Path) -> Result<bool> {
-    match DirBuilder::new().mode(0o700).create(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            check_private_dir(path)?;
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn private_file(path: &Path) -> Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    let mode = file.metadata()?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(StoreError::Unsafe {
-            path: path.to_owned(),
-            why: format!("mode is {mode:o}; group and others must have no access (0600)"),
-        });
-    }
-    Ok(file)
-}
-
-/// An exclusive flock, released on drop.
-struct Flock<'a>(&'a File);
-
-impl<'a> Flock<'a> {
+impl<'a> Held<'a> {
     fn exclusive(file: &'a File) -> io::Result<Self> {
-        use std::os::fd::AsRawFd;
-        loop {
-            // SAFETY: the fd is open for the life of `file`, which outlives the guard.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Flock(file));
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        file.lock()?;
+        Ok(Held(file))
     }
 }
 
-impl Drop for Flock<'_> {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as in `exclusive`; unlocking a held lock cannot fail in a way we could act on.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        // Unlocking a held lock cannot fail in a way this could act on; closing would too.
+        let _ = self.0.unlock();
     }
 }

@@ -1,0 +1,165 @@
+//! The index: the SQLite schema and the queries every store operation is made of. Every
+//! function here runs inside a transaction the caller holds (`Store::mutate*`) or under the
+//! store's mutex.
+
+use crate::id;
+use crate::{Entry, OnFull, Result, Retention, StoreError, Usage, now_ms};
+use rusqlite::{Connection, OptionalExtension, params};
+
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS hides (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant     TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    source_key TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    UNIQUE (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS hides_content ON hides (tenant, source_key, sha256);
+CREATE INDEX IF NOT EXISTS hides_age ON hides (tenant, created_ms);
+CREATE TABLE IF NOT EXISTS meta (
+    seq   INTEGER NOT NULL REFERENCES hides (seq) ON DELETE CASCADE,
+    pos   INTEGER NOT NULL,
+    key   TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (seq, pos)
+);
+";
+
+/// Whether an index row names `id` of `tenant`.
+pub(crate) fn listed(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
+    Ok(db
+        .query_row(
+            "SELECT 1 FROM hides WHERE tenant = ?1 AND id = ?2",
+            params![tenant, id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Deletes hides past the age limit, then (by policy) the oldest until `size` more bytes fit.
+/// Returns the IDs whose rows were deleted; their files are unlinked after the commit.
+pub(crate) fn make_room(
+    db: &Connection,
+    tenant: &str,
+    size: u64,
+    retention: &Retention,
+) -> Result<Vec<String>> {
+    let mut victims = Vec::new();
+    if let Some(age) = retention.max_age {
+        let cutoff = now_ms().saturating_sub(age.as_millis() as u64) as i64;
+        let mut stmt = db.prepare_cached(
+            "DELETE FROM hides WHERE tenant = ?1 AND created_ms < ?2 RETURNING id",
+        )?;
+        let expired = stmt
+            .query_map(params![tenant, cutoff], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        victims.extend(expired);
+    }
+    let mut used = usage(db, tenant)?.bytes;
+    if used + size <= retention.quota_bytes {
+        return Ok(victims);
+    }
+    if retention.on_full == OnFull::Refuse {
+        return Err(StoreError::QuotaExceeded {
+            quota: retention.quota_bytes,
+            used,
+            size,
+        });
+    }
+    let oldest: Vec<(String, u64)> = {
+        let mut stmt = db.prepare_cached(
+            "SELECT id, size FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC",
+        )?;
+        stmt.query_map(params![tenant], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+        })?
+        .collect::<Result<_, _>>()?
+    };
+    for (id, bytes) in oldest {
+        if used + size <= retention.quota_bytes {
+            break;
+        }
+        db.execute(
+            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
+            params![tenant, id],
+        )?;
+        used -= bytes;
+        victims.push(id);
+    }
+    Ok(victims)
+}
+
+pub(crate) fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
+    let (entries, bytes): (i64, i64) = db.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM hides WHERE tenant = ?1",
+        params![tenant],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(Usage {
+        entries: entries as u64,
+        bytes: bytes as u64,
+    })
+}
+
+pub(crate) fn row_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Entry)> {
+    Ok((
+        r.get(0)?,
+        Entry {
+            id: r.get(1)?,
+            kind: r.get(2)?,
+            source: r.get(3)?,
+            size: r.get::<_, i64>(4)? as u64,
+            sha256: r.get(5)?,
+            meta: Vec::new(),
+            created_ms: r.get::<_, i64>(6)? as u64,
+        },
+    ))
+}
+
+pub(crate) fn with_meta(db: &Connection, seq: i64, mut entry: Entry) -> Result<Entry> {
+    let mut stmt = db.prepare_cached("SELECT key, value FROM meta WHERE seq = ?1 ORDER BY pos")?;
+    entry.meta = stmt
+        .query_map(params![seq], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(entry)
+}
+
+pub(crate) fn lookup(db: &Connection, tenant: &str, id: &str) -> Result<Entry> {
+    if !id::is_well_formed(id) {
+        return Err(StoreError::NotFound(id.to_string()));
+    }
+    let mut stmt = db.prepare_cached(
+        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+         WHERE tenant = ?1 AND id = ?2",
+    )?;
+    let (seq, entry) = stmt
+        .query_row(params![tenant, id], row_entry)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    with_meta(db, seq, entry)
+}
+
+pub(crate) fn find_content(
+    db: &Connection,
+    tenant: &str,
+    source_key: &str,
+    sha: &str,
+) -> Result<Option<Entry>> {
+    let mut stmt = db.prepare_cached(
+        "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+         WHERE tenant = ?1 AND source_key = ?2 AND sha256 = ?3",
+    )?;
+    match stmt
+        .query_row(params![tenant, source_key, sha], row_entry)
+        .optional()?
+    {
+        Some((seq, entry)) => Ok(Some(with_meta(db, seq, entry)?)),
+        None => Ok(None),
+    }
+}
