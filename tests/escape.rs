@@ -11,7 +11,7 @@
 
 use jqjail_protocol::frame::tokio_io::{read_frame, write_frame_parts};
 use jqjail_protocol::worker::{
-    Job, Ready, Reply, StartupArgs, WORKER_ARG, WorkerError, ZYGOTE_ARG,
+    Job, MAX_READY_FRAME_BYTES, Reply, Started, StartupArgs, WORKER_ARG, WorkerError, ZYGOTE_ARG,
 };
 use jqjail_protocol::{Encoding, ErrorCode};
 use jqjail_supervisor::config::WorkerStart;
@@ -468,22 +468,26 @@ async fn run_probe(launcher: &Launcher, startup: &StartupArgs, probe: &str) -> O
     }
 }
 
-type Started = (jqjail_supervisor::spawn::Child, tokio::net::UnixStream);
+type Launched = (jqjail_supervisor::spawn::Child, tokio::net::UnixStream);
 
 /// Starts a worker and waits for its ready message.
-async fn start_ready(launcher: &Launcher, startup: &StartupArgs) -> Result<Started, Outcome> {
+async fn start_ready(launcher: &Launcher, startup: &StartupArgs) -> Result<Launched, Outcome> {
     let (mut child, sock) = launcher
         .launch(startup)
         .await
         .map_err(|e| Outcome::Other(format!("spawn: {e}")))?;
     let mut sock = tokio::net::UnixStream::from_std(sock).expect("register socket");
-    let ready = read_frame(&mut sock, 256)
+    let ready = read_frame(&mut sock, MAX_READY_FRAME_BYTES)
         .await
         .map_err(|e| e.to_string())
         .and_then(|f| {
-            Encoding::Bincode
-                .decode::<Ready>(&f)
-                .map_err(|e| e.to_string())
+            match Encoding::Bincode
+                .decode::<Started>(&f)
+                .map_err(|e| e.to_string())?
+            {
+                Started::Ready(ready) => Ok(ready),
+                Started::Failed(failed) => Err(format!("set-up failed: {failed:?}")),
+            }
         });
     match ready {
         // The process on the socket is the child the launcher handed over.

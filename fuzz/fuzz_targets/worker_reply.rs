@@ -1,9 +1,9 @@
 //! What a worker sends its supervisor (assume the worker runs the attacker's code): the
-//! ready message and the reply. Decoding never panics or aborts.
+//! ready-or-failed message and the reply. Decoding never panics or aborts.
 #![no_main]
 
 use jqjail_protocol::Encoding;
-use jqjail_protocol::worker::{Ready, Reply};
+use jqjail_protocol::worker::{Reply, Started};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -11,5 +11,8 @@ fuzz_target!(|data: &[u8]| {
         let again = Encoding::Bincode.encode(&reply).unwrap();
         assert_eq!(Encoding::Bincode.decode::<Reply>(&again).unwrap(), reply);
     }
-    let _ = Encoding::Bincode.decode::<Ready>(data);
+    if let Ok(started) = Encoding::Bincode.decode::<Started>(data) {
+        let again = Encoding::Bincode.encode(&started).unwrap();
+        assert_eq!(Encoding::Bincode.decode::<Started>(&again).unwrap(), started);
+    }
 });

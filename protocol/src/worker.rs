@@ -40,8 +40,19 @@ pub const fn max_reply_frame_bytes(max_output_bytes: u64) -> u64 {
     max_output_bytes + 64 * 1024
 }
 
-/// Largest [`Ready`] frame.
-pub const MAX_READY_FRAME_BYTES: u64 = 256;
+/// Largest [`Started`] frame.
+pub const MAX_READY_FRAME_BYTES: u64 = 4096;
+
+/// The first message a worker sends on its socket: ready for its job, or why its set-up
+/// stopped (the supervisor turns off an isolation part the host refuses by its
+/// [`SetupFailure::isolation_part`], never by the text of a message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Started {
+    /// Confined, under its allowlist, waiting for its job.
+    Ready(Ready),
+    /// A set-up step failed; the worker exits without reading a job.
+    Failed(SetupFailure),
+}
 
 /// The worker is confined and waiting for its job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +60,23 @@ pub struct Ready {
     /// Its process id, as it sees it.
     pub pid: u32,
 }
+
+/// A set-up step that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupFailure {
+    /// The step, as the worker's start-up recipe names it (e.g. `"prctl(PR_SET_DUMPABLE)"`).
+    pub step: String,
+    /// The isolation part the host refused (one of [`Isolation::NAMES`]), if that is what
+    /// failed.
+    pub isolation_part: Option<String>,
+    /// The OS error number, where there is one.
+    pub errno: Option<i32>,
+    /// The whole message, for logs (at most [`MAX_SETUP_MESSAGE_BYTES`]).
+    pub message: String,
+}
+
+/// Longest [`SetupFailure::message`] a worker sends.
+pub const MAX_SETUP_MESSAGE_BYTES: usize = 1024;
 
 /// One evaluation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use jqjail_protocol::frame::FrameError;
 use jqjail_protocol::frame::tokio_io::read_frame;
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    Job, MAX_READY_FRAME_BYTES, Outcome, Ready, Reply, StartupArgs, max_reply_frame_bytes,
+    Job, MAX_READY_FRAME_BYTES, Outcome, Reply, Started, StartupArgs, max_reply_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
@@ -566,26 +566,21 @@ async fn input_failed(w: &mut Worker, why: String) -> Attempt {
 /// Starts one worker with `startup`'s isolation; while a part of it is refused by this host,
 /// turns that part off, logs why, and tries again. Logs the isolation workers will run with.
 pub async fn negotiate_isolation(launcher: &Launcher, mut startup: StartupArgs) -> StartupArgs {
-    use jqjail_protocol::worker::Isolation;
     loop {
         match start_worker(launcher, &startup, None).await {
             Ok(worker) => {
                 drop(worker);
                 break;
             }
-            Err(why) => {
-                let refused = Isolation::NAMES
-                    .iter()
-                    .find(|part| why.contains(&format!("isolation {part}:")));
-                match refused {
-                    Some(part) if startup.isolation.has(part) => {
-                        tracing::warn!(part, reason = %why, "worker isolation part unavailable on this host; continuing without it");
-                        startup.isolation = startup.isolation.without(part);
-                    }
-                    // Not an isolation problem: the pool will report it on every start.
-                    _ => break,
-                }
+            Err(StartError {
+                refused_part: Some(part),
+                message,
+            }) => {
+                tracing::warn!(part = %part, reason = %message, "worker isolation part unavailable on this host; continuing without it");
+                startup.isolation = startup.isolation.without(&part);
             }
+            // Not an isolation problem: the pool will report it on every start.
+            Err(_) => break,
         }
     }
     let iso = startup.isolation;
@@ -599,11 +594,29 @@ pub async fn negotiate_isolation(launcher: &Launcher, mut startup: StartupArgs) 
     startup
 }
 
+/// Why a worker did not start.
+#[derive(Debug)]
+struct StartError {
+    /// The isolation part the worker reported this host refuses, if that is why.
+    refused_part: Option<String>,
+    /// The whole story, for the log.
+    message: String,
+}
+
+impl From<String> for StartError {
+    fn from(message: String) -> Self {
+        StartError {
+            refused_part: None,
+            message,
+        }
+    }
+}
+
 async fn start_worker(
     launcher: &Launcher,
     startup: &StartupArgs,
     cgroup: Option<Arc<CgroupParent>>,
-) -> Result<Worker, String> {
+) -> Result<Worker, StartError> {
     let (mut child, sock) = launcher
         .launch(startup)
         .await
@@ -622,14 +635,25 @@ async fn start_worker(
         UnixStream::from_std(sock).map_err(|e| format!("registering worker socket: {e}"))?;
     let ready =
         tokio::time::timeout(READY_TIMEOUT, read_frame(&mut sock, MAX_READY_FRAME_BYTES)).await;
+    let mut refused_part = None;
     let failure = match ready {
-        Ok(Ok(frame)) => match Encoding::Bincode.decode::<Ready>(&frame) {
+        Ok(Ok(frame)) => match Encoding::Bincode.decode::<Started>(&frame) {
             // The process on the socket must be the child this supervisor will wait for,
             // signal and account: a launcher that mixed up two workers is caught here.
-            Ok(ready) if i64::from(ready.pid) == i64::from(child.pid()) => {
+            Ok(Started::Ready(ready)) if i64::from(ready.pid) == i64::from(child.pid()) => {
                 return Ok(Worker { child, sock });
             }
-            Ok(ready) => format!(
+            Ok(Started::Failed(failed)) => {
+                // Only a part this supervisor asked for can be turned off.
+                refused_part = failed
+                    .isolation_part
+                    .filter(|part| startup.isolation.has(part));
+                format!(
+                    "worker set-up failed at {}: {}",
+                    failed.step, failed.message
+                )
+            }
+            Ok(Started::Ready(ready)) => format!(
                 "the worker on the socket is pid {}, but the process started is pid {}",
                 ready.pid,
                 child.pid()
@@ -641,10 +665,13 @@ async fn start_worker(
     };
     child.kill();
     let exit = reap(&mut child).await;
-    Err(format!(
-        "{failure} (exit {:?}, stderr: {})",
-        exit.status, exit.stderr_tail
-    ))
+    Err(StartError {
+        refused_part,
+        message: format!(
+            "{failure} (exit {:?}, stderr: {})",
+            exit.status, exit.stderr_tail
+        ),
+    })
 }
 
 async fn refill(
@@ -666,11 +693,11 @@ async fn refill(
                 backoff = Duration::from_millis(10);
                 slot.send(worker);
             }
-            Err(why) => {
+            Err(StartError { message, .. }) => {
                 stats.failed_starts.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %why, "worker failed to start");
+                tracing::error!(error = %message, "worker failed to start");
                 if let Ok(mut last) = last_error.lock() {
-                    *last = Some(why);
+                    *last = Some(message);
                 }
                 drop(slot);
                 tokio::time::sleep(backoff).await;

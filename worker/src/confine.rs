@@ -109,7 +109,11 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     let baseline = data_baseline_bytes().map_err(sys("read /proc/self/status"))?;
 
     // 7.
-    let in_user_namespace = crate::isolate::isolate(args.isolation)?;
+    let in_user_namespace =
+        crate::isolate::isolate(args.isolation).map_err(|r| ConfineError::Isolation {
+            part: r.part,
+            source: r.source,
+        })?;
 
     // 8.
     let data = baseline.saturating_add(args.heap_bytes);

@@ -16,7 +16,6 @@
 //! Never a PID namespace: a worker that were PID 1 of one would ignore its own SIGABRT and
 //! SIGXCPU (research/feasibility.md §6).
 
-use crate::confine::ConfineError;
 use jqjail_protocol::worker::Isolation;
 use std::ffi::CStr;
 use std::io;
@@ -24,11 +23,21 @@ use std::io;
 /// The directory the empty root is mounted over (inside the worker's own mount namespace).
 const ROOT_MOUNT_POINT: &CStr = c"/tmp";
 
-fn fail(part: &'static str) -> impl FnOnce(io::Error) -> ConfineError {
-    move |source| ConfineError::Isolation { part, source }
+/// A part of the isolation this host refused.
+#[derive(Debug, thiserror::Error)]
+#[error("isolation {part}: {source}")]
+pub struct Refused {
+    /// Which part (see [`Isolation::NAMES`]).
+    pub part: &'static str,
+    /// Why.
+    pub source: io::Error,
 }
 
-fn check(rc: libc::c_int, part: &'static str) -> Result<(), ConfineError> {
+fn fail(part: &'static str) -> impl FnOnce(io::Error) -> Refused {
+    move |source| Refused { part, source }
+}
+
+fn check(rc: libc::c_int, part: &'static str) -> Result<(), Refused> {
     if rc == 0 {
         Ok(())
     } else {
@@ -36,14 +45,14 @@ fn check(rc: libc::c_int, part: &'static str) -> Result<(), ConfineError> {
     }
 }
 
-fn unshare(flags: libc::c_int, part: &'static str) -> Result<(), ConfineError> {
+fn unshare(flags: libc::c_int, part: &'static str) -> Result<(), Refused> {
     // SAFETY: unshare takes flags only; the process is single-threaded.
     check(unsafe { libc::unshare(flags) }, part)
 }
 
 /// Applies the enabled parts, in the order that makes each possible. Returns whether the
 /// worker is now in its own user namespace (where it is root, with no power outside it).
-pub fn isolate(parts: Isolation) -> Result<bool, ConfineError> {
+pub fn isolate(parts: Isolation) -> Result<bool, Refused> {
     // SAFETY: geteuid cannot fail.
     let user_namespace = parts.user && unsafe { libc::geteuid() } != 0;
     if user_namespace {
@@ -65,7 +74,7 @@ pub fn isolate(parts: Isolation) -> Result<bool, ConfineError> {
 /// as the daemon's child; `/proc/self` is its own then); it stops being so right after. Only
 /// processes of the daemon's own uid could attach meanwhile: under the systemd unit that is
 /// a dynamic uid no other process has, and for a private daemon the user whose data it is.
-fn enter_user_namespace() -> Result<(), ConfineError> {
+fn enter_user_namespace() -> Result<(), Refused> {
     check(
         // SAFETY: PR_SET_DUMPABLE takes a flag and touches no memory.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) },
@@ -87,7 +96,7 @@ fn enter_user_namespace() -> Result<(), ConfineError> {
     )
 }
 
-fn enter_empty_root() -> Result<(), ConfineError> {
+fn enter_empty_root() -> Result<(), Refused> {
     unshare(libc::CLONE_NEWNS, "empty_root")?;
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     // SAFETY: mount, chdir and chroot with NUL-terminated constant strings or null pointers

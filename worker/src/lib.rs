@@ -11,6 +11,8 @@
 pub mod alloc;
 pub mod confine;
 pub mod engine;
+pub mod enter;
+pub mod evaluate;
 pub mod isolate;
 pub mod json;
 pub mod output;
@@ -23,4 +25,30 @@ pub mod zygote;
 pub use alloc::WorkerAlloc;
 pub use bytes::Bytes;
 pub use engine::{Engine, EvalError};
-pub use serve::{evaluate, evaluate_with, run_if_worker};
+pub use evaluate::{evaluate, evaluate_with};
+
+use jqjail_protocol::worker::{EXIT_SETUP, StartupArgs, WORKER_ARG, ZYGOTE_ARG};
+
+/// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
+/// exits; as the zygote ([`ZYGOTE_ARG`]), forks workers until the supervisor hangs up;
+/// otherwise returns at once. Call it first thing in `main` of every binary that can host the
+/// supervisor.
+pub fn run_if_worker() {
+    let mut args = std::env::args_os();
+    let role = args.nth(1);
+    let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    let code = match role.as_deref().and_then(|r| r.to_str()) {
+        Some(WORKER_ARG) => match StartupArgs::parse(&rest) {
+            Ok(startup) => serve::serve(&startup),
+            Err(why) => {
+                eprintln!("jqjail worker: {why}");
+                EXIT_SETUP
+            }
+        },
+        Some(ZYGOTE_ARG) => crate::zygote::run(&rest),
+        _ => return,
+    };
+    // SAFETY: _exit ends the process without running destructors: the job's input value may
+    // be hundreds of MiB of small allocations whose freeing would only delay the exit.
+    unsafe { libc::_exit(code) }
+}

@@ -1,44 +1,16 @@
 //! A worker's life: confine, get ready, take one job, answer, exit.
 
-use crate::confine::confine;
-use crate::engine::{Engine, EvalError};
-use crate::json::ScanError;
-use crate::value::{self, Refusal};
+use crate::engine::Engine;
+use crate::evaluate::evaluate;
 use bytes::Bytes;
 use jqjail_protocol::frame::{read_frame, write_frame};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    EXIT_SETUP, Job, Outcome, Ready, Reply, StartupArgs, WORKER_ARG, WORKER_FD, WorkerError,
-    ZYGOTE_ARG, max_job_frame_bytes,
+    EXIT_SETUP, Job, Outcome, Reply, StartupArgs, WorkerError, max_job_frame_bytes,
 };
-use jqjail_protocol::{Encoding, ErrorCode, Lang};
+use jqjail_protocol::{Encoding, ErrorCode};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::FromRawFd;
-
-/// If this process was started as a worker (argv\[1\] is [`WORKER_ARG`]), serves one job and
-/// exits; as the zygote ([`ZYGOTE_ARG`]), forks workers until the supervisor hangs up;
-/// otherwise returns at once. Call it first thing in `main` of every binary that can host the
-/// supervisor.
-pub fn run_if_worker() {
-    let mut args = std::env::args_os();
-    let role = args.nth(1);
-    let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
-    let code = match role.as_deref().and_then(|r| r.to_str()) {
-        Some(WORKER_ARG) => match StartupArgs::parse(&rest) {
-            Ok(startup) => serve(&startup),
-            Err(why) => {
-                eprintln!("jqjail worker: {why}");
-                EXIT_SETUP
-            }
-        },
-        Some(ZYGOTE_ARG) => crate::zygote::run(&rest),
-        _ => return,
-    };
-    // SAFETY: _exit ends the process without running destructors: the job's input value may
-    // be hundreds of MiB of small allocations whose freeing would only delay the exit.
-    unsafe { libc::_exit(code) }
-}
 
 /// Prepares the engine, confines the process, installs the seccomp allowlist and announces
 /// readiness: everything an exec'd worker does before its job. On failure, returns the exit
@@ -51,64 +23,19 @@ pub fn start(startup: &StartupArgs) -> Result<(Engine, File), i32> {
     Ok((engine, sock))
 }
 
-/// [`start`] with the engine already built (a worker forked by the zygote): confinement, then
-/// [`arm`]. Returns fd 3, the job socket.
+/// [`start`] with the engine already built (a worker forked by the zygote): the whole
+/// start-up recipe of `crate::enter`. Returns fd 3, the job socket; on failure, the failure has
+/// been reported to the supervisor (and to stderr) and the exit status is returned.
 pub fn start_with(engine: &Engine, startup: &StartupArgs) -> Result<File, i32> {
-    if let Err(why) = confine(startup) {
-        eprintln!("jqjail worker: confinement failed: {why}");
-        return Err(EXIT_SETUP);
-    }
-    arm(engine)
-}
-
-/// The steps after confinement, with the engine built: std's per-thread hash keys (which
-/// would otherwise need getrandom the first time a filter builds a HashMap, e.g. in regex
-/// functions), the seccomp allowlist, the warm-up job, and the ready message on fd 3.
-fn arm(engine: &Engine) -> Result<File, i32> {
-    let _ = std::collections::hash_map::RandomState::new();
-    if let Err(why) = crate::seccomp::install() {
-        eprintln!("jqjail worker: installing the seccomp allowlist failed: {why}");
-        return Err(EXIT_SETUP);
-    }
-    warm_up(engine);
-    // A File, not a UnixStream: std's socket I/O uses send/recv (sendto/recvfrom), which the
-    // allowlist does not contain; a File uses plain read/write.
-    // SAFETY: fd 3 was checked to be a socket by `confine` and nothing else owns it.
-    let mut sock = unsafe { File::from_raw_fd(WORKER_FD) };
-    let ready = Ready {
-        pid: std::process::id(),
-    };
-    let sent = Encoding::Bincode
-        .encode(&ready)
-        .map_err(|e| e.to_string())
-        .and_then(|body| write_frame(&mut sock, &body).map_err(|e| e.to_string()));
-    if let Err(why) = sent {
-        eprintln!("jqjail worker: cannot announce readiness: {why}");
-        return Err(EXIT_SETUP);
-    }
-    Ok(sock)
-}
-
-/// Runs a small job before the real one, under the allowlist: the compiler, the input scan
-/// and parser, the evaluator and the writer fault in their code and heap pages now, while the
-/// worker waits in the pool, instead of on the request's path (about a third of a small
-/// request's round trip). Nothing of it reaches the job: jaq has no global state, and the
-/// warm-up's values are dropped or, like every parsed input, leaked.
-pub(crate) fn warm_up(engine: &Engine) {
-    let job = Job {
-        filter: ".[0] | {id, title: (.title | ascii_downcase), n: (.labels | length)}".into(),
-        lang: Lang::Jq,
-        input_bytes: 0,
-        max_depth: 16,
-        max_output_bytes: 4096,
-    };
-    let input =
-        Bytes::from_static(br#"[{"id":1,"title":"Warm Up","labels":["a","b"],"body":"x\u00e9"}]"#);
-    let _ = evaluate(engine, &job, &input);
+    crate::enter::enter(engine, startup).map_err(|failure| {
+        eprintln!("jqjail worker: {}", failure.message);
+        crate::enter::report(&failure);
+        EXIT_SETUP
+    })
 }
 
 /// The life of an exec'd worker: the engine first (as [`start`] builds it), then as forked.
-fn serve(startup: &StartupArgs) -> i32 {
+pub(crate) fn serve(startup: &StartupArgs) -> i32 {
     serve_forked(&Engine::new(), startup)
 }
 
@@ -204,74 +131,4 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Bytes), 
     sock.read_exact(&mut input)
         .map_err(|e| protocol_error(format!("reading {len} input bytes: {e}")))?;
     Ok((job, Bytes::from(input)))
-}
-
-/// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
-/// Public so that tests and the benchmark evaluate in-process exactly as a worker does.
-///
-/// The parsed input shares `input`'s bytes (see [`crate::value`]).
-///
-/// The parsed input is deliberately never freed: a worker exits right after replying, and
-/// freeing a parsed 20 MiB document costs about 300 ms with glibc malloc
-/// (research/perf-baselines.md). A long-lived caller leaks each input's parsed form.
-pub fn evaluate(engine: &Engine, job: &Job, input: &Bytes) -> Result<String, EvalError> {
-    evaluate_with(engine, job, input, std::mem::forget)
-}
-
-/// [`evaluate`], handing the parsed input to `keep` instead of leaking it: the benchmark
-/// frees it after its timer stops, so that its floor neither pays for the free nor grows.
-pub fn evaluate_with(
-    engine: &Engine,
-    job: &Job,
-    input: &Bytes,
-    keep: impl FnOnce(jaq_json::Val),
-) -> Result<String, EvalError> {
-    match job.lang {
-        Lang::Jq => {
-            let filter = engine.compile(&job.filter)?;
-            let value = parse_input(input, job.max_depth)?;
-            // The run gets a reference-counted handle; the original keeps the document alive
-            // past the end of the run, so that nothing frees it.
-            let result = engine.run(&filter, value.clone(), job.max_output_bytes);
-            keep(value);
-            result
-        }
-        Lang::Path => {
-            let query = crate::path::parse(&job.filter)?;
-            let value = parse_input(input, job.max_depth.min(crate::path::MAX_INPUT_DEPTH))?;
-            let answer = crate::path::evaluate(&query, &value);
-            keep(value);
-            let answer = answer?;
-            crate::engine::render(answer, job.max_output_bytes)
-        }
-    }
-}
-
-/// Checks the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
-fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError> {
-    let parsed = crate::alloc::with_parse_arena(input.len(), || value::parse(input, max_depth));
-    parsed.map_err(|refusal| match refusal {
-        Refusal::Scan(e) => {
-            let (code, limit, actual) = match e {
-                ScanError::TooDeep { limit, .. } => (
-                    ErrorCode::InputTooDeep,
-                    Some(u64::from(limit)),
-                    Some(u64::from(limit) + 1),
-                ),
-                _ => (ErrorCode::InvalidJson, None, None),
-            };
-            EvalError {
-                code,
-                message: e.describe(input),
-                limit,
-                actual,
-            }
-        }
-        Refusal::Jaq(e) => EvalError {
-            code: ErrorCode::InvalidJson,
-            message: format!("input is not valid JSON: {e}"),
-            limit: None,
-            actual: None,
-        },
-    })
 }

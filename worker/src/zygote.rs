@@ -73,7 +73,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     // the CPU feature checks behind the string search and std's SIMD paths run once and are
     // inherited. Each check is a `cpuid`, which traps to the hypervisor in a VM; measured in
     // the workers' throughput profile at about 4 % of their CPU when each fork ran them anew.
-    crate::serve::warm_up(&engine);
+    crate::enter::warm_up(&engine);
     loop {
         let (text, fds) = match receive() {
             Ok(Some(request)) => request,

@@ -1,0 +1,80 @@
+//! The evaluation of one job, in-process: compile, check and parse the input, run the filter,
+//! write the output. What a worker does between reading its job and replying, and what tests
+//! and the benchmark call to evaluate exactly as a worker does.
+
+use crate::engine::{Engine, EvalError};
+use crate::json::ScanError;
+use crate::value::{self, Refusal};
+use bytes::Bytes;
+use jqjail_protocol::worker::Job;
+use jqjail_protocol::{ErrorCode, Lang};
+
+/// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
+/// Public so that tests and the benchmark evaluate in-process exactly as a worker does.
+///
+/// The parsed input shares `input`'s bytes (see [`crate::value`]).
+///
+/// The parsed input is deliberately never freed: a worker exits right after replying, and
+/// freeing a parsed 20 MiB document costs about 300 ms with glibc malloc
+/// (research/perf-baselines.md). A long-lived caller leaks each input's parsed form.
+pub fn evaluate(engine: &Engine, job: &Job, input: &Bytes) -> Result<String, EvalError> {
+    evaluate_with(engine, job, input, std::mem::forget)
+}
+
+/// [`evaluate`], handing the parsed input to `keep` instead of leaking it: the benchmark
+/// frees it after its timer stops, so that its floor neither pays for the free nor grows.
+pub fn evaluate_with(
+    engine: &Engine,
+    job: &Job,
+    input: &Bytes,
+    keep: impl FnOnce(jaq_json::Val),
+) -> Result<String, EvalError> {
+    match job.lang {
+        Lang::Jq => {
+            let filter = engine.compile(&job.filter)?;
+            let value = parse_input(input, job.max_depth)?;
+            // The run gets a reference-counted handle; the original keeps the document alive
+            // past the end of the run, so that nothing frees it.
+            let result = engine.run(&filter, value.clone(), job.max_output_bytes);
+            keep(value);
+            result
+        }
+        Lang::Path => {
+            let query = crate::path::parse(&job.filter)?;
+            let value = parse_input(input, job.max_depth.min(crate::path::MAX_INPUT_DEPTH))?;
+            let answer = crate::path::evaluate(&query, &value);
+            keep(value);
+            let answer = answer?;
+            crate::engine::render(answer, job.max_output_bytes)
+        }
+    }
+}
+
+/// Checks the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
+fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError> {
+    let parsed = crate::alloc::with_parse_arena(input.len(), || value::parse(input, max_depth));
+    parsed.map_err(|refusal| match refusal {
+        Refusal::Scan(e) => {
+            let (code, limit, actual) = match e {
+                ScanError::TooDeep { limit, .. } => (
+                    ErrorCode::InputTooDeep,
+                    Some(u64::from(limit)),
+                    Some(u64::from(limit) + 1),
+                ),
+                _ => (ErrorCode::InvalidJson, None, None),
+            };
+            EvalError {
+                code,
+                message: e.describe(input),
+                limit,
+                actual,
+            }
+        }
+        Refusal::Jaq(e) => EvalError {
+            code: ErrorCode::InvalidJson,
+            message: format!("input is not valid JSON: {e}"),
+            limit: None,
+            actual: None,
+        },
+    })
+}
