@@ -667,3 +667,76 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
     answers.sort();
     assert_eq!(answers, ["OVERLOADED", "OVERLOADED", "[]", "[]"]);
 }
+
+/// Attack 4 of issue 16: streamed puts wrote to the store's `tmp/` before any quota applied
+/// (ten stalled uploads held 190 MiB while usage said 0), and after a crash all of it stayed
+/// (stale temp files were swept only when an hour old). Now a put in progress reserves its
+/// declared size against its tenant's quota, so a second stalled upload that does not fit is
+/// refused before it writes a byte, and a restart removes the temp files of the daemon that died.
+#[test]
+fn stalled_uploads_hold_at_most_the_quota_and_a_restart_removes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(
+        &config,
+        "[server]\nframe_timeout_ms = 20000\n[store]\nquota_bytes = 8388608\n",
+    )
+    .unwrap();
+    let mut d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
+    let size = 6 << 20;
+    let header = jqjail_protocol::codec::bincode_put_header(
+        "tool_output",
+        "stalled",
+        &Default::default(),
+        size,
+    )
+    .unwrap();
+    let tmp = d.store().join("tmp");
+    let temp_files = || std::fs::read_dir(&tmp).unwrap().count();
+    let mut uploads = Vec::new();
+    for _ in 0..3 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        let hello = [0x00, 0x01, 0x00];
+        s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(&hello).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
+        s.read_exact(&mut reply).unwrap();
+        s.write_all(&((header.len() + size) as u32).to_le_bytes())
+            .unwrap();
+        s.write_all(&header).unwrap();
+        s.write_all(&[b'x'; 512 << 10]).unwrap();
+        uploads.push(s);
+    }
+    // The first upload's temp file, and no other: the others do not fit beside it.
+    assert!(
+        crate::util::wait_until(Duration::from_secs(5), || temp_files() == 1),
+        "{} temp files",
+        temp_files()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(temp_files(), 1);
+    // The daemon dies mid-upload; the next one, on the same store, removes what it left.
+    crate::util::signal(d.pid(), libc::SIGKILL);
+    let _ = d.child.wait();
+    drop(uploads);
+    assert_eq!(temp_files(), 1);
+    let store = d.store();
+    let again = Command::new(crate::util::DAEMON)
+        .args(["--socket", dir.path().join("again.sock").to_str().unwrap()])
+        .args(["--store", store.to_str().unwrap()])
+        .env("JQJAIL_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut again = KillOnDrop(again);
+    let stderr = again.0.stderr.take().unwrap();
+    let log = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .take_while(|l| !l.contains("jqjaild ready"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(log.contains("temp_files=1"), "{log}");
+    assert_eq!(temp_files(), 0);
+}
