@@ -270,8 +270,9 @@ fn each_worker_gets_a_memory_cgroup_where_the_host_allows() {
     }
 }
 
-/// The zygote holds only what its children's set-up needs: no_new_privs, and (as root) only
-/// the five capabilities of `ZYGOTE_CAPS` in its bounding, permitted and effective sets.
+/// The zygote holds only what its children's set-up needs: no_new_privs, its own seccomp
+/// allowlist, and (as root) only the five capabilities of `ZYGOTE_CAPS` in its bounding,
+/// permitted and effective sets.
 #[test]
 fn the_zygote_holds_only_what_its_children_need() {
     let d = Daemon::start();
@@ -279,6 +280,7 @@ fn the_zygote_holds_only_what_its_children_need() {
     let pid = d.zygote().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert_eq!(field(&status, "NoNewPrivs:"), "1");
+    assert_eq!(field(&status, "Seccomp:"), "2");
     assert_eq!(field(&status, "Threads:"), "1");
     for caps in ["CapInh:", "CapAmb:"] {
         assert_eq!(field(&status, caps), "0000000000000000", "{caps}");

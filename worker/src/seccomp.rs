@@ -127,6 +127,87 @@ pub fn program(pid: u32) -> Result<BpfProgram, SeccompError> {
     Ok(filter.try_into()?)
 }
 
+/// The zygote's allowlist: what it needs to fork workers on request, and what those children
+/// need before they install their own, stricter allowlist (a filter is inherited, and filters
+/// stack: a call must pass both). A call outside it fails with EPERM instead of killing the
+/// zygote: a step that needed it fails, and its worker reports the failure typed.
+pub fn zygote_allowlist() -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
+    let any = |name: &'static str, nr: i64| (name, nr, Vec::new());
+    let mut list: Vec<_> = [
+        // The zygote's loop: a request with its descriptors, the fork, the answer.
+        any("recvmsg", libc::SYS_recvmsg),
+        any("sendto", libc::SYS_sendto),
+        any("fcntl", libc::SYS_fcntl),
+        // The children's set-up (`crate::enter`, `crate::confine`, `crate::isolate`).
+        any("dup2", libc::SYS_dup2),
+        any("close_range", libc::SYS_close_range),
+        any("openat", libc::SYS_openat),
+        any("newfstatat", libc::SYS_newfstatat),
+        any("statx", libc::SYS_statx),
+        any("fstat", libc::SYS_fstat),
+        any("lseek", libc::SYS_lseek),
+        any("rt_sigaction", libc::SYS_rt_sigaction),
+        any("rt_sigreturn", libc::SYS_rt_sigreturn),
+        any("unshare", libc::SYS_unshare),
+        any("mount", libc::SYS_mount),
+        any("chdir", libc::SYS_chdir),
+        any("chroot", libc::SYS_chroot),
+        any("prlimit64", libc::SYS_prlimit64),
+        any("setgroups", libc::SYS_setgroups),
+        any("setresgid", libc::SYS_setresgid),
+        any("setresuid", libc::SYS_setresuid),
+        any("capget", libc::SYS_capget),
+        any("capset", libc::SYS_capset),
+        any("prctl", libc::SYS_prctl),
+        any("seccomp", libc::SYS_seccomp),
+        any("getppid", libc::SYS_getppid),
+        any("getuid", libc::SYS_getuid),
+        any("geteuid", libc::SYS_geteuid),
+        any("getgid", libc::SYS_getgid),
+        any("getegid", libc::SYS_getegid),
+        any("getrandom", libc::SYS_getrandom),
+        any("exit", libc::SYS_exit),
+        any("sched_yield", libc::SYS_sched_yield),
+        // Only the fork the zygote makes: a copy of itself as the supervisor's child.
+        (
+            "clone",
+            libc::SYS_clone,
+            vec![rule(vec![arg_eq(
+                0,
+                (libc::CLONE_PARENT | libc::SIGCHLD) as u64,
+            )])],
+        ),
+    ]
+    .into();
+    // Everything a worker's own allowlist permits, without its argument rules (those apply
+    // once it installs it).
+    for (name, nr, _) in allowlist(0) {
+        if !list.iter().any(|(_, n, _)| *n == nr) {
+            list.push(any(name, nr));
+        }
+    }
+    list
+}
+
+/// Installs [`zygote_allowlist`] on the calling (only) thread of the zygote.
+pub fn install_zygote() -> Result<(), SeccompError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SeccompError::UnsupportedArch(std::env::consts::ARCH))?;
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = zygote_allowlist()
+        .into_iter()
+        .map(|(_, nr, rules)| (nr, rules))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        arch,
+    )?;
+    let prog: BpfProgram = filter.try_into()?;
+    seccompiler::apply_filter(&prog)?;
+    Ok(())
+}
+
 /// Sets no_new_privs and installs the allowlist on the calling (only) thread. From here on
 /// the process can do nothing but what the table above lists.
 pub fn install() -> Result<(), SeccompError> {

@@ -74,6 +74,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     // inherited. Each check is a `cpuid`, which traps to the hypervisor in a VM; measured in
     // the workers' throughput profile at about 4 % of their CPU when each fork ran them anew.
     crate::enter::warm_up(&engine);
+    // Last: the zygote's own allowlist, which its children inherit until they install theirs.
+    if let Err(why) = crate::seccomp::install_zygote() {
+        eprintln!("jqjail zygote: installing its seccomp allowlist failed: {why}");
+        return EXIT_SETUP;
+    }
     loop {
         let (text, fds) = match receive() {
             Ok(Some(request)) => request,
@@ -124,9 +129,8 @@ pub const ZYGOTE_CAPS: [u32; 5] = [
 
 /// The zygote holds only what its children's set-up needs: no_new_privs (it never execs, and
 /// neither do they), and, when root, only [`ZYGOTE_CAPS`] in its bounding, effective and
-/// permitted sets and none inheritable or ambient. It has no seccomp filter of its own: its
-/// children inherit it and would need the union of every set-up step's calls; each child
-/// installs its own allowlist before it reads a job.
+/// permitted sets and none inheritable or ambient. Its seccomp allowlist
+/// (`crate::seccomp::zygote_allowlist`) comes after the warm-up, just before its loop.
 fn least_privilege() -> Result<(), crate::confine::ConfineError> {
     let fail = |step: &'static str| {
         move |source: std::io::Error| crate::confine::ConfineError::Sys { step, source }
