@@ -303,3 +303,69 @@ fn the_zygote_holds_only_what_its_children_need() {
     // Its workers still confine themselves and work.
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
 }
+
+/// What holds for a daemon that is not root (the systemd unit's DynamicUser, or a user's
+/// private daemon): its workers are in a user namespace whose root is the daemon's own uid,
+/// with no capabilities, no_new_privs, the allowlist, and not dumpable once set up (their
+/// private /proc files belong to root). The few microseconds in which a worker writes its
+/// own uid map, dumpable, are open only to processes of the daemon's own uid.
+#[test]
+fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root, to start a daemon as another, unprivileged uid");
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    const UID: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = dir.path().join("s.sock");
+    let mut daemon = std::process::Command::new(crate::util::DAEMON)
+        .args(["--socket", socket.to_str().unwrap()])
+        .args(["--store", dir.path().join("store").to_str().unwrap()])
+        .uid(UID)
+        .gid(UID)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = daemon.id() as i32;
+    let worker = || {
+        crate::util::children(pid).into_iter().find(|w| {
+            std::fs::read_to_string(format!("/proc/{w}/comm"))
+                .is_ok_and(|c| c.trim() == "jqjail-worker")
+                && crate::util::state(*w) == Some('S')
+        })
+    };
+    let found = wait_until(Duration::from_secs(10), || worker().is_some());
+    let checks = found.then(|| {
+        let w = worker().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
+        let uid_map = std::fs::read_to_string(format!("/proc/{w}/uid_map")).unwrap();
+        let environ_owner = std::fs::metadata(format!("/proc/{w}/environ"))
+            .unwrap()
+            .uid();
+        let user_ns = |p: i32| std::fs::read_link(format!("/proc/{p}/ns/user")).unwrap();
+        (status, uid_map, environ_owner, user_ns(w) != user_ns(pid))
+    });
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let (status, uid_map, environ_owner, own_namespace) = checks.expect("no idle worker");
+    assert!(
+        own_namespace,
+        "the worker shares the daemon's user namespace"
+    );
+    assert_eq!(
+        uid_map.split_whitespace().collect::<Vec<_>>(),
+        ["0", "65534", "1"]
+    );
+    let uids = field(&status, "Uid:");
+    assert!(uids.split_whitespace().all(|u| u == "65534"), "Uid: {uids}");
+    assert_eq!(field(&status, "NoNewPrivs:"), "1");
+    assert_eq!(field(&status, "Seccomp:"), "2");
+    for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
+    }
+    assert_eq!(environ_owner, 0, "the worker is dumpable");
+}
