@@ -77,9 +77,10 @@ pub enum Response {
 pub struct StatsReply {
     /// Milliseconds since the daemon started.
     pub uptime_ms: u64,
-    /// Requests answered, by outcome: `OK` or an error code.
+    /// Runs answered, by outcome: `OK` or an error code (hide, stats and hello requests are
+    /// not counted).
     pub outcomes: Vec<(String, u64)>,
-    /// Latency of recent requests (the last 1,024), in microseconds.
+    /// Latency of recent runs (the last 1,024), in microseconds.
     pub latency: Latency,
     /// Evaluations running and requests waiting for a slot, now.
     pub running: u64,
@@ -98,7 +99,7 @@ pub struct StatsReply {
 /// v1: latency percentiles, microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Latency {
-    /// Requests in the window.
+    /// Runs in the window.
     pub count: u64,
     /// Median.
     pub p50_us: u64,
@@ -113,7 +114,7 @@ pub struct Latency {
 pub struct TenantStats {
     /// The tenant's name.
     pub name: String,
-    /// Requests answered.
+    /// Runs answered.
     pub requests: u64,
     /// Of which errors.
     pub errors: u64,
