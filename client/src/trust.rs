@@ -33,6 +33,12 @@ pub fn trusted_uids() -> Result<Vec<u32>, ClientError> {
 
 /// The uid of the process listening on the other end of `socket`.
 pub fn peer_uid(socket: &impl AsRawFd) -> std::io::Result<u32> {
+    peer_credentials(socket).map(|cred| cred.uid)
+}
+
+/// The credentials (pid, uid, gid) of the process on the other end of `socket`, as the kernel
+/// recorded them when it called `listen` or `connect`.
+pub fn peer_credentials(socket: &impl AsRawFd) -> std::io::Result<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -52,7 +58,7 @@ pub fn peer_uid(socket: &impl AsRawFd) -> std::io::Result<u32> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok(cred)
 }
 
 /// Refuses the connection unless its peer is trusted.

@@ -2,18 +2,13 @@
 //! an attacker on the host would mount it (issues 13 and 16). Each failed on the code before
 //! its fix; each asserts that the daemon stays up and other clients stay served.
 
-use crate::util::{Daemon, alive};
+use crate::util::{Daemon, alive, root};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// Sends `body` as one frame on a fresh connection and returns the whole answer stream.
 fn send_raw_frame(d: &Daemon, body: &[u8]) -> Vec<u8> {
@@ -601,17 +596,7 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
     .unwrap();
     let mut stalled = Vec::new();
     for _ in 0..4 {
-        let mut s = UnixStream::connect(&d.socket).unwrap();
-        let hello = [0x00, 0x01, 0x00];
-        s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
-        s.write_all(&hello).unwrap();
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).unwrap();
-        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
-        s.read_exact(&mut reply).unwrap();
-        s.write_all(&((header.len() + (1 << 20)) as u32).to_le_bytes())
-            .unwrap();
-        s.write_all(&header).unwrap();
+        let mut s = crate::util::begin_stream(&d, &header, 1 << 20);
         // Enough of the input that the daemon has the head and starts passing it on.
         s.write_all(b"[").unwrap();
         s.write_all(&[b' '; 128 << 10]).unwrap();
@@ -695,17 +680,7 @@ fn stalled_uploads_hold_at_most_the_quota_and_a_restart_removes_them() {
     let temp_files = || std::fs::read_dir(&tmp).unwrap().count();
     let mut uploads = Vec::new();
     for _ in 0..3 {
-        let mut s = UnixStream::connect(&d.socket).unwrap();
-        let hello = [0x00, 0x01, 0x00];
-        s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
-        s.write_all(&hello).unwrap();
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).unwrap();
-        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
-        s.read_exact(&mut reply).unwrap();
-        s.write_all(&((header.len() + size) as u32).to_le_bytes())
-            .unwrap();
-        s.write_all(&header).unwrap();
+        let mut s = crate::util::begin_stream(&d, &header, size);
         s.write_all(&[b'x'; 512 << 10]).unwrap();
         uploads.push(s);
     }

@@ -101,24 +101,7 @@ fn unreachable_socket_is_exit_8() {
 /// The pid of the process listening on a Unix socket (SO_PEERCRED).
 fn listener_pid(socket: &std::path::Path) -> i32 {
     let stream = UnixStream::connect(socket).unwrap();
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&stream),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0);
-    cred.pid
+    jqjail_client::trust::peer_credentials(&stream).unwrap().pid
 }
 
 #[test]

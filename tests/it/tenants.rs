@@ -2,7 +2,7 @@
 //! fair dispatch across tenants. Tests that need a second uid run a client as `nobody` and
 //! need root; elsewhere they say so and skip.
 
-use crate::util::{CLI, Daemon};
+use crate::util::{CLI, Daemon, root};
 use jqjail_client::{Client, ErrorCode, RunOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -10,11 +10,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
-
-fn root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// Opens the daemon's directory and socket to other users (the test's second tenant).
 fn open_to_others(d: &Daemon) {

@@ -247,14 +247,17 @@ pub fn peak_rss(pid: i32) -> u64 {
         * 1024
 }
 
-/// On a bincode connection, announces a frame of `header` plus `tail_len` bytes, sends the
-/// header and `sent` bytes of the tail, and stalls: the daemon (with a short frame timeout)
-/// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
-/// the connection within 3 s.
-pub fn assert_cut_off_when_stalled(d: &Daemon, header: &[u8], tail_len: usize, sent: usize) {
+/// Whether the tests run as root (and can act as other uids).
+pub fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A raw bincode connection after the hello (so that its frames may stream), on which a frame
+/// of `header` plus `tail_len` bytes has been announced and `header` sent.
+pub fn begin_stream(d: &Daemon, header: &[u8], tail_len: usize) -> std::os::unix::net::UnixStream {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    // A bincode hello, so that the frame after it is bincode and may stream.
     let hello = [0x00, 0x01, 0x00];
     s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
     s.write_all(&hello).unwrap();
@@ -265,6 +268,16 @@ pub fn assert_cut_off_when_stalled(d: &Daemon, header: &[u8], tail_len: usize, s
     s.write_all(&((header.len() + tail_len) as u32).to_le_bytes())
         .unwrap();
     s.write_all(header).unwrap();
+    s
+}
+
+/// On a bincode connection, announces a frame of `header` plus `tail_len` bytes, sends the
+/// header and `sent` bytes of the tail, and stalls: the daemon (with a short frame timeout)
+/// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
+/// the connection within 3 s.
+pub fn assert_cut_off_when_stalled(d: &Daemon, header: &[u8], tail_len: usize, sent: usize) {
+    use std::io::{Read, Write};
+    let mut s = begin_stream(d, header, tail_len);
     s.write_all(&vec![b' '; sent]).unwrap();
     let start = Instant::now();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
