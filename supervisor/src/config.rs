@@ -315,16 +315,19 @@ pub struct FileConfig {
     pub store: FileStore,
 }
 
-/// `[store]` of the TOML file: hide retention per tenant.
-#[derive(Debug, Default, Deserialize)]
+/// `[store]` of the TOML file, and the same flags: hide retention per tenant.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct FileStore {
     /// Bytes of hides each tenant may keep.
+    #[arg(long)]
     pub quota_bytes: Option<u64>,
     /// Hides older than this are deleted on the tenant's next put; 0 keeps them forever.
+    #[arg(long)]
     pub max_age_secs: Option<u64>,
     /// `"evict"` (default: delete the oldest hides to make room) or `"refuse"`
     /// (`QUOTA_EXCEEDED`).
+    #[arg(long)]
     pub on_full: Option<String>,
 }
 
@@ -352,44 +355,84 @@ pub struct FileIsolation {
     pub worker_uids: Option<String>,
 }
 
-/// `[limits]` of the TOML file.
-#[derive(Debug, Default, Deserialize)]
+/// `[limits]` of the TOML file, and the same flags (`--max-input-bytes`, …). Each knob is
+/// declared here once, for both; its default is in [`Config::default`].
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct FileLimits {
+    /// Largest inline input, bytes.
+    #[arg(long)]
     pub max_input_bytes: Option<u64>,
+    /// Longest filter, bytes.
+    #[arg(long)]
     pub max_filter_bytes: Option<u64>,
+    /// Deepest input nesting.
+    #[arg(long)]
     pub max_depth: Option<u32>,
+    /// Largest output text, bytes.
+    #[arg(long)]
     pub max_output_bytes: Option<u64>,
+    /// Wall-clock limit per request, milliseconds.
+    #[arg(long)]
     pub timeout_ms: Option<u64>,
+    /// Heap allowance per worker above its baseline, bytes.
+    #[arg(long)]
     pub max_heap_bytes: Option<u64>,
+    /// Worker stack size, bytes.
+    #[arg(long)]
     pub stack_bytes: Option<u64>,
+    /// Worker CPU-time limit, seconds.
+    #[arg(long)]
     pub cpu_seconds: Option<u64>,
+    /// Per-worker memory cgroup limit, bytes (0: no cgroup; default heap + stack + 64 MiB).
+    #[arg(long)]
     pub cgroup_memory_bytes: Option<u64>,
 }
 
-/// `[workers]` of the TOML file.
-#[derive(Debug, Default, Deserialize)]
+/// `[workers]` of the TOML file, and the same flags.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct FileWorkers {
+    /// How workers are started: `zygote` (forked by a zygote exec'd once; the default) or
+    /// `exec` (each worker exec'd).
+    #[arg(long = "worker-start")]
     pub start: Option<WorkerStart>,
+    /// Workers kept started and ready.
+    #[arg(long)]
     pub prestart: Option<usize>,
+    /// Jobs evaluated at once.
+    #[arg(long)]
     pub max_concurrent: Option<usize>,
+    /// Requests of one tenant waiting beyond which its new ones get OVERLOADED.
+    #[arg(long)]
     pub max_queue: Option<usize>,
 }
 
-/// `[server]` of the TOML file.
-#[derive(Debug, Default, Deserialize)]
+/// `[server]` of the TOML file, and the same flags.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct FileServer {
+    /// A connection with no request for this long is closed, milliseconds (default 300,000).
+    #[arg(long)]
     pub idle_timeout_ms: Option<u64>,
+    /// A frame that has started, or an answer, must be through within this long,
+    /// milliseconds (default 30,000).
+    #[arg(long)]
     pub frame_timeout_ms: Option<u64>,
+    /// On SIGTERM, in-flight requests get this long to finish, milliseconds (default 10,000).
+    #[arg(long)]
     pub drain_timeout_ms: Option<u64>,
+    /// Open connections beyond which new ones are closed at once (default 1024).
+    #[arg(long)]
     pub max_connections: Option<usize>,
+    /// Open connections of one uid beyond which its new ones are closed at once (default 128).
+    #[arg(long)]
     pub max_connections_per_uid: Option<usize>,
+    /// Runs of one tenant whose input may be arriving at once (default: the CPU count).
+    #[arg(long)]
     pub max_uploads_per_tenant: Option<usize>,
+    /// Permission bits of the socket file, octal (default 0600).
+    #[arg(long)]
     pub socket_mode: Option<String>,
 }
 

@@ -1,8 +1,8 @@
 //! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
 
 use crate::config::{
-    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileTenants, FileWorkers,
-    WorkerStart, parse_isolation,
+    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileStore, FileTenants, FileWorkers,
+    parse_isolation,
 };
 use crate::server::serve;
 use crate::spawn::Program;
@@ -28,48 +28,18 @@ pub struct Args {
     /// TOML configuration file; flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Largest inline input, bytes.
-    #[arg(long)]
-    pub max_input_bytes: Option<u64>,
-    /// Longest filter, bytes.
-    #[arg(long)]
-    pub max_filter_bytes: Option<u64>,
-    /// Deepest input nesting.
-    #[arg(long)]
-    pub max_depth: Option<u32>,
-    /// Largest output text, bytes.
-    #[arg(long)]
-    pub max_output_bytes: Option<u64>,
-    /// Wall-clock limit per request, milliseconds.
-    #[arg(long)]
-    pub timeout_ms: Option<u64>,
-    /// Heap allowance per worker above its baseline, bytes.
-    #[arg(long)]
-    pub max_heap_bytes: Option<u64>,
-    /// Worker stack size, bytes.
-    #[arg(long)]
-    pub stack_bytes: Option<u64>,
-    /// Worker CPU-time limit, seconds.
-    #[arg(long)]
-    pub cpu_seconds: Option<u64>,
-    /// Per-worker memory cgroup limit, bytes (0: no cgroup; default heap + stack + 64 MiB).
-    #[arg(long)]
-    pub cgroup_memory_bytes: Option<u64>,
-    /// Workers kept started and ready.
-    #[arg(long)]
-    pub prestart: Option<usize>,
-    /// Jobs evaluated at once.
-    #[arg(long)]
-    pub max_concurrent: Option<usize>,
-    /// Requests of one tenant waiting beyond which its new ones get OVERLOADED.
-    #[arg(long)]
-    pub max_queue: Option<usize>,
-    /// Open connections beyond which new ones are closed at once (default 1024).
-    #[arg(long)]
-    pub max_connections: Option<usize>,
-    /// Permission bits of the socket file, octal (default 0600).
-    #[arg(long)]
-    pub socket_mode: Option<String>,
+    /// Limits (each also a `[limits]` key of the file).
+    #[command(flatten)]
+    pub limits: FileLimits,
+    /// Workers (each also a `[workers]` key of the file).
+    #[command(flatten)]
+    pub workers: FileWorkers,
+    /// The server (each also a `[server]` key of the file).
+    #[command(flatten)]
+    pub server: FileServer,
+    /// Hide retention (each also a `[store]` key of the file).
+    #[command(flatten)]
+    pub retention: FileStore,
     /// Exit after this many milliseconds without a connection.
     #[arg(long)]
     pub idle_exit_ms: Option<u64>,
@@ -77,10 +47,6 @@ pub struct Args {
     /// user, ipc_uts, net, empty_root, or `none` (default: user,ipc_uts,empty_root).
     #[arg(long)]
     pub isolation: Option<String>,
-    /// How workers are started: `zygote` (forked by a zygote exec'd once; the default) or
-    /// `exec` (each worker exec'd).
-    #[arg(long)]
-    pub worker_start: Option<WorkerStart>,
 }
 
 impl Args {
@@ -105,31 +71,12 @@ impl Args {
             None => FileIsolation::default(),
         };
         let flags = FileConfig {
-            limits: FileLimits {
-                max_input_bytes: self.max_input_bytes,
-                max_filter_bytes: self.max_filter_bytes,
-                max_depth: self.max_depth,
-                max_output_bytes: self.max_output_bytes,
-                timeout_ms: self.timeout_ms,
-                max_heap_bytes: self.max_heap_bytes,
-                stack_bytes: self.stack_bytes,
-                cpu_seconds: self.cpu_seconds,
-                cgroup_memory_bytes: self.cgroup_memory_bytes,
-            },
-            workers: FileWorkers {
-                start: self.worker_start,
-                prestart: self.prestart,
-                max_concurrent: self.max_concurrent,
-                max_queue: self.max_queue,
-            },
-            server: FileServer {
-                socket_mode: self.socket_mode.clone(),
-                max_connections: self.max_connections,
-                ..FileServer::default()
-            },
+            limits: self.limits.clone(),
+            workers: self.workers.clone(),
+            server: self.server.clone(),
             isolation,
             tenants: FileTenants::default(),
-            store: Default::default(),
+            store: self.retention.clone(),
         };
         cfg = flags.apply(cfg)?;
         cfg.idle_exit = self
