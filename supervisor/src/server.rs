@@ -131,61 +131,18 @@ pub async fn serve(
         store,
         expire_now: tokio::sync::Notify::new(),
     });
-    if let Some(store) = shared.store.clone() {
-        // The age limit also applies on every put; this sweep (at start, every EXPIRE_EVERY
-        // and after a reload) catches tenants that stopped putting, so their old hides do not
-        // stay on disk for ever.
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(EXPIRE_EVERY);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = shared.expire_now.notified() => {}
-                }
-                let max_age = shared
-                    .policy
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .hides
-                    .max_age;
-                let Some(max_age) = max_age else { continue };
-                let store = store.clone();
-                match tokio::task::spawn_blocking(move || store.expire(max_age)).await {
-                    Ok(Ok(0)) => {}
-                    Ok(Ok(n)) => tracing::info!(expired = n, "hides past the age limit deleted"),
-                    Ok(Err(e)) => tracing::error!(error = %e, "hide expiry failed"),
-                    Err(e) => tracing::error!(error = %e, "hide expiry task failed"),
-                }
-            }
-        });
-    }
+    spawn_expiry(&shared);
     if let Some(reload) = reload {
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let Ok(mut hup) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            else {
-                return;
-            };
-            while hup.recv().await.is_some() {
-                match reload() {
-                    Ok(cfg) => {
-                        let tenants = cfg.tenants.rules.len();
-                        *shared.policy.write().unwrap_or_else(|e| e.into_inner()) = cfg;
-                        shared.expire_now.notify_one();
-                        tracing::info!(
-                            tenant_rules = tenants,
-                            "SIGHUP: tenant configuration reloaded"
-                        );
-                    }
-                    Err(why) => {
-                        tracing::error!(reason = %why, "SIGHUP: configuration not reloaded; keeping the running one")
-                    }
-                }
-            }
-        });
+        spawn_reload(&shared, reload);
     }
+    listen(listener, shared, shutdown).await;
+    Ok(())
+}
+
+/// The listener: accepts connections (each admitted by its uid), exits after the idle-exit
+/// period when configured, and on `shutdown` stops accepting and drains: in-flight requests get
+/// the drain timeout, then the rest are aborted and the pool closed.
+async fn listen(listener: UnixListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
@@ -256,7 +213,66 @@ pub async fn serve(
         tasks.shutdown().await;
     }
     shared.pool.close();
-    Ok(())
+}
+
+/// The hide-expiry sweep. The age limit also applies on every put; this sweep (at start,
+/// every [`EXPIRE_EVERY`] and after a reload) catches tenants that stopped putting, so their
+/// old hides do not stay on disk for ever.
+fn spawn_expiry(shared: &Arc<Shared>) {
+    if let Some(store) = shared.store.clone() {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(EXPIRE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shared.expire_now.notified() => {}
+                }
+                let max_age = shared
+                    .policy
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .hides
+                    .max_age;
+                let Some(max_age) = max_age else { continue };
+                let store = store.clone();
+                match tokio::task::spawn_blocking(move || store.expire(max_age)).await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(expired = n, "hides past the age limit deleted"),
+                    Ok(Err(e)) => tracing::error!(error = %e, "hide expiry failed"),
+                    Err(e) => tracing::error!(error = %e, "hide expiry task failed"),
+                }
+            }
+        });
+    }
+}
+
+/// SIGHUP: rereads the configuration and applies its tenant policy to new and open
+/// connections; a configuration that does not load keeps the running one.
+fn spawn_reload(shared: &Arc<Shared>, reload: Reload) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match reload() {
+                Ok(cfg) => {
+                    let tenants = cfg.tenants.rules.len();
+                    *shared.policy.write().unwrap_or_else(|e| e.into_inner()) = cfg;
+                    shared.expire_now.notify_one();
+                    tracing::info!(
+                        tenant_rules = tenants,
+                        "SIGHUP: tenant configuration reloaded"
+                    );
+                }
+                Err(why) => {
+                    tracing::error!(reason = %why, "SIGHUP: configuration not reloaded; keeping the running one")
+                }
+            }
+        }
+    });
 }
 
 /// Largest first frame: a hello, a few dozen bytes in practice. A peer cannot make the daemon
@@ -401,20 +417,12 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     // The tenant is the peer's uid as the kernel reports it; nothing the client sends can
     // change it. The accept loop admitted only peers whose credentials it could read.
     let Ok(cred) = stream.peer_cred() else { return };
-    let (uid, gid) = (cred.uid(), cred.gid());
-    let (mut rd, mut wr) = stream.into_split();
-    // The policy is consulted on every request, so a reload applies to open connections.
-    let tenant_now = || {
-        shared
-            .policy
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .tenant_of(uid, gid)
-            .ok_or_else(|| format!("uid {uid} is not a tenant of this daemon"))
+    let session = Session {
+        uid: cred.uid(),
+        gid: cred.gid(),
     };
-    // SAFETY: geteuid cannot fail.
-    let admin = uid == 0 || uid == unsafe { libc::geteuid() };
-    if let Err(why) = tenant_now() {
+    let (mut rd, mut wr) = stream.into_split();
+    if let Err(why) = session.tenant(shared) {
         // Refused before its first frame is read: only enough of it to answer in its encoding.
         if let Some(held_back) = shared.refused_log.allow() {
             tracing::warn!(reason = %why, held_back, "connection refused");
@@ -504,7 +512,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                         consumed: 0,
                         arrive_by,
                     };
-                    let (response, unread) = match tenant_now() {
+                    let (response, unread) = match session.tenant(shared) {
                         Ok(tenant) => streamed(streamable, input, shared, &tenant).await,
                         Err(why) => (
                             Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
@@ -537,7 +545,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         // turn is held until the answer is written or the write deadline passes.
         let _turn = match &request {
             Ok(Request::HideGet(_)) => Some((
-                shared.large_answers.take(&uid).await,
+                shared.large_answers.take(&session.uid).await,
                 shared
                     .large_answers_all
                     .clone()
@@ -548,63 +556,10 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
             _ => None,
         };
         let response = match request {
-            Ok(Request::Run(run)) => match tenant_now() {
-                Ok(tenant) => {
-                    let parts = RunParts {
-                        filter: run.filter,
-                        lang: run.lang,
-                        limits: run.limits,
-                        on_oversize: run.on_oversize,
-                    };
-                    let source = match &run.input {
-                        Input::Inline(text) => Source::Input(JobInput::Bytes(text.as_bytes())),
-                        Input::Hide(id) => Source::Hide(id),
-                    };
-                    run_and_record(parts, source, shared, &tenant).await.0
-                }
+            Ok(request) => match session.tenant(shared) {
+                Ok(tenant) => answer(request, &session, &tenant, shared).await,
                 Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
             },
-            Ok(Request::Stats) => match tenant_now() {
-                Ok(tenant) => {
-                    let (running, waiting) = shared.pool.load();
-                    let now = crate::stats::Now {
-                        running: running as u64,
-                        waiting: waiting as u64,
-                        connections: shared.slots.open() as u64,
-                        workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
-                        worker_start_failures: shared
-                            .pool
-                            .stats
-                            .failed_starts
-                            .load(Ordering::Relaxed),
-                    };
-                    // Administrators see every tenant's row; a tenant only its own.
-                    let view = (!admin).then_some(&*tenant.name);
-                    Response::Stats(shared.stats.snapshot(view, now))
-                }
-                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-            },
-            Ok(
-                request @ (Request::HidePut(_)
-                | Request::HideGet(_)
-                | Request::HideCut(_)
-                | Request::HideSearch(_)
-                | Request::HideList
-                | Request::HideDelete(_)
-                | Request::HideUsage),
-            ) => match tenant_now() {
-                Ok(tenant) => crate::hides::handle(
-                    request,
-                    shared.store.as_deref(),
-                    &tenant,
-                    shared.cfg.limits.max_input_bytes,
-                ),
-                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-            },
-            Ok(Request::Hello(_)) => Response::Error(ErrorReply::new(
-                ErrorCode::ProtocolError,
-                "hello was already exchanged on this connection",
-            )),
             Err(e) => Response::Error(ErrorReply::new(
                 ErrorCode::ProtocolError,
                 format!("cannot decode request: {e}"),
@@ -614,6 +569,79 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         if !send(&mut wr, enc, &response, shared).await {
             return;
         }
+    }
+}
+
+/// Who is on a connection, as the kernel reported it at accept.
+struct Session {
+    uid: u32,
+    gid: u32,
+}
+
+impl Session {
+    /// The peer's tenant under the policy in force now: consulted on every request, so a
+    /// reload applies to open connections.
+    fn tenant(&self, shared: &Shared) -> Result<TenantOf, String> {
+        let uid = self.uid;
+        shared
+            .policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .tenant_of(uid, self.gid)
+            .ok_or_else(|| format!("uid {uid} is not a tenant of this daemon"))
+    }
+
+    /// Root and the daemon's own uid see every tenant's statistics.
+    fn admin(&self) -> bool {
+        // SAFETY: geteuid cannot fail.
+        self.uid == 0 || self.uid == unsafe { libc::geteuid() }
+    }
+}
+
+/// Answers one request (read whole) of a tenant: one handler per kind of request.
+async fn answer(
+    request: Request<'_>,
+    session: &Session,
+    tenant: &TenantOf,
+    shared: &Shared,
+) -> Response {
+    match request {
+        Request::Run(run) => {
+            let parts = RunParts {
+                filter: run.filter,
+                lang: run.lang,
+                limits: run.limits,
+                on_oversize: run.on_oversize,
+            };
+            let source = match &run.input {
+                Input::Inline(text) => Source::Input(JobInput::Bytes(text.as_bytes())),
+                Input::Hide(id) => Source::Hide(id),
+            };
+            run_and_record(parts, source, shared, tenant).await.0
+        }
+        Request::Stats => {
+            let (running, waiting) = shared.pool.load();
+            let now = crate::stats::Now {
+                running: running as u64,
+                waiting: waiting as u64,
+                connections: shared.slots.open() as u64,
+                workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
+                worker_start_failures: shared.pool.stats.failed_starts.load(Ordering::Relaxed),
+            };
+            // Administrators see every tenant's row; a tenant only its own.
+            let view = (!session.admin()).then_some(&*tenant.name);
+            Response::Stats(shared.stats.snapshot(view, now))
+        }
+        Request::Hello(_) => Response::Error(ErrorReply::new(
+            ErrorCode::ProtocolError,
+            "hello was already exchanged on this connection",
+        )),
+        request => crate::hides::handle(
+            request,
+            shared.store.as_deref(),
+            tenant,
+            shared.cfg.limits.max_input_bytes,
+        ),
     }
 }
 
