@@ -194,15 +194,9 @@ pub struct PutHead {
 /// Decodes the head of a bincode message that starts with `buf`, when the message is a hide
 /// put (`None` otherwise). The inverse of [`bincode_put_header`].
 pub fn decode_bincode_put_head(buf: &[u8]) -> Option<PutHead> {
-    type Head = (
-        u32,
-        String,
-        String,
-        std::collections::BTreeMap<String, String>,
-        u64,
-    );
+    type Head = (u32, String, String, crate::hide::BoundedMeta, u64);
     const HIDE_PUT: u32 = 3;
-    let ((variant, kind, source, meta, content_len), head_len) =
+    let ((variant, kind, source, crate::hide::BoundedMeta(meta), content_len), head_len) =
         bincode_decode::<Head>(buf).ok()?;
     (variant == HIDE_PUT).then_some(PutHead {
         kind,

@@ -19,12 +19,57 @@ pub struct HidePut<'a> {
     /// the ID. At most 256 bytes.
     #[serde(default)]
     pub source: String,
-    /// Key/value pairs kept with the hide (at most 64, each string at most 1,024 bytes).
-    #[serde(default)]
+    /// Key/value pairs kept with the hide (at most 64, each string at most 1,024 bytes). A
+    /// message with more pairs does not decode: the pairs are counted as they are read, so
+    /// a declared million pairs never becomes a million-entry map.
+    #[serde(default, deserialize_with = "bounded_meta")]
     pub meta: BTreeMap<String, String>,
     /// The bytes. Last, so that in bincode a client can send them from its own buffer.
     #[serde(borrow)]
     pub content: Bytes<'a>,
+}
+
+/// Most meta pairs a hide may have (the store checks the same number).
+pub const MAX_META_PAIRS: usize = 64;
+
+/// A hide's meta pairs, decoded with [`bounded_meta`]; for decoders that take whole tuples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BoundedMeta(pub BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for BoundedMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        bounded_meta(d).map(BoundedMeta)
+    }
+}
+
+/// Deserializes meta pairs, failing at the first pair over [`MAX_META_PAIRS`] instead of
+/// building a map of whatever size the message declares.
+pub fn bounded_meta<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "at most {MAX_META_PAIRS} string pairs")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, String>()? {
+                if out.len() == MAX_META_PAIRS {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX_META_PAIRS} meta pairs"
+                    )));
+                }
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Pairs)
 }
 
 /// v1: names one hide of the caller's tenant.

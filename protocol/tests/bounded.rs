@@ -170,3 +170,41 @@ fn huge_sequence_lengths_are_errors_too() {
         assert!(Encoding::Bincode.decode::<Response>(&body).is_err());
     }
 }
+
+#[test]
+fn a_put_declaring_a_million_meta_pairs_is_an_error_at_the_sixty_fifth() {
+    // bincode: variant 3 (hide_put), kind "", source "", then a map declaring 2^20 pairs
+    // (varint 0xFC + u32), each pair two one-byte strings.
+    let mut body = vec![3u8, 0, 0, 0xFC];
+    body.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    for i in 0..1000u32 {
+        body.extend_from_slice(&[4]);
+        body.extend_from_slice(format!("{i:04}").as_bytes());
+        body.extend_from_slice(&[0]);
+    }
+    body.extend_from_slice(&[0]); // content: empty
+    let e = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap_err();
+    assert!(e.to_string().contains("more than 64 meta pairs"), "{e}");
+    assert_eq!(decode_bincode_put_head(&body), None);
+    // JSON too.
+    let pairs: Vec<String> = (0..65).map(|i| format!(r#""k{i}":"v""#)).collect();
+    let json = format!(
+        r#"{{"hide_put":{{"meta":{{{}}},"content":""}}}}"#,
+        pairs.join(",")
+    );
+    assert!(
+        Encoding::Json
+            .decode::<Request<'_>>(json.as_bytes())
+            .is_err()
+    );
+    let pairs: Vec<String> = (0..64).map(|i| format!(r#""k{i}":"v""#)).collect();
+    let json = format!(
+        r#"{{"hide_put":{{"meta":{{{}}},"content":""}}}}"#,
+        pairs.join(",")
+    );
+    assert!(
+        Encoding::Json
+            .decode::<Request<'_>>(json.as_bytes())
+            .is_ok()
+    );
+}

@@ -95,7 +95,10 @@ pub(crate) fn handle(
             }))
         }
         Request::Hello(_) | Request::Run(_) | Request::Stats => {
-            unreachable!("the server routes only hide requests here")
+            Ok(Response::Error(ErrorReply::new(
+                ErrorCode::Internal,
+                "a request that is not a hide request reached the hide store",
+            )))
         }
     });
     result.unwrap_or_else(|e| Response::Error(error_reply(e)))
@@ -306,5 +309,16 @@ fn error_reply(e: StoreError) -> ErrorReply {
             tracing::error!(error = %message, "hide store failure");
             ErrorReply::new(ErrorCode::StoreUnavailable, message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_protocol_and_the_store_bound_meta_pairs_alike() {
+        assert_eq!(
+            jqjail_protocol::hide::MAX_META_PAIRS,
+            jqjail_store::MAX_META_PAIRS
+        );
     }
 }

@@ -496,6 +496,18 @@ async fn run_on(
                     reap(&mut child).await;
                 });
                 let result = match reply.outcome {
+                    // A worker is hostile: one that answers more than its job allows is
+                    // treated as broken, not trusted to have capped its output.
+                    Outcome::Output(text) if text.len() as u64 > job.max_output_bytes => {
+                        Err(ErrorReply::new(
+                            ErrorCode::WorkerCrashed,
+                            format!(
+                                "the worker answered {} bytes, over its job's {}-byte output limit",
+                                grouped(text.len() as u64),
+                                grouped(job.max_output_bytes)
+                            ),
+                        ))
+                    }
                     Outcome::Output(text) => Ok(text),
                     Outcome::Error(e) => Err(ErrorReply {
                         code: e.code,

@@ -46,11 +46,14 @@ struct Shared {
     /// Turns to build and write a large answer: one per uid, and `LARGE_ANSWERS` in all.
     large_answers: crate::admit::Turns<u32>,
     large_answers_all: Arc<tokio::sync::Semaphore>,
-    /// Turns to stream a run's input in, per tenant.
+    /// Turns to stream a run's input in, per tenant, and in all (half the evaluation slots,
+    /// so streamed runs never hold every slot, whichever tenants they come from).
     uploads: crate::admit::Turns<Arc<str>>,
+    uploads_all: Arc<tokio::sync::Semaphore>,
     /// Log throttles for what a flooding peer can make happen at will.
     refused_log: crate::admit::Throttle,
     full_log: crate::admit::Throttle,
+    failed_run_log: crate::admit::Throttle,
     /// The per-worker cgroup limit in force (0: none).
     cgroup_bytes: u64,
     /// The hide store, when the daemon has one.
@@ -123,8 +126,10 @@ pub async fn serve(
         large_answers: crate::admit::Turns::new(1),
         large_answers_all: Arc::new(tokio::sync::Semaphore::new(crate::admit::LARGE_ANSWERS)),
         uploads: crate::admit::Turns::new(cfg.max_uploads_per_tenant),
+        uploads_all: Arc::new(tokio::sync::Semaphore::new((cfg.max_concurrent / 2).max(1))),
         refused_log: Default::default(),
         full_log: Default::default(),
+        failed_run_log: Default::default(),
         cfg,
         pool,
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
@@ -444,7 +449,8 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     .await
     {
         Ok(Frame::Whole(frame)) => frame,
-        Ok(Frame::Head { .. }) => unreachable!("a frame is streamed only when asked"),
+        // A frame is streamed only when asked, and the hello is not.
+        Ok(Frame::Head { .. }) => return,
         Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
     };
     let enc = Encoding::detect(&first);
@@ -543,19 +549,28 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         // A whole hide can be a large answer (JSON escaping can make 20 MiB of content six
         // times that): it is built only in its turn, one per uid and a few in all, and the
         // turn is held until the answer is written or the write deadline passes.
-        let _turn = match &request {
-            Ok(Request::HideGet(_)) => Some((
-                shared.large_answers.take(&session.uid).await,
-                shared
-                    .large_answers_all
-                    .clone()
-                    .acquire_owned()
+        let large = matches!(
+            &request,
+            Ok(Request::HideGet(_) | Request::HideCut(_) | Request::HideList)
+        );
+        let turn = match large {
+            true => {
+                let take = async {
+                    let mine = shared.large_answers.take(&session.uid).await;
+                    let any = shared.large_answers_all.clone().acquire_owned().await;
+                    (mine, any)
+                };
+                tokio::time::timeout(shared.cfg.frame_timeout, take)
                     .await
-                    .expect("never closed"),
-            )),
-            _ => None,
+                    .ok()
+            }
+            false => None,
         };
         let response = match request {
+            Ok(_) if large && turn.is_none() => Response::Error(ErrorReply::new(
+                ErrorCode::Overloaded,
+                "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
+            )),
             Ok(request) => match session.tenant(shared) {
                 Ok(tenant) => answer(request, &session, &tenant, shared).await,
                 Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
@@ -737,12 +752,16 @@ async fn streamed(
         Streamable::Run(head) => {
             // The run takes an evaluation slot and a worker while its input arrives: a tenant
             // has only so many such turns, so its stalled uploads cannot hold every slot.
-            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
+            let turns = (
+                shared.uploads.try_take(&tenant.name),
+                shared.uploads_all.clone().try_acquire_owned().ok(),
+            );
+            let (Some(_turn), Some(_any)) = turns else {
                 let each = shared.uploads.each();
                 let e = ErrorReply::new(
                     ErrorCode::Overloaded,
                     format!(
-                        "tenant {} already has {each} runs whose input is still arriving (the max_uploads_per_tenant limit); retry when one has arrived",
+                        "too many runs with a streamed input at once (tenant {} may have {each}, the daemon half its evaluation slots); retry shortly",
                         tenant.name
                     ),
                 )
@@ -925,8 +944,14 @@ async fn run_input(
     };
     match outcome.result {
         Ok(output) if output.len() as u64 > effective.max_output_bytes => {
+            // The pool refuses a worker's output over the job's limit, which is the request's
+            // own limit unless the output is to be kept.
             let Some((store, filter)) = keep else {
-                unreachable!("the worker caps output at the limit unless it is to be kept")
+                let e = ErrorReply::new(
+                    ErrorCode::WorkerCrashed,
+                    "the worker answered more than the output limit",
+                );
+                return Response::Error(e);
             };
             cost.output_bytes = output.len() as u64;
             match crate::hides::keep_output(store, tenant, &filter, output.as_bytes()) {
@@ -949,7 +974,13 @@ async fn run_input(
             Response::Run(RunReply { output, cost })
         }
         Err(mut e) => {
-            tracing::info!(tenant = %tenant.name, code = %e.code, wall_us = cost.wall_us, cpu_us = cost.cpu_us, peak_rss_bytes = cost.peak_rss_bytes, "run failed");
+            // A tenant can fail runs at will: logged at info at most once a second.
+            match shared.failed_run_log.allow() {
+                Some(held_back) => {
+                    tracing::info!(tenant = %tenant.name, code = %e.code, wall_us = cost.wall_us, cpu_us = cost.cpu_us, peak_rss_bytes = cost.peak_rss_bytes, held_back, "run failed")
+                }
+                None => tracing::debug!(tenant = %tenant.name, code = %e.code, "run failed"),
+            }
             e.cost = Some(cost);
             Response::Error(e)
         }
