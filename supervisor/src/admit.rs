@@ -6,6 +6,9 @@
 //!   the configuration refuses, while it is being answered) cannot lock out a tenant.
 //! - Large answers (a whole hide): one at a time per uid and [`LARGE_ANSWERS`] in all, each
 //!   built only when its turn comes, so answers a client never reads cannot pile up in memory.
+//! - Frames read whole (every JSON frame; bincode frames that are not streamed): their bytes
+//!   are taken from a budget of one maximal frame per uid and four in all, in KiB, before the
+//!   buffer is allocated, and given back when the request is answered.
 //! - Streamed uploads of run inputs: at most `max_uploads_per_tenant` per tenant at once, so a
 //!   tenant's stalled uploads cannot hold every evaluation slot.
 //! - Refusals are logged at most once a second, with a count of the ones not logged.
@@ -124,8 +127,14 @@ impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
 
     /// Waits for a turn for `key`.
     pub async fn take(&self, key: &K) -> OwnedSemaphorePermit {
+        self.take_many(key, 1).await
+    }
+
+    /// Waits for `n` turns for `key` at once (`n` at most [`Turns::each`], or it waits for
+    /// ever).
+    pub async fn take_many(&self, key: &K, n: u32) -> OwnedSemaphorePermit {
         self.semaphore(key)
-            .acquire_owned()
+            .acquire_many_owned(n)
             .await
             .expect("the semaphore is never closed")
     }

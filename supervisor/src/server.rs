@@ -50,6 +50,9 @@ struct Shared {
     /// so streamed runs never hold every slot, whichever tenants they come from).
     uploads: crate::admit::Turns<Arc<str>>,
     uploads_all: Arc<tokio::sync::Semaphore>,
+    /// KiB of frames read whole, per uid (one maximal frame each) and in all (four).
+    frame_kib: crate::admit::Turns<u32>,
+    frame_kib_all: Arc<tokio::sync::Semaphore>,
     /// Log throttles for what a flooding peer can make happen at will.
     refused_log: crate::admit::Throttle,
     full_log: crate::admit::Throttle,
@@ -118,12 +121,15 @@ pub async fn serve(
         max_concurrent: cfg.max_concurrent,
         cgroup: cgroup.clone(),
     });
+    let max_frame = max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes);
     let shared = Arc::new(Shared {
         policy: std::sync::RwLock::new(cfg.clone()),
         stats: crate::stats::Stats::default(),
-        max_frame: max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes),
+        max_frame,
         slots: crate::admit::Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
         large_answers: crate::admit::Turns::new(1),
+        frame_kib: crate::admit::Turns::new(frame_kib(max_frame)),
+        frame_kib_all: Arc::new(tokio::sync::Semaphore::new(4 * frame_kib(max_frame))),
         large_answers_all: Arc::new(tokio::sync::Semaphore::new(crate::admit::LARGE_ANSWERS)),
         uploads: crate::admit::Turns::new(cfg.max_uploads_per_tenant),
         uploads_all: Arc::new(tokio::sync::Semaphore::new((cfg.max_concurrent / 2).max(1))),
@@ -314,7 +320,8 @@ const STREAM_ABOVE: u64 = 256 * 1024;
 
 /// A frame read whole, or only its first bytes.
 enum Frame {
-    Whole(Vec<u8>),
+    /// A whole frame, and the budget its buffer holds until the request is answered.
+    Whole(Vec<u8>, Option<FrameBudget>),
     /// The first `bytes` of a `len`-byte frame; the rest must arrive by `arrive_by`.
     Head {
         bytes: Vec<u8>,
@@ -330,6 +337,7 @@ enum Frame {
 async fn next_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
+    uid: u32,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
     max: u64,
@@ -366,9 +374,10 @@ async fn next_frame<R: AsyncRead + Unpin>(
                 arrive_by,
             }));
         }
+        let budget = frame_budget(shared, uid, len).await;
         let mut body = vec![0u8; len as usize];
         rd.read_exact(&mut body).await?;
-        Ok::<_, std::io::Error>(Ok(Frame::Whole(body)))
+        Ok::<_, std::io::Error>(Ok(Frame::Whole(body, budget)))
     };
     match tokio::time::timeout(shared.cfg.frame_timeout, rest).await {
         Err(_) => Err(End::Broken(format!(
@@ -379,6 +388,41 @@ async fn next_frame<R: AsyncRead + Unpin>(
         Ok(Ok(Err(len))) => Err(End::TooLarge(len, max)),
         Ok(Ok(Ok(body))) => Ok(body),
     }
+}
+
+/// Frames up to this size are read without taking from the frame budget.
+const BUDGET_ABOVE: u64 = 64 * 1024;
+
+/// What a frame read whole holds of the frame budget: its KiB of its uid's and of the
+/// daemon's.
+struct FrameBudget {
+    _uid: tokio::sync::OwnedSemaphorePermit,
+    _all: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// KiB units for `bytes`, rounded up.
+fn frame_kib(bytes: u64) -> usize {
+    bytes.div_ceil(1024) as usize
+}
+
+/// Takes a `len`-byte frame's share of the budget, waiting while the uid's or the daemon's is
+/// spent (within the caller's frame timeout); `None` for a small frame.
+async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<FrameBudget> {
+    if len <= BUDGET_ABOVE {
+        return None;
+    }
+    let kib = frame_kib(len) as u32;
+    let mine = shared.frame_kib.take_many(&uid, kib).await;
+    let all = shared
+        .frame_kib_all
+        .clone()
+        .acquire_many_owned(kib)
+        .await
+        .expect("never closed");
+    Some(FrameBudget {
+        _uid: mine,
+        _all: all,
+    })
 }
 
 /// Sends one response. A response with no form in the connection's encoding (bytes that are
@@ -441,6 +485,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     let first = match next_frame(
         &mut rd,
         shared,
+        session.uid,
         &mut stop,
         shared.cfg.frame_timeout,
         MAX_HELLO_FRAME_BYTES,
@@ -448,7 +493,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     )
     .await
     {
-        Ok(Frame::Whole(frame)) => frame,
+        Ok(Frame::Whole(frame, _)) => frame,
         // A frame is streamed only when asked, and the hello is not.
         Ok(Frame::Head { .. }) => return,
         Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
@@ -492,9 +537,10 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
     }
     let may_stream = enc == Encoding::Bincode;
     loop {
-        let frame = match next_frame(
+        let (frame, _budget) = match next_frame(
             &mut rd,
             shared,
+            session.uid,
             &mut stop,
             shared.cfg.idle_timeout,
             shared.max_frame,
@@ -502,7 +548,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         )
         .await
         {
-            Ok(Frame::Whole(frame)) => frame,
+            Ok(Frame::Whole(frame, budget)) => (frame, budget),
             Ok(Frame::Head {
                 bytes,
                 len,
@@ -538,8 +584,8 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
                     continue;
                 }
                 // Anything else is read whole, as a short frame would be.
-                None => match complete(&mut rd, bytes, len, arrive_by).await {
-                    Ok(frame) => frame,
+                None => match complete(&mut rd, shared, session.uid, bytes, len, arrive_by).await {
+                    Ok(whole) => whole,
                     Err(end) => return finish(&mut wr, enc, shared, end).await,
                 },
             },
@@ -683,14 +729,20 @@ async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Share
 /// Reads the rest of a frame whose first `bytes` were read.
 async fn complete<R: AsyncRead + Unpin>(
     rd: &mut R,
+    shared: &Shared,
+    uid: u32,
     mut bytes: Vec<u8>,
     len: u64,
     arrive_by: Instant,
-) -> Result<Vec<u8>, End> {
+) -> Result<(Vec<u8>, Option<FrameBudget>), End> {
     let have = bytes.len();
-    bytes.resize(len as usize, 0);
-    match tokio::time::timeout_at(arrive_by.into(), rd.read_exact(&mut bytes[have..])).await {
-        Ok(Ok(_)) => Ok(bytes),
+    let read = async {
+        let budget = frame_budget(shared, uid, len).await;
+        bytes.resize(len as usize, 0);
+        rd.read_exact(&mut bytes[have..]).await.map(|_| budget)
+    };
+    match tokio::time::timeout_at(arrive_by.into(), read).await {
+        Ok(Ok(budget)) => Ok((bytes, budget)),
         Ok(Err(e)) => Err(End::Broken(e.to_string())),
         Err(_) => Err(End::Broken(
             "frame not completed within the frame timeout".into(),

@@ -717,3 +717,47 @@ fn stalled_uploads_hold_at_most_the_quota_and_a_restart_removes_them() {
     assert!(log.contains("temp_files=1"), "{log}");
     assert_eq!(temp_files(), 0);
 }
+
+/// Review finding on attack 2: a tenant's JSON frames are read whole (up to 40 MB each), so
+/// one uid on its 128 connections could still make the daemon hold gigabytes. Now a frame read
+/// whole first takes its size from a budget of one maximal frame per uid (four in all); the
+/// others wait, unread and unallocated.
+#[test]
+fn one_uid_cannot_make_the_daemon_hold_many_whole_frames() {
+    let d = Daemon::start();
+    let before = rss(d.pid());
+    let hello = br#"{"hello":{"protocol":1}}"#;
+    let mut open = Vec::new();
+    for _ in 0..20 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+        s.write_all(hello).unwrap();
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
+        s.read_exact(&mut reply).unwrap();
+        s.write_all(&40_000_000u32.to_le_bytes()).unwrap();
+        s.set_nonblocking(true).unwrap();
+        open.push((s, 0usize));
+    }
+    // Each connection sends up to 8 MiB of its frame, as fast as the daemon takes it.
+    let chunk = vec![b' '; 64 << 10];
+    let mut peak = before;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        for (s, sent) in open.iter_mut().filter(|(_, sent)| *sent < (8 << 20)) {
+            if let Ok(n) = s.write(&chunk) {
+                *sent += n;
+            }
+        }
+        peak = peak.max(rss(d.pid()));
+    }
+    let taken: usize = open.iter().map(|(_, sent)| sent).sum();
+    assert!(
+        peak < before + (48 << 20),
+        "daemon RSS went from {before} to {peak} bytes ({taken} bytes of frames taken)"
+    );
+    // Another tenant's (and this one's own small) requests are still served.
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+    drop(open);
+}
