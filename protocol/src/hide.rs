@@ -209,9 +209,9 @@ pub struct HideListReply {
 /// v1: what the tenant holds and may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HideUsageReply {
-    /// Hides.
+    /// Hides (at most 10,000 per tenant).
     pub entries: u64,
-    /// Bytes of content.
+    /// Bytes counted against the quota: each hide's content, labels and meta.
     pub bytes: u64,
     /// The tenant's quota in bytes.
     pub quota_bytes: u64,

@@ -30,6 +30,19 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 ";
 
+/// What a hide costs against its tenant's quota, in SQL over a `hides` row: its content and
+/// its labels and meta, byte for byte (a hide of empty content with large meta is not free).
+const CHARGE: &str = "size + length(CAST(kind AS BLOB)) + length(CAST(source AS BLOB)) \
+    + COALESCE((SELECT SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))) \
+    FROM meta WHERE meta.seq = hides.seq), 0)";
+
+/// The same charge for a hide about to be stored.
+pub(crate) fn charge(size: u64, kind: &str, source: &str, meta: &[(String, String)]) -> u64 {
+    let labels = kind.len() + source.len();
+    let meta: usize = meta.iter().map(|(k, v)| k.len() + v.len()).sum();
+    size + (labels + meta) as u64
+}
+
 /// Whether an index row names `id` of `tenant`.
 pub(crate) fn listed(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
     Ok(db
@@ -42,8 +55,9 @@ pub(crate) fn listed(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
         .is_some())
 }
 
-/// Deletes hides past the age limit, then (by policy) the oldest until `size` more bytes fit.
-/// Returns the IDs whose rows were deleted; their files are unlinked after the commit.
+/// Deletes hides past the age limit, then (by policy) the oldest until a hide charged `size`
+/// fits, in bytes and in count (at most [`crate::MAX_HIDES_PER_TENANT`]). Returns the IDs whose
+/// rows were deleted; their files are unlinked after the commit.
 pub(crate) fn make_room(
     db: &Connection,
     tenant: &str,
@@ -61,11 +75,18 @@ pub(crate) fn make_room(
             .collect::<Result<Vec<_>, _>>()?;
         victims.extend(expired);
     }
-    let mut used = usage(db, tenant)?.bytes;
-    if used + size <= retention.quota_bytes {
+    let Usage {
+        bytes: mut used,
+        entries: mut count,
+    } = usage(db, tenant)?;
+    let max = crate::MAX_HIDES_PER_TENANT;
+    if used + size <= retention.quota_bytes && count < max {
         return Ok(victims);
     }
     if retention.on_full == OnFull::Refuse {
+        if count >= max {
+            return Err(StoreError::TooManyHides { max });
+        }
         return Err(StoreError::QuotaExceeded {
             quota: retention.quota_bytes,
             used,
@@ -73,16 +94,16 @@ pub(crate) fn make_room(
         });
     }
     let oldest: Vec<(String, u64)> = {
-        let mut stmt = db.prepare_cached(
-            "SELECT id, size FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC",
-        )?;
+        let mut stmt = db.prepare_cached(&format!(
+            "SELECT id, {CHARGE} FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC"
+        ))?;
         stmt.query_map(params![tenant], |r| {
             Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
         })?
         .collect::<Result<_, _>>()?
     };
     for (id, bytes) in oldest {
-        if used + size <= retention.quota_bytes {
+        if used + size <= retention.quota_bytes && count < max {
             break;
         }
         db.execute(
@@ -90,6 +111,7 @@ pub(crate) fn make_room(
             params![tenant, id],
         )?;
         used -= bytes;
+        count -= 1;
         victims.push(id);
     }
     Ok(victims)
@@ -97,7 +119,7 @@ pub(crate) fn make_room(
 
 pub(crate) fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
     let (entries, bytes): (i64, i64) = db.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM hides WHERE tenant = ?1",
+        &format!("SELECT COUNT(*), COALESCE(SUM({CHARGE}), 0) FROM hides WHERE tenant = ?1"),
         params![tenant],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;

@@ -66,6 +66,9 @@ pub const MAX_LABEL_BYTES: usize = 256;
 pub const MAX_META_PAIRS: usize = 64;
 /// Longest meta key or value.
 pub const MAX_META_BYTES: usize = 1024;
+/// Most hides one tenant may keep, whatever their size: each costs an index row and an inode
+/// beyond its bytes. Past it the oldest is evicted, or the put refused (`on_full`).
+pub const MAX_HIDES_PER_TENANT: u64 = 10_000;
 /// Temp files older than this are leftovers of a crashed writer and are removed at open.
 pub const STALE_TMP: Duration = Duration::from_secs(3600);
 
@@ -162,7 +165,7 @@ pub struct Search {
 pub struct Usage {
     /// Hides.
     pub entries: u64,
-    /// Bytes of content.
+    /// Bytes counted against the quota: each hide's content, labels and meta.
     pub bytes: u64,
 }
 
@@ -201,6 +204,12 @@ pub enum StoreError {
     /// An argument is out of range (page size, query, labels, meta).
     #[error("{0}")]
     Invalid(String),
+    /// The tenant already keeps [`MAX_HIDES_PER_TENANT`] hides and the policy refuses.
+    #[error("the tenant keeps {max} hides, the most it may; delete some first")]
+    TooManyHides {
+        /// The limit.
+        max: u64,
+    },
     /// The tenant's puts in progress already hold so much of its quota that this one's
     /// declared size does not fit.
     #[error(
@@ -405,7 +414,8 @@ impl Store {
                     Vec::new(),
                 ));
             }
-            let victims = make_room(db, tenant, size, retention)?;
+            let charged = index::charge(size, kind, source, meta);
+            let victims = make_room(db, tenant, charged, retention)?;
             let mut chosen = None;
             for candidate in id::candidates(&source_key, sha256) {
                 let taken: Option<String> = db

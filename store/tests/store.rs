@@ -266,10 +266,11 @@ fn quota_evicts_oldest_or_refuses() {
     assert!(
         matches!(
             err,
+            // Each 100-byte hide counts its labels too (`k`, `s`).
             StoreError::QuotaExceeded {
                 quota: 250,
-                used: 200,
-                size: 100
+                used: 204,
+                size: 102
             }
         ),
         "{err}"
@@ -281,7 +282,27 @@ fn quota_evicts_oldest_or_refuses() {
         matches!(err, StoreError::QuotaExceeded { size: 251, .. }),
         "{err}"
     );
-    assert_eq!(store.usage("t").unwrap().bytes, 200);
+    assert_eq!(store.usage("t").unwrap().bytes, 204);
+}
+
+#[test]
+fn meta_counts_against_the_quota_and_hides_are_counted_too() {
+    let (_dir, store) = store();
+    let refuse = Retention {
+        quota_bytes: 10_000,
+        max_age: None,
+        on_full: OnFull::Refuse,
+    };
+    // Empty content with 64 pairs of 1,000-byte strings is 128,000 bytes, not free.
+    let meta: Vec<(String, String)> = (0..64)
+        .map(|i| (format!("{i:0>1000}"), "v".repeat(1000)))
+        .collect();
+    let err = store.put("t", "k", "s", b"", &meta, &refuse).unwrap_err();
+    assert!(matches!(err, StoreError::QuotaExceeded { .. }), "{err}");
+    let small: Vec<(String, String)> = vec![("a".into(), "b".into())];
+    let put = store.put("t", "k", "s", b"", &small, &refuse).unwrap();
+    assert_eq!(store.usage("t").unwrap().bytes, 4);
+    assert!(put.created);
 }
 
 #[test]

@@ -299,6 +299,9 @@ fn error_reply(e: StoreError) -> ErrorReply {
         StoreError::QuotaExceeded { quota, used, size } => {
             ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(quota, used + size)
         }
+        StoreError::TooManyHides { max } => {
+            ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(max, max + 1)
+        }
         StoreError::UploadsOverQuota {
             quota,
             pending,

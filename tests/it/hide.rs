@@ -73,7 +73,9 @@ fn put_get_round_trips_exactly_through_the_socket() {
     assert_eq!(c.hide_list().unwrap().len(), 3);
     let usage = c.hide_usage().unwrap();
     assert_eq!(usage.entries, 3);
-    assert_eq!(usage.bytes, (binary.len() + big.len()) as u64);
+    // Content, and each hide's labels: kind `k` and source `Test Source`.
+    let labels = ("k".len() + "Test Source".len()) as u64;
+    assert_eq!(usage.bytes, (binary.len() + big.len()) as u64 + 3 * labels);
 }
 
 #[test]
@@ -303,7 +305,8 @@ fn retention_quota_refuses_or_evicts_by_config() {
         .hide_put("k", "big", &vec![b'x'; 300 << 10], &BTreeMap::new())
         .unwrap_err();
     assert_eq!(code(e), ErrorCode::QuotaExceeded);
-    assert_eq!(c.hide_usage().unwrap().bytes, 600);
+    // The content and the labels (`k`, `a`).
+    assert_eq!(c.hide_usage().unwrap().bytes, 602);
     drop(d);
 
     std::fs::write(

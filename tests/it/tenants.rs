@@ -453,7 +453,8 @@ fn hide_quotas_are_per_tenant() {
         &["--socket-mode", "0666"],
     );
     open_to_others(&d);
-    // Root (the default quota) fills 900 of its 1,000 bytes; nobody's 100 are its own.
+    // Root (the default quota) fills 900 of its 1,000 bytes; nobody's 100 are its own. A hide
+    // counts its content and its labels: the CLI's kind `tool_output` and the source.
     let mut c = d.client();
     c.hide_put("k", "big", &[b'r'; 900], &Default::default())
         .unwrap();
@@ -463,13 +464,13 @@ fn hide_quotas_are_per_tenant() {
     let (status, _, err) = cli_as_nobody(&d, &["hide", "put", "--source", "b"], &[b'm'; 80]);
     assert_eq!(status, Some(6), "{err}");
     assert!(
-        err.starts_with("jqjail: QUOTA_EXCEEDED: a hide of 80 bytes does not fit the 100-byte hide quota (80 bytes in use)"),
+        err.starts_with("jqjail: QUOTA_EXCEEDED: a hide of 84 bytes does not fit the 100-byte hide quota (84 bytes in use)"),
         "{err}"
     );
     let (_, usage, _) = cli_as_nobody(&d, &["hide", "usage"], b"");
     assert!(
-        usage.contains("\"bytes\":80") && usage.contains("\"quota_bytes\":100"),
+        usage.contains("\"bytes\":84") && usage.contains("\"quota_bytes\":100"),
         "{usage}"
     );
-    assert_eq!(c.hide_usage().unwrap().bytes, 900);
+    assert_eq!(c.hide_usage().unwrap().bytes, 900 + 1 + 3);
 }
