@@ -38,6 +38,8 @@ pub enum Full {
     Total(usize),
     /// The peer's uid holds `max_connections_per_uid` already.
     Uid(usize),
+    /// The kernel could not say who the peer is.
+    NoCredentials,
 }
 
 /// One admitted connection's slot; given back when dropped.
@@ -95,48 +97,67 @@ impl Drop for Slot {
     }
 }
 
-/// Semaphores keyed by a uid or a tenant, made on first use and dropped when unused.
+/// Turns of something scarce: at most `each` per key (a uid, a tenant) and `total` over all
+/// keys. A key's semaphore is made on first use and forgotten when no turn of it is held.
 #[derive(Debug)]
 pub struct Turns<K> {
     each: usize,
+    total: Arc<Semaphore>,
     map: Mutex<HashMap<K, Arc<Semaphore>>>,
 }
 
+/// Turns held, of one key and of the total; given back when dropped.
+#[derive(Debug)]
+pub struct Turn {
+    _key: OwnedSemaphorePermit,
+    _total: OwnedSemaphorePermit,
+}
+
 impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
-    /// `each` turns per key.
-    pub fn new(each: usize) -> Turns<K> {
+    /// `each` turns per key, `total` in all.
+    pub fn new(each: usize, total: usize) -> Turns<K> {
         Turns {
             each,
+            total: Arc::new(Semaphore::new(total)),
             map: Mutex::default(),
         }
     }
 
     fn semaphore(&self, key: &K) -> Arc<Semaphore> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        // Forget keys nobody holds a turn of, so the map does not grow with every uid seen.
-        map.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < self.each);
+        // A held turn keeps a reference to its semaphore: keys with none are forgotten, so the
+        // map does not grow with every uid seen.
+        map.retain(|_, s| Arc::strong_count(s) > 1);
         map.entry(key.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(self.each)))
             .clone()
     }
 
-    /// A turn for `key` now, or `None` if all of its turns are taken.
-    pub fn try_take(&self, key: &K) -> Option<OwnedSemaphorePermit> {
-        self.semaphore(key).try_acquire_owned().ok()
+    /// A turn for `key` now, or `None` if all of its turns, or all turns, are taken.
+    pub fn try_take(&self, key: &K) -> Option<Turn> {
+        let key = self.semaphore(key).try_acquire_owned().ok()?;
+        let total = self.total.clone().try_acquire_owned().ok()?;
+        Some(Turn {
+            _key: key,
+            _total: total,
+        })
     }
 
     /// Waits for a turn for `key`.
-    pub async fn take(&self, key: &K) -> OwnedSemaphorePermit {
+    pub async fn take(&self, key: &K) -> Turn {
         self.take_many(key, 1).await
     }
 
-    /// Waits for `n` turns for `key` at once (`n` at most [`Turns::each`], or it waits for
-    /// ever).
-    pub async fn take_many(&self, key: &K, n: u32) -> OwnedSemaphorePermit {
-        self.semaphore(key)
-            .acquire_many_owned(n)
-            .await
-            .expect("the semaphore is never closed")
+    /// Waits for `n` turns for `key` at once, the key's first, then the total's (the same
+    /// order for every caller, so no two wait on each other). `n` must be at most
+    /// [`Turns::each`] and the total, or it waits for ever.
+    pub async fn take_many(&self, key: &K, n: u32) -> Turn {
+        let key = self.semaphore(key).acquire_many_owned(n).await;
+        let total = self.total.clone().acquire_many_owned(n).await;
+        Turn {
+            _key: key.expect("never closed"),
+            _total: total.expect("never closed"),
+        }
     }
 
     /// How many turns each key has.
@@ -206,12 +227,13 @@ mod tests {
     }
 
     #[test]
-    fn turns_are_per_key_and_given_back() {
-        let turns = Turns::new(1);
+    fn turns_are_per_key_and_in_all_and_given_back() {
+        let turns = Turns::new(1, 2);
         let a = turns.try_take(&1u32).unwrap();
         assert!(turns.try_take(&1).is_none());
-        assert!(turns.try_take(&2).is_some());
-        drop(a);
+        let b = turns.try_take(&2).unwrap();
+        assert!(turns.try_take(&3).is_none(), "the total is 2");
+        drop((a, b));
         assert!(turns.try_take(&1).is_some());
         // Unused keys are forgotten.
         assert!(turns.map.lock().unwrap().len() <= 1);

@@ -2,6 +2,7 @@
 //! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
 //! as the bytes they arrived as (architecture invariant).
 
+use crate::admit::{Turn, Turns};
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
@@ -44,15 +45,12 @@ struct Shared {
     /// Connection slots, in all and per uid.
     slots: Arc<crate::admit::Slots>,
     /// Turns to build and write a large answer: one per uid, and `LARGE_ANSWERS` in all.
-    large_answers: crate::admit::Turns<u32>,
-    large_answers_all: Arc<tokio::sync::Semaphore>,
+    large_answers: Turns<u32>,
     /// Turns to stream a run's input in, per tenant, and in all (half the evaluation slots,
     /// so streamed runs never hold every slot, whichever tenants they come from).
-    uploads: crate::admit::Turns<Arc<str>>,
-    uploads_all: Arc<tokio::sync::Semaphore>,
+    uploads: Turns<Arc<str>>,
     /// KiB of frames read whole, per uid (one maximal frame each) and in all (four).
-    frame_kib: crate::admit::Turns<u32>,
-    frame_kib_all: Arc<tokio::sync::Semaphore>,
+    frame_kib: Turns<u32>,
     /// Log throttles for what a flooding peer can make happen at will.
     refused_log: crate::admit::Throttle,
     full_log: crate::admit::Throttle,
@@ -127,12 +125,9 @@ pub async fn serve(
         stats: crate::stats::Stats::default(),
         max_frame,
         slots: crate::admit::Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
-        large_answers: crate::admit::Turns::new(1),
-        frame_kib: crate::admit::Turns::new(frame_kib(max_frame)),
-        frame_kib_all: Arc::new(tokio::sync::Semaphore::new(4 * frame_kib(max_frame))),
-        large_answers_all: Arc::new(tokio::sync::Semaphore::new(crate::admit::LARGE_ANSWERS)),
-        uploads: crate::admit::Turns::new(cfg.max_uploads_per_tenant),
-        uploads_all: Arc::new(tokio::sync::Semaphore::new((cfg.max_concurrent / 2).max(1))),
+        large_answers: Turns::new(1, crate::admit::LARGE_ANSWERS),
+        frame_kib: Turns::new(frame_kib(max_frame), 4 * frame_kib(max_frame)),
+        uploads: Turns::new(cfg.max_uploads_per_tenant, (cfg.max_concurrent / 2).max(1)),
         refused_log: Default::default(),
         full_log: Default::default(),
         failed_run_log: Default::default(),
@@ -167,15 +162,16 @@ async fn listen(listener: UnixListener, shared: Arc<Shared>, shutdown: impl Futu
                     // The peer's uid is known before any of its bytes is read; a peer whose
                     // credentials cannot be learned is not admitted at all.
                     let admitted = match stream.peer_cred() {
-                        Ok(cred) => shared.slots.take(cred.uid()).map_err(|full| (cred.uid(), full)),
-                        Err(_) => Err((u32::MAX, crate::admit::Full::Uid(0))),
+                        Ok(cred) => shared.slots.take(cred.uid()).map(|slot| (cred, slot)).map_err(|full| (Some(cred.uid()), full)),
+                        Err(_) => Err((None, crate::admit::Full::NoCredentials)),
                     };
                     match admitted {
-                        Ok(slot) => {
+                        Ok((cred, slot)) => {
                             let shared = shared.clone();
                             let stop = stop_rx.clone();
+                            let session = Session { uid: cred.uid(), gid: cred.gid() };
                             tasks.spawn(async move {
-                                connection(stream, &shared, stop).await;
+                                connection(stream, session, &shared, stop).await;
                                 drop(slot);
                             });
                         }
@@ -321,7 +317,7 @@ const STREAM_ABOVE: u64 = 256 * 1024;
 /// A frame read whole, or only its first bytes.
 enum Frame {
     /// A whole frame, and the budget its buffer holds until the request is answered.
-    Whole(Vec<u8>, Option<FrameBudget>),
+    Whole(Vec<u8>, Option<Turn>),
     /// The first `bytes` of a `len`-byte frame; the rest must arrive by `arrive_by`.
     Head {
         bytes: Vec<u8>,
@@ -393,13 +389,6 @@ async fn next_frame<R: AsyncRead + Unpin>(
 /// Frames up to this size are read without taking from the frame budget.
 const BUDGET_ABOVE: u64 = 64 * 1024;
 
-/// What a frame read whole holds of the frame budget: its KiB of its uid's and of the
-/// daemon's.
-struct FrameBudget {
-    _uid: tokio::sync::OwnedSemaphorePermit,
-    _all: tokio::sync::OwnedSemaphorePermit,
-}
-
 /// KiB units for `bytes`, rounded up.
 fn frame_kib(bytes: u64) -> usize {
     bytes.div_ceil(1024) as usize
@@ -407,22 +396,16 @@ fn frame_kib(bytes: u64) -> usize {
 
 /// Takes a `len`-byte frame's share of the budget, waiting while the uid's or the daemon's is
 /// spent (within the caller's frame timeout); `None` for a small frame.
-async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<FrameBudget> {
+async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<Turn> {
     if len <= BUDGET_ABOVE {
         return None;
     }
-    let kib = frame_kib(len) as u32;
-    let mine = shared.frame_kib.take_many(&uid, kib).await;
-    let all = shared
-        .frame_kib_all
-        .clone()
-        .acquire_many_owned(kib)
-        .await
-        .expect("never closed");
-    Some(FrameBudget {
-        _uid: mine,
-        _all: all,
-    })
+    Some(
+        shared
+            .frame_kib
+            .take_many(&uid, frame_kib(len) as u32)
+            .await,
+    )
 }
 
 /// Sends one response. A response with no form in the connection's encoding (bytes that are
@@ -462,14 +445,14 @@ async fn send<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiver<bool>) {
-    // The tenant is the peer's uid as the kernel reports it; nothing the client sends can
-    // change it. The accept loop admitted only peers whose credentials it could read.
-    let Ok(cred) = stream.peer_cred() else { return };
-    let session = Session {
-        uid: cred.uid(),
-        gid: cred.gid(),
-    };
+/// One admitted connection. `session` is the peer as the kernel reported it at accept;
+/// nothing the client sends can change it.
+async fn connection(
+    stream: UnixStream,
+    session: Session,
+    shared: &Shared,
+    mut stop: watch::Receiver<bool>,
+) {
     let (mut rd, mut wr) = stream.into_split();
     if let Err(why) = session.tenant(shared) {
         // Refused before its first frame is read: only enough of it to answer in its encoding.
@@ -601,11 +584,7 @@ async fn connection(stream: UnixStream, shared: &Shared, mut stop: watch::Receiv
         );
         let turn = match large {
             true => {
-                let take = async {
-                    let mine = shared.large_answers.take(&session.uid).await;
-                    let any = shared.large_answers_all.clone().acquire_owned().await;
-                    (mine, any)
-                };
+                let take = shared.large_answers.take(&session.uid);
                 tokio::time::timeout(shared.cfg.frame_timeout, take)
                     .await
                     .ok()
@@ -734,7 +713,7 @@ async fn complete<R: AsyncRead + Unpin>(
     mut bytes: Vec<u8>,
     len: u64,
     arrive_by: Instant,
-) -> Result<(Vec<u8>, Option<FrameBudget>), End> {
+) -> Result<(Vec<u8>, Option<Turn>), End> {
     let have = bytes.len();
     let read = async {
         let budget = frame_budget(shared, uid, len).await;
@@ -804,11 +783,7 @@ async fn streamed(
         Streamable::Run(head) => {
             // The run takes an evaluation slot and a worker while its input arrives: a tenant
             // has only so many such turns, so its stalled uploads cannot hold every slot.
-            let turns = (
-                shared.uploads.try_take(&tenant.name),
-                shared.uploads_all.clone().try_acquire_owned().ok(),
-            );
-            let (Some(_turn), Some(_any)) = turns else {
+            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
                 let each = shared.uploads.each();
                 let e = ErrorReply::new(
                     ErrorCode::Overloaded,
