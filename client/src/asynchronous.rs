@@ -1,17 +1,17 @@
 //! The async (tokio) client.
 
 use crate::{
-    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, Source, calls, no_server_yet,
-    only_output, run_head,
+    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls,
+    decode_response, fill, max_tail, no_server_yet, only_output,
 };
-use jqjail_protocol::codec::bincode_put_header;
-use jqjail_protocol::frame::tokio_io::{read_frame, write_frame, write_frame_parts};
+use jqjail_protocol::frame::tokio_io::read_frame;
 use jqjail_protocol::{
-    Encoding, HelloReply, HideContent, HideCut, HideEntry, HidePutReply, HideSearchReply,
-    HideSearchRequest, HideUsageReply, Limits, Response, RunReply, StatsReply,
+    HelloReply, HideContent, HideCut, HideEntry, HideListReply, HidePutReply, HideSearchReply,
+    HideSearchRequest, HideUsageReply, Limits, Response, StatsReply,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 /// An async connection to a daemon. One request at a time; open several for concurrency.
@@ -83,14 +83,7 @@ impl AsyncClient {
         source: Source<'_>,
         options: &RunOptions,
     ) -> Result<Answer, ClientError> {
-        // Inline input is sent from the caller's buffer, after the encoded rest of the request.
-        let (head, tail) = run_head(filter, source, options)?;
-        let input = match source {
-            Source::Inline(input) => &input[..tail],
-            Source::Hide(_) => &[],
-        };
-        write_frame_parts(&mut self.stream, &[&head, input]).await?;
-        calls::run_answer().answer(self.read_response().await?)
+        self.call(calls::run(filter, source, options)).await
     }
 
     /// Stores `content` as a hide of this tenant.
@@ -101,9 +94,7 @@ impl AsyncClient {
         content: &[u8],
         meta: &BTreeMap<String, String>,
     ) -> Result<HidePutReply, ClientError> {
-        let head = bincode_put_header(kind, source, meta, content.len())?;
-        write_frame_parts(&mut self.stream, &[&head, content]).await?;
-        calls::put_answer().answer(self.read_response().await?)
+        self.call(calls::put(kind, source, content, meta)).await
     }
 
     /// A hide's metadata and bytes.
@@ -130,9 +121,25 @@ impl AsyncClient {
         self.call(calls::search(request)).await
     }
 
-    /// This tenant's hides, newest first.
+    /// All of this tenant's hides, newest first (every page of them).
     pub async fn hide_list(&mut self) -> Result<Vec<HideEntry>, ClientError> {
-        self.call(calls::list()).await
+        let mut all = Vec::new();
+        let mut offset = Some(0);
+        while let Some(at) = offset {
+            let page = self.hide_list_page(at, None).await?;
+            all.extend(page.entries);
+            offset = page.next;
+        }
+        Ok(all)
+    }
+
+    /// One page of this tenant's hides, newest first, from `offset`; `limit` defaults to 100.
+    pub async fn hide_list_page(
+        &mut self,
+        offset: u64,
+        limit: Option<u32>,
+    ) -> Result<HideListReply, ClientError> {
+        self.call(calls::list(offset, limit)).await
     }
 
     /// Deletes a hide; returns what it was.
@@ -146,13 +153,19 @@ impl AsyncClient {
     }
 
     async fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
-        let body = Encoding::Bincode.encode(&call.request)?;
-        write_frame(&mut self.stream, &body).await?;
+        // The frame, then the tail straight from the caller's buffer.
+        let (frame, tail) = call.encode()?;
+        self.stream.write_all(&frame).await?;
+        self.stream.write_all(tail).await?;
+        self.stream.flush().await?;
         call.expect.answer(self.read_response().await?)
     }
 
     async fn read_response(&mut self) -> Result<Response, ClientError> {
         let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES).await?;
-        Ok(Encoding::Bincode.decode(&frame)?)
+        let (response, len) = decode_response(&frame, max_tail(&self.server.limits))?;
+        let mut tail = vec![0u8; len as usize];
+        self.stream.read_exact(&mut tail).await?;
+        Ok(fill(response, tail))
     }
 }

@@ -1,16 +1,16 @@
 //! The blocking client.
 
 use crate::{
-    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, Source, calls, no_server_yet,
-    only_output, run_head,
+    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls,
+    decode_response, fill, max_tail, no_server_yet, only_output,
 };
-use jqjail_protocol::codec::bincode_put_header;
-use jqjail_protocol::frame::{prefix, read_frame, write_frame};
+use jqjail_protocol::frame::read_frame;
 use jqjail_protocol::{
-    Encoding, HelloReply, HideContent, HideCut, HideEntry, HidePutReply, HideSearchReply,
-    HideSearchRequest, HideUsageReply, Limits, Response, RunReply, StatsReply,
+    HelloReply, HideContent, HideCut, HideEntry, HideListReply, HidePutReply, HideSearchReply,
+    HideSearchRequest, HideUsageReply, Limits, Response, StatsReply,
 };
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -92,14 +92,7 @@ impl Client {
         source: Source<'_>,
         options: &RunOptions,
     ) -> Result<Answer, ClientError> {
-        // Inline input is sent from the caller's buffer, after the encoded rest of the request.
-        let (head, tail) = run_head(filter, source, options)?;
-        let input = match source {
-            Source::Inline(input) => input,
-            Source::Hide(_) => &[],
-        };
-        self.send_parts(&head, input, tail)?;
-        calls::run_answer().answer(self.read_response()?)
+        self.call(calls::run(filter, source, options))
     }
 
     /// Stores `content` as a hide of this tenant.
@@ -110,9 +103,7 @@ impl Client {
         content: &[u8],
         meta: &BTreeMap<String, String>,
     ) -> Result<HidePutReply, ClientError> {
-        let head = bincode_put_header(kind, source, meta, content.len())?;
-        self.send_parts(&head, content, content.len())?;
-        calls::put_answer().answer(self.read_response()?)
+        self.call(calls::put(kind, source, content, meta))
     }
 
     /// A hide's metadata and bytes.
@@ -139,9 +130,25 @@ impl Client {
         self.call(calls::search(request))
     }
 
-    /// This tenant's hides, newest first.
+    /// All of this tenant's hides, newest first (every page of them).
     pub fn hide_list(&mut self) -> Result<Vec<HideEntry>, ClientError> {
-        self.call(calls::list())
+        let mut all = Vec::new();
+        let mut offset = Some(0);
+        while let Some(at) = offset {
+            let page = self.hide_list_page(at, None)?;
+            all.extend(page.entries);
+            offset = page.next;
+        }
+        Ok(all)
+    }
+
+    /// One page of this tenant's hides, newest first, from `offset`; `limit` defaults to 100.
+    pub fn hide_list_page(
+        &mut self,
+        offset: u64,
+        limit: Option<u32>,
+    ) -> Result<HideListReply, ClientError> {
+        self.call(calls::list(offset, limit))
     }
 
     /// Deletes a hide; returns what it was.
@@ -155,23 +162,19 @@ impl Client {
     }
 
     fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
-        let body = Encoding::Bincode.encode(&call.request)?;
-        write_frame(&mut self.stream, &body)?;
-        call.expect.answer(self.read_response()?)
-    }
-
-    /// Writes one frame made of `head` and then `tail` (`tail_len` bytes of it).
-    fn send_parts(&mut self, head: &[u8], tail: &[u8], tail_len: usize) -> Result<(), ClientError> {
-        let prefix = prefix(head.len() + tail_len)?;
-        self.stream.write_all(&prefix)?;
-        self.stream.write_all(head)?;
-        self.stream.write_all(&tail[..tail_len])?;
+        // The frame, then the tail straight from the caller's buffer.
+        let (frame, tail) = call.encode()?;
+        self.stream.write_all(&frame)?;
+        self.stream.write_all(tail)?;
         self.stream.flush()?;
-        Ok(())
+        call.expect.answer(self.read_response()?)
     }
 
     fn read_response(&mut self) -> Result<Response, ClientError> {
         let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES)?;
-        Ok(Encoding::Bincode.decode(&frame)?)
+        let (response, len) = decode_response(&frame, max_tail(&self.server.limits))?;
+        let mut tail = vec![0u8; len as usize];
+        self.stream.read_exact(&mut tail)?;
+        Ok(fill(response, tail))
     }
 }

@@ -18,22 +18,29 @@ pub use asynchronous::AsyncClient;
 pub use blocking::Client;
 pub use hide_buffer::HideBuffer;
 pub use jqjail_protocol::{
-    Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideMatch,
-    HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang, LimitOverrides, Limits,
-    OnOversize, RunReply, StatsReply,
+    Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
+    HideMatch, HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang,
+    LimitOverrides, Limits, OnOversize, StatsReply, Tail,
 };
 
 use jqjail_protocol::{
-    CodecError, FrameError, Hello, HelloReply, PROTOCOL_VERSION, Request, Response,
+    CodecError, Encoding, FrameError, Hello, HelloReply, PROTOCOL_VERSION, Request, Response,
 };
 use std::path::PathBuf;
 
 /// The client name sent in the handshake.
 pub const CLIENT_NAME: &str = concat!("jqjail-client/", env!("CARGO_PKG_VERSION"));
 
-/// Largest response frame the client accepts: the server's output cap is far below it, and
-/// an error message is small. Checked before allocating (STYLE §6).
-pub const MAX_RESPONSE_FRAME_BYTES: u64 = 64 * 1024 * 1024;
+pub use jqjail_protocol::frame::MAX_RESPONSE_FRAME_BYTES;
+
+/// A successful run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunReply {
+    /// The answer as JSON text: one output → that value, several → an array, none → `null`.
+    pub output: String,
+    /// What the run cost.
+    pub cost: Cost,
+}
 
 /// Anything that can go wrong talking to the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -148,14 +155,24 @@ pub enum Source<'a> {
     Hide(&'a str),
 }
 
-/// One request and the answer it expects; shared by both clients.
+/// One request (its tail, if any, borrowed from the caller's buffer) and the answer it
+/// expects; shared by both clients.
 pub(crate) struct Call<'a, T> {
     pub(crate) request: Request<'a>,
     pub(crate) expect: Expect<T>,
 }
 
-/// How to pick an answer out of a response (for requests a client streams itself, the
-/// answer alone).
+impl<T> Call<'_, T> {
+    /// The request's whole frame (prefix and body), and the tail to send after it.
+    pub(crate) fn encode(&self) -> Result<(Vec<u8>, &[u8]), ClientError> {
+        let body = Encoding::Bincode.encode(&self.request)?;
+        let mut frame = jqjail_protocol::frame::prefix(body.len())?.to_vec();
+        frame.extend_from_slice(&body);
+        Ok((frame, self.request.tail().map_or(&[][..], Tail::as_bytes)))
+    }
+}
+
+/// How to pick an answer out of a response.
 pub(crate) struct Expect<T> {
     pick: fn(Response) -> Result<T, Box<Response>>,
     what: &'static str,
@@ -174,10 +191,39 @@ impl<T> Expect<T> {
     }
 }
 
+/// The longest response tail a client accepts from a server with `limits`: a hide (at most
+/// the input limit) or a run's output (at most the output limit). Checked before allocating.
+pub(crate) fn max_tail(limits: &Limits) -> u64 {
+    limits.max_input_bytes.max(limits.max_output_bytes)
+}
+
+/// Decodes a response frame; returns it and the length of the tail that follows it, checked
+/// against `max_tail`.
+pub(crate) fn decode_response(frame: &[u8], max_tail: u64) -> Result<(Response, u64), ClientError> {
+    let response: Response = Encoding::Bincode.decode(frame)?;
+    let len = response.tail().map_or(0, Tail::len);
+    if len > max_tail {
+        return Err(ClientError::Protocol(format!(
+            "the daemon announced a tail of {len} bytes, over the {max_tail} bytes its limits allow"
+        )));
+    }
+    Ok((response, len))
+}
+
+/// Puts the tail read after a response's frame in place.
+pub(crate) fn fill(mut response: Response, bytes: Vec<u8>) -> Response {
+    if let Some(tail) = response.tail_mut() {
+        // Cannot fail: the caller read exactly the announced length.
+        let _ = tail.fill(bytes);
+    }
+    response
+}
+
 /// The calls both clients make, built once.
 pub(crate) mod calls {
     use super::*;
-    use jqjail_protocol::{HideCutRequest, HideRef};
+    use jqjail_protocol::{HideCutRequest, HideListRequest, HidePut, HideRef, Input, RunRequest};
+    use std::collections::BTreeMap;
 
     macro_rules! pick {
         ($variant:path) => {
@@ -208,23 +254,62 @@ pub(crate) mod calls {
         }
     }
 
-    /// A run's answer (the request itself is written by the client, input last).
-    pub(crate) fn run_answer() -> Expect<Answer> {
-        Expect {
-            pick: |r| match r {
-                Response::Run(x) => Ok(Answer::Output(x)),
-                Response::Hidden(x) => Ok(Answer::Hidden(Box::new(x))),
-                other => Err(Box::new(other)),
+    /// A run; an inline input is the request's tail, sent from the caller's buffer.
+    pub(crate) fn run<'a>(
+        filter: &str,
+        source: Source<'a>,
+        options: &RunOptions,
+    ) -> Call<'a, Answer> {
+        Call {
+            request: Request::Run(RunRequest {
+                filter: filter.into(),
+                lang: options.lang,
+                limits: options.limits,
+                on_oversize: options.on_oversize,
+                input: match source {
+                    Source::Inline(input) => Input::Inline(Tail::from(input)),
+                    Source::Hide(id) => Input::Hide(id.into()),
+                },
+            }),
+            expect: Expect {
+                pick: |r| match r {
+                    // A run's output is JSON text; anything else is the daemon's fault.
+                    Response::Run(x) => match String::from_utf8(x.output.into_bytes()) {
+                        Ok(output) => Ok(Answer::Output(RunReply {
+                            output,
+                            cost: x.cost,
+                        })),
+                        Err(e) => Err(Box::new(Response::Error(ErrorReply::new(
+                            ErrorCode::Internal,
+                            format!("the daemon's output is not UTF-8 ({e})"),
+                        )))),
+                    },
+                    Response::Hidden(x) => Ok(Answer::Hidden(Box::new(x))),
+                    other => Err(Box::new(other)),
+                },
+                what: "a run result",
             },
-            what: "a run result",
         }
     }
 
-    /// A put's answer (the request itself is written by the client, content last).
-    pub(crate) fn put_answer() -> Expect<HidePutReply> {
-        Expect {
-            pick: pick!(Response::HidePut),
-            what: "a stored hide",
+    /// A put; the content is the request's tail, sent from the caller's buffer.
+    pub(crate) fn put<'a>(
+        kind: &str,
+        source: &str,
+        content: &'a [u8],
+        meta: &BTreeMap<String, String>,
+    ) -> Call<'a, HidePutReply> {
+        Call {
+            request: Request::HidePut(HidePut {
+                kind: kind.into(),
+                source: source.into(),
+                meta: meta.clone(),
+                content: Tail::from(content),
+            }),
+            expect: Expect {
+                pick: pick!(Response::HidePut),
+                what: "a stored hide",
+            },
         }
     }
 
@@ -268,14 +353,11 @@ pub(crate) mod calls {
         }
     }
 
-    pub(crate) fn list() -> Call<'static, Vec<HideEntry>> {
+    pub(crate) fn list(offset: u64, limit: Option<u32>) -> Call<'static, HideListReply> {
         Call {
-            request: Request::HideList,
+            request: Request::HideList(HideListRequest { offset, limit }),
             expect: Expect {
-                pick: |r| match r {
-                    Response::HideList(x) => Ok(x.entries),
-                    other => Err(Box::new(other)),
-                },
+                pick: pick!(Response::HideList),
                 what: "a list of hides",
             },
         }
@@ -300,37 +382,6 @@ pub(crate) mod calls {
             },
         }
     }
-}
-
-/// The encoded head of a run request whose input (last) follows it: for a hide input the
-/// whole message, for inline input everything before the input bytes.
-pub(crate) fn run_head(
-    filter: &str,
-    source: Source<'_>,
-    options: &RunOptions,
-) -> Result<(Vec<u8>, usize), ClientError> {
-    Ok(match source {
-        Source::Inline(input) => (
-            jqjail_protocol::codec::bincode_run_header(
-                filter,
-                options.lang,
-                options.limits,
-                options.on_oversize,
-                input.len(),
-            )?,
-            input.len(),
-        ),
-        Source::Hide(id) => {
-            let request = Request::Run(jqjail_protocol::RunRequest {
-                filter: filter.into(),
-                lang: options.lang,
-                limits: options.limits,
-                on_oversize: options.on_oversize,
-                input: jqjail_protocol::Input::Hide(id.into()),
-            });
-            (jqjail_protocol::Encoding::Bincode.encode(&request)?, 0)
-        }
-    })
 }
 
 /// The answer of a plain run: an output, or (only when asked for) a hide.

@@ -8,23 +8,23 @@ use std::io::{self, Read, Write};
 /// Bytes in a frame's length prefix.
 pub const PREFIX_BYTES: usize = 4;
 
-/// The largest frame a supervisor accepts with the default limits: an input of 20 MiB and a
-/// filter of 64 KiB, each doubled for the JSON encoding's escaping, plus 64 KiB for the
-/// envelope. [`max_frame_bytes`] computes it for other limits.
-pub const MAX_FRAME_BYTES: u64 = max_frame_bytes(
-    crate::limits::DEFAULT_MAX_INPUT_BYTES,
-    crate::limits::DEFAULT_MAX_FILTER_BYTES,
-);
+/// Room in a request's frame for everything but its filter: a put's labels and meta pairs
+/// (at most 64 pairs of 1 KiB strings), options, field names.
+pub const ENVELOPE_BYTES: u64 = 384 * 1024;
 
-/// Room for a message's envelope (field names, options, the error text) beyond its payloads.
-pub const ENVELOPE_BYTES: u64 = 64 * 1024;
+/// The largest request frame a supervisor accepts with the default limits (512 KiB). Inputs
+/// and contents are tails, outside the frame (v2), so a frame is bounded by the filter limit.
+pub const MAX_FRAME_BYTES: u64 = max_request_frame_bytes(crate::limits::DEFAULT_MAX_FILTER_BYTES);
 
-/// The largest frame that can carry a request within these limits in either encoding. JSON
-/// text embedded in a JSON string grows at most twofold (`"` → `\"`, newline → `\n`; raw
-/// control characters cannot occur in valid JSON text).
-pub const fn max_frame_bytes(max_input_bytes: u64, max_filter_bytes: u64) -> u64 {
-    2 * max_input_bytes + 2 * max_filter_bytes + ENVELOPE_BYTES
+/// The largest request frame for a filter limit: the filter doubled for the JSON encoding's
+/// escaping (`"` → `\"`), plus the envelope.
+pub const fn max_request_frame_bytes(max_filter_bytes: u64) -> u64 {
+    2 * max_filter_bytes + ENVELOPE_BYTES
 }
+
+/// The largest response frame a client need accept: a list page's labels and meta (256 KiB)
+/// escaped, or an error message. Contents and outputs are tails, outside the frame.
+pub const MAX_RESPONSE_FRAME_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -182,10 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn default_max_frame_fits_a_json_encoded_maximal_request() {
-        assert_eq!(
-            MAX_FRAME_BYTES,
-            2 * (20 << 20) + 2 * (64 << 10) + (64 << 10)
-        );
+    fn default_max_frame_is_bounded_by_the_filter_limit_not_the_input_limit() {
+        assert_eq!(MAX_FRAME_BYTES, 2 * (64 << 10) + (384 << 10));
     }
 }

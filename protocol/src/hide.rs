@@ -1,11 +1,11 @@
-//! Hide-store messages (v1): put, get, cut, search, list, delete and usage of a tenant's
+//! Hide-store messages: put, get, cut, search, list, delete and usage of a tenant's
 //! hides, and the reply of a run whose oversized output was stored as a hide.
 //!
-//! Content is raw bytes in bincode (binary-safe) and a JSON string in the JSON encoding, which
-//! therefore carries only UTF-8 content; a reply whose content is not UTF-8 cannot be sent in
-//! JSON and is answered with `INVALID_REQUEST` instead.
+//! Content travels as a message's tail (v2): raw bytes after the frame, binary-safe in both
+//! encodings.
 
-use crate::message::{Bytes, Cost};
+use crate::message::Cost;
+use crate::tail::Tail;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -24,9 +24,9 @@ pub struct HidePut<'a> {
     /// a declared million pairs never becomes a million-entry map.
     #[serde(default, deserialize_with = "bounded_meta")]
     pub meta: BTreeMap<String, String>,
-    /// The bytes. Last, so that in bincode a client can send them from its own buffer.
-    #[serde(borrow)]
-    pub content: Bytes<'a>,
+    /// The bytes: the message's tail (v2), `content_bytes` on the wire.
+    #[serde(rename = "content_bytes")]
+    pub content: Tail<'a>,
 }
 
 /// Most meta pairs a hide may have (the store checks the same number).
@@ -147,9 +147,9 @@ pub struct HidePutReply {
 pub struct HideContent {
     /// The hide.
     pub entry: HideEntry,
-    /// All of its bytes.
-    #[serde(deserialize_with = "crate::message::owned_bytes")]
-    pub content: Bytes<'static>,
+    /// All of its bytes: the message's tail (v2), `content_bytes` on the wire.
+    #[serde(rename = "content_bytes")]
+    pub content: Tail<'static>,
 }
 
 /// v1: one page of a hide.
@@ -167,9 +167,10 @@ pub struct HideCut {
     pub offset: u64,
     /// Size of the whole hide.
     pub size: u64,
-    /// The page's bytes; never ends or starts inside a UTF-8 character.
-    #[serde(deserialize_with = "crate::message::owned_bytes")]
-    pub content: Bytes<'static>,
+    /// The page's bytes; never ends or starts inside a UTF-8 character. The message's tail
+    /// (v2), `content_bytes` on the wire.
+    #[serde(rename = "content_bytes")]
+    pub content: Tail<'static>,
     /// The reflection hint, when asked for.
     #[serde(default)]
     pub preface: Option<String>,
@@ -199,11 +200,37 @@ pub struct HideSearchReply {
     pub page_size: u64,
 }
 
-/// v1: answer to a list: the tenant's hides, newest first.
+/// v2: which page of the tenant's hides to list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideListRequest {
+    /// Hides to skip, newest first (the `next` of the previous page).
+    #[serde(default)]
+    pub offset: u64,
+    /// At most this many hides (1 to 1,000); `None` means 100. A page also ends once its
+    /// entries' labels and meta pass 256 KiB.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Most hides one list page holds.
+pub const MAX_LIST_PAGE: u32 = 1_000;
+
+/// Hides a list page holds when the request does not say.
+pub const DEFAULT_LIST_PAGE: u32 = 100;
+
+/// A list page ends once its entries' labels and meta pass this many bytes (it always holds
+/// at least one entry), so a page's frame stays small whatever the tenant stored.
+pub const LIST_PAGE_LABEL_BYTES: u64 = 256 * 1024;
+
+/// v1: answer to a list: one page of the tenant's hides, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HideListReply {
     /// The hides.
     pub entries: Vec<HideEntry>,
+    /// v2: the tenant's hides in all.
+    pub total: u64,
+    /// v2: the offset of the next page; `None` on the last page.
+    pub next: Option<u64>,
 }
 
 /// v1: what the tenant holds and may hold.

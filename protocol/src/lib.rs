@@ -18,23 +18,28 @@ pub mod hide;
 pub mod limits;
 pub mod message;
 pub mod syscalls;
+pub mod tail;
 pub mod worker;
 
 pub use codec::{CodecError, Encoding};
 pub use error::ErrorCode;
 pub use frame::{FrameError, MAX_FRAME_BYTES};
 pub use hide::{
-    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideMatch,
-    HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
+    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
+    HideMatch, HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply,
+    OnOversize,
 };
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
-    Bytes, Cost, ErrorReply, Hello, HelloReply, Input, JsonText, Lang, Latency, Request, Response,
-    RunReply, RunRequest, StatsReply, TenantStats,
+    Cost, ErrorReply, Hello, HelloReply, Input, Lang, Latency, Request, Response, RunReply,
+    RunRequest, StatsReply, TenantStats,
 };
+pub use tail::Tail;
 
-/// The protocol version this build speaks. Version 1 is the first and only one.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version this build speaks. Version 2 replaced version 1 (inputs, contents
+/// and outputs inside frames) with small frames and raw tails; nothing speaks version 1 any
+/// more.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The oldest protocol version this build still accepts from a peer.
-pub const MIN_PROTOCOL_VERSION: u32 = 1;
+pub const MIN_PROTOCOL_VERSION: u32 = 2;

@@ -7,12 +7,12 @@
 
 use crate::error::ErrorCode;
 use crate::hide::{
-    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HidePut,
-    HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
+    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
+    HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
 };
 use crate::limits::{LimitOverrides, Limits};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::borrow::Cow;
+use crate::tail::Tail;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A message from a client.
@@ -22,19 +22,20 @@ pub enum Request<'a> {
     /// v1: must be the first message on a connection.
     Hello(Hello),
     /// v1: evaluate a filter.
-    Run(#[serde(borrow)] RunRequest<'a>),
+    Run(RunRequest<'a>),
     /// v1: the daemon's counters, as far as this tenant may see them.
     Stats,
     /// v1: store a hide → [`Response::HidePut`].
-    HidePut(#[serde(borrow)] HidePut<'a>),
+    HidePut(HidePut<'a>),
     /// v1: a hide's metadata and bytes → [`Response::HideContent`].
     HideGet(HideRef),
     /// v1: one page of a hide → [`Response::HideCut`].
     HideCut(HideCutRequest),
     /// v1: every occurrence of a string → [`Response::HideSearch`].
     HideSearch(HideSearchRequest),
-    /// v1: the tenant's hides, newest first → [`Response::HideList`].
-    HideList,
+    /// v1: the tenant's hides, newest first, one page at a time (v2) →
+    /// [`Response::HideList`].
+    HideList(#[serde(default)] HideListRequest),
     /// v1: delete a hide → [`Response::HideEntry`] (what was deleted).
     HideDelete(HideRef),
     /// v1: what the tenant holds and may hold → [`Response::HideUsage`].
@@ -141,10 +142,7 @@ pub struct HelloReply {
     pub limits: Limits,
 }
 
-/// v1: evaluate `filter` over `input`.
-///
-/// The input comes last, so that in bincode everything needed to admit a request precedes
-/// the (possibly 20 MiB) input bytes.
+/// v1: evaluate `filter` over `input`. An inline input is the message's tail (v2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRequest<'a> {
     /// The filter text.
@@ -159,7 +157,6 @@ pub struct RunRequest<'a> {
     #[serde(default)]
     pub on_oversize: OnOversize,
     /// Where the input comes from.
-    #[serde(borrow)]
     pub input: Input<'a>,
 }
 
@@ -167,8 +164,8 @@ pub struct RunRequest<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Input<'a> {
-    /// v1: the JSON text itself.
-    Inline(#[serde(borrow)] JsonText<'a>),
+    /// v2: JSON text of this many bytes, sent raw after the request's frame.
+    Inline(Tail<'a>),
     /// v1: a hide of the caller's tenant, by ID: read by the daemon off its own disk.
     Hide(String),
 }
@@ -188,7 +185,9 @@ pub enum Lang {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunReply {
     /// The answer as JSON text: one output → that value, several → an array, none → `null`.
-    pub output: String,
+    /// The message's tail (v2): on the wire, `output_bytes`, then the text after the frame.
+    #[serde(rename = "output_bytes")]
+    pub output: Tail<'static>,
     /// What the run cost.
     pub cost: Cost,
 }
@@ -258,105 +257,52 @@ impl fmt::Display for ErrorReply {
 
 impl std::error::Error for ErrorReply {}
 
-/// JSON text carried as bytes: a raw byte string in bincode (validated by the worker, never
-/// by the supervisor), a JSON string holding the text in the JSON encoding.
-///
-/// Borrowed from the frame buffer when the encoding allows, so a 20 MiB input is not copied
-/// on its way through the supervisor.
-pub type JsonText<'a> = Bytes<'a>;
-
-/// Bytes on the wire: a byte string in bincode, a (UTF-8) string in JSON. Borrowed from the
-/// frame when decoding bincode.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Bytes<'a>(pub Cow<'a, [u8]>);
-
-impl Bytes<'_> {
-    /// The bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+impl<'a> Request<'a> {
+    /// The request's tail, if its kind has one: a run's inline input, a put's content.
+    pub fn tail(&self) -> Option<&Tail<'a>> {
+        match self {
+            Request::Run(RunRequest {
+                input: Input::Inline(tail),
+                ..
+            }) => Some(tail),
+            Request::HidePut(put) => Some(&put.content),
+            _ => None,
+        }
     }
 
-    /// An owned copy that outlives the frame it was decoded from.
-    pub fn into_owned(self) -> Bytes<'static> {
-        Bytes(Cow::Owned(self.0.into_owned()))
-    }
-}
-
-impl<'a> From<&'a [u8]> for Bytes<'a> {
-    fn from(bytes: &'a [u8]) -> Self {
-        Self(Cow::Borrowed(bytes))
-    }
-}
-
-impl<'a> From<&'a str> for Bytes<'a> {
-    fn from(text: &'a str) -> Self {
-        Self(Cow::Borrowed(text.as_bytes()))
-    }
-}
-
-impl From<Vec<u8>> for Bytes<'static> {
-    fn from(bytes: Vec<u8>) -> Self {
-        Self(Cow::Owned(bytes))
-    }
-}
-
-impl fmt::Debug for Bytes<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Bytes({} bytes)", self.0.len())
-    }
-}
-
-/// Deserializes [`Bytes`] that outlive the frame (for replies, which own their data).
-pub(crate) fn owned_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes<'static>, D::Error> {
-    Bytes::deserialize(d).map(Bytes::into_owned)
-}
-
-impl Serialize for Bytes<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if serializer.is_human_readable() {
-            let text = std::str::from_utf8(&self.0).map_err(|e| {
-                serde::ser::Error::custom(format!(
-                    "bytes are not UTF-8 ({e}); the JSON encoding carries only text"
-                ))
-            })?;
-            serializer.serialize_str(text)
-        } else {
-            serializer.serialize_bytes(&self.0)
+    /// The request's tail, to fill.
+    pub fn tail_mut(&mut self) -> Option<&mut Tail<'a>> {
+        match self {
+            Request::Run(RunRequest {
+                input: Input::Inline(tail),
+                ..
+            }) => Some(tail),
+            Request::HidePut(put) => Some(&mut put.content),
+            _ => None,
         }
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Bytes<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Bytes<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or bytes")
-            }
-            fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Borrowed(v)))
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Borrowed(v.as_bytes())))
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Owned(v.to_vec())))
-            }
-            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Owned(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Owned(v.as_bytes().to_vec())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Bytes(Cow::Owned(v.into_bytes())))
-            }
+impl Response {
+    /// The response's tail, if its kind has one: a run's output, a hide's content or page.
+    pub fn tail(&self) -> Option<&Tail<'static>> {
+        match self {
+            Response::Run(reply) => Some(&reply.output),
+            Response::HideContent(content) => Some(&content.content),
+            Response::HideCut(cut) => Some(&cut.content),
+            Response::Hidden(hidden) => Some(&hidden.first.content),
+            _ => None,
         }
-        if deserializer.is_human_readable() {
-            deserializer.deserialize_str(Visit)
-        } else {
-            deserializer.deserialize_bytes(Visit)
+    }
+
+    /// The response's tail, to fill.
+    pub fn tail_mut(&mut self) -> Option<&mut Tail<'static>> {
+        match self {
+            Response::Run(reply) => Some(&mut reply.output),
+            Response::HideContent(content) => Some(&mut content.content),
+            Response::HideCut(cut) => Some(&mut cut.content),
+            Response::Hidden(hidden) => Some(&mut hidden.first.content),
+            _ => None,
         }
     }
 }

@@ -2,9 +2,9 @@
 //! change and needs a new protocol version.
 
 use jqjail_protocol::{
-    Bytes, Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HideCut, HideCutRequest,
-    HideMatch, HidePut, HideSearchReply, Input, JsonText, Lang, LimitOverrides, Limits, OnOversize,
-    Request, Response, RunReply, RunRequest,
+    Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HideCut, HideCutRequest,
+    HideListReply, HideListRequest, HideMatch, HidePut, HideSearchReply, Input, Lang,
+    LimitOverrides, Limits, OnOversize, Request, Response, RunReply, RunRequest, Tail,
 };
 
 fn both(value_bincode: &[u8], value_json: &str, check: impl Fn(Encoding, &[u8])) {
@@ -12,15 +12,36 @@ fn both(value_bincode: &[u8], value_json: &str, check: impl Fn(Encoding, &[u8]))
     check(Encoding::Json, value_json.as_bytes());
 }
 
+/// Checks a request with a tail: its frame is `golden` and the tail is sent raw after it; the
+/// frame decodes to the request with the tail pending, and filling it gives the request back.
+fn request_with_tail(enc: Encoding, msg: &Request<'_>, golden: &[u8], tail: &[u8]) {
+    assert_eq!(enc.encode(msg).unwrap(), golden, "{enc:?}");
+    assert_eq!(msg.tail().unwrap().as_bytes(), tail);
+    let mut got = enc.decode::<Request<'_>>(golden).unwrap();
+    let pending = got.tail_mut().unwrap();
+    assert!(!pending.is_filled() || tail.is_empty());
+    pending.fill(tail.to_vec()).unwrap();
+    assert_eq!(&got, msg);
+}
+
+/// As [`request_with_tail`], for a response.
+fn response_with_tail(enc: Encoding, msg: &Response, golden: &[u8], tail: &[u8]) {
+    assert_eq!(enc.encode(msg).unwrap(), golden, "{enc:?}");
+    assert_eq!(msg.tail().unwrap().as_bytes(), tail);
+    let mut got = enc.decode::<Response>(golden).unwrap();
+    got.tail_mut().unwrap().fill(tail.to_vec()).unwrap();
+    assert_eq!(&got, msg);
+}
+
 #[test]
 fn hello() {
     let msg = Request::Hello(Hello {
-        protocol: 1,
+        protocol: 2,
         client: "c".into(),
     });
     both(
-        &[0x00, 0x01, 0x01, b'c'],
-        r#"{"hello":{"protocol":1,"client":"c"}}"#,
+        &[0x00, 0x02, 0x01, b'c'],
+        r#"{"hello":{"protocol":2,"client":"c"}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
@@ -30,9 +51,10 @@ fn hello() {
 
 #[test]
 fn run_request() {
+    let input = br#"{"a":1}"#;
     let msg = Request::Run(RunRequest {
         filter: ".a".into(),
-        input: Input::Inline(JsonText::from(r#"{"a":1}"#)),
+        input: Input::Inline(Tail::from(&input[..])),
         lang: Lang::Jq,
         limits: LimitOverrides {
             max_output_bytes: None,
@@ -42,31 +64,27 @@ fn run_request() {
         on_oversize: OnOversize::Error,
     });
     // variant 1, filter ".a", lang Jq, three options: None, Some(300 as varint 0xfb 0x2c 0x01),
-    // None; on_oversize Error (0); then Input::Inline (0) with 7 bytes.
-    let mut bincode = vec![
-        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00,
+    // None; on_oversize Error (0); then Input::Inline (0) with a tail of 7 bytes. The 7 bytes
+    // follow the frame, raw.
+    let bincode = [
+        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00, 0x00, 0x07,
     ];
-    bincode.extend_from_slice(&[0x00, 0x07]);
-    bincode.extend_from_slice(br#"{"a":1}"#);
     both(
         &bincode,
-        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":"{\"a\":1}"}}}"#,
-        |enc, golden| {
-            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
-            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
-        },
+        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":7}}}"#,
+        |enc, golden| request_with_tail(enc, &msg, golden, input),
     );
 }
 
 #[test]
 fn json_run_request_with_optional_fields_left_out() {
-    let text = br#"{"run":{"filter":".","input":{"inline":"[1]"}}}"#;
+    let text = br#"{"run":{"filter":".","input":{"inline":3}}}"#;
     let msg: Request<'_> = Encoding::Json.decode(text).unwrap();
     assert_eq!(
         msg,
         Request::Run(RunRequest {
             filter: ".".into(),
-            input: Input::Inline(JsonText::from("[1]")),
+            input: Input::Inline(Tail::pending(3)),
             lang: Lang::Jq,
             limits: LimitOverrides::default(),
             on_oversize: OnOversize::Error,
@@ -75,33 +93,32 @@ fn json_run_request_with_optional_fields_left_out() {
 }
 
 #[test]
-fn bincode_input_is_borrowed_from_the_frame() {
+fn a_tail_can_be_as_long_as_a_u64_says_and_the_frame_stays_small() {
+    // The frame names the length; nothing is allocated for it by decoding.
     let msg = Request::Run(RunRequest {
         filter: ".".into(),
-        input: Input::Inline(JsonText::from("[1,2]")),
+        input: Input::Inline(Tail::pending(u64::MAX)),
         lang: Lang::Jq,
         limits: LimitOverrides::default(),
         on_oversize: OnOversize::Error,
     });
-    let body = Encoding::Bincode.encode(&msg).unwrap();
-    let Request::Run(run) = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap() else {
-        panic!("not a run");
-    };
-    let Input::Inline(text) = run.input else {
-        panic!("not inline");
-    };
-    assert!(matches!(text.0, std::borrow::Cow::Borrowed(_)));
+    for enc in [Encoding::Bincode, Encoding::Json] {
+        let body = enc.encode(&msg).unwrap();
+        assert!(body.len() < 200, "{enc:?}: {} bytes", body.len());
+        let got = enc.decode::<Request<'_>>(&body).unwrap();
+        assert_eq!(got.tail().unwrap().len(), u64::MAX);
+    }
 }
 
 #[test]
 fn hello_reply() {
     let msg = Response::Hello(HelloReply {
-        protocol: 1,
+        protocol: 2,
         server: "s".into(),
         limits: Limits::default(),
     });
     let bincode = [
-        0x00, 0x01, 0x01, b's', // variant, protocol, server
+        0x00, 0x02, 0x01, b's', // variant, protocol, server
         0xfc, 0x00, 0x00, 0x40, 0x01, // max_input_bytes 20971520 (u32 marker 0xfc)
         0xfc, 0x00, 0x00, 0x01, 0x00, // max_filter_bytes 65536
         0xfb, 0xe8, 0x03, // max_depth 1000 (u16 marker 0xfb)
@@ -111,7 +128,7 @@ fn hello_reply() {
     ];
     both(
         &bincode,
-        r#"{"hello":{"protocol":1,"server":"s","limits":{"max_input_bytes":20971520,"max_filter_bytes":65536,"max_depth":1000,"max_output_bytes":100000,"timeout_ms":5000,"max_heap_bytes":268435456}}}"#,
+        r#"{"hello":{"protocol":2,"server":"s","limits":{"max_input_bytes":20971520,"max_filter_bytes":65536,"max_depth":1000,"max_output_bytes":100000,"timeout_ms":5000,"max_heap_bytes":268435456}}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Response>(golden).unwrap(), msg);
@@ -131,15 +148,11 @@ fn run_reply() {
             output_bytes: 2,
         },
     });
+    // variant 1, a tail of 2 bytes, the cost; then "42" raw after the frame.
     both(
-        &[
-            0x01, 0x02, b'4', b'2', 0xfb, 0x84, 0x03, 0xfa, 0x00, 0x07, 0x02,
-        ],
-        r#"{"run":{"output":"42","cost":{"wall_us":900,"cpu_us":250,"peak_rss_bytes":0,"input_bytes":7,"output_bytes":2}}}"#,
-        |enc, golden| {
-            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
-            assert_eq!(enc.decode::<Response>(golden).unwrap(), msg);
-        },
+        &[0x01, 0x02, 0xfb, 0x84, 0x03, 0xfa, 0x00, 0x07, 0x02],
+        r#"{"run":{"output_bytes":2,"cost":{"wall_us":900,"cpu_us":250,"peak_rss_bytes":0,"input_bytes":7,"output_bytes":2}}}"#,
+        |enc, golden| response_with_tail(enc, &msg, golden, b"42"),
     );
 }
 
@@ -169,7 +182,7 @@ fn error_reply() {
 #[test]
 fn encodings_are_told_apart_by_the_first_byte() {
     let hello = Request::Hello(Hello {
-        protocol: 1,
+        protocol: 2,
         client: String::new(),
     });
     for enc in [Encoding::Bincode, Encoding::Json] {
@@ -181,7 +194,7 @@ fn encodings_are_told_apart_by_the_first_byte() {
 fn trailing_bytes_are_refused() {
     let mut body = Encoding::Bincode
         .encode(&Request::Hello(Hello {
-            protocol: 1,
+            protocol: 2,
             client: String::new(),
         }))
         .unwrap();
@@ -216,23 +229,20 @@ fn hide_put() {
         kind: "k".into(),
         source: "gh".into(),
         meta: [("a".to_string(), "b".to_string())].into(),
-        content: Bytes::from("[1]"),
+        content: Tail::from("[1]"),
     });
-    // variant 3; kind, source; a map of one pair; the content as 3 bytes.
+    // variant 3; kind, source; a map of one pair; a tail of 3 bytes, sent after the frame.
     let bincode = [
-        0x03, 0x01, b'k', 0x02, b'g', b'h', 0x01, 0x01, b'a', 0x01, b'b', 0x03, b'[', b'1', b']',
+        0x03, 0x01, b'k', 0x02, b'g', b'h', 0x01, 0x01, b'a', 0x01, b'b', 0x03,
     ];
     both(
         &bincode,
-        r#"{"hide_put":{"kind":"k","source":"gh","meta":{"a":"b"},"content":"[1]"}}"#,
-        |enc, golden| {
-            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
-            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
-        },
+        r#"{"hide_put":{"kind":"k","source":"gh","meta":{"a":"b"},"content_bytes":3}}"#,
+        |enc, golden| request_with_tail(enc, &msg, golden, b"[1]"),
     );
-    // JSON clients may leave out everything but the content.
+    // JSON clients may leave out everything but the content's length.
     let short: Request<'_> = Encoding::Json
-        .decode(br#"{"hide_put":{"content":"x"}}"#)
+        .decode(br#"{"hide_put":{"content_bytes":1}}"#)
         .unwrap();
     assert!(matches!(short, Request::HidePut(p) if p.source.is_empty() && p.meta.is_empty()));
 }
@@ -263,19 +273,16 @@ fn hide_cut_request_and_reply() {
         page_size: 64,
         offset: 0,
         size: 70,
-        content: Bytes::from(b"ab".to_vec()),
+        content: Tail::from(b"ab".to_vec()),
         preface: None,
     });
     let mut bincode = vec![0x06, 0x0a];
     bincode.extend_from_slice(b"h-0123abcd");
-    bincode.extend_from_slice(&[0x01, 0x02, 0x40, 0x00, 0x46, 0x02, b'a', b'b', 0x00]);
+    bincode.extend_from_slice(&[0x01, 0x02, 0x40, 0x00, 0x46, 0x02, 0x00]);
     both(
         &bincode,
-        r#"{"hide_cut":{"hide_id":"h-0123abcd","page":1,"total_pages":2,"page_size":64,"offset":0,"size":70,"content":"ab","preface":null}}"#,
-        |enc, golden| {
-            assert_eq!(enc.encode(&reply).unwrap(), golden, "{enc:?}");
-            assert_eq!(enc.decode::<Response>(golden).unwrap(), reply);
-        },
+        r#"{"hide_cut":{"hide_id":"h-0123abcd","page":1,"total_pages":2,"page_size":64,"offset":0,"size":70,"content_bytes":2,"preface":null}}"#,
+        |enc, golden| response_with_tail(enc, &reply, golden, b"ab"),
     );
 }
 
@@ -305,7 +312,7 @@ fn hide_search_reply() {
 }
 
 #[test]
-fn binary_content_has_no_json_form() {
+fn binary_content_travels_in_both_encodings() {
     let reply = Response::HideCut(HideCut {
         hide_id: "h-0123abcd".into(),
         page: 1,
@@ -313,10 +320,43 @@ fn binary_content_has_no_json_form() {
         page_size: 64,
         offset: 0,
         size: 1,
-        content: Bytes::from(vec![0xff]),
+        content: Tail::from(vec![0xff]),
         preface: None,
     });
-    assert!(Encoding::Bincode.encode(&reply).is_ok());
-    let err = Encoding::Json.encode(&reply).unwrap_err();
-    assert!(err.to_string().contains("not UTF-8"), "{err}");
+    for enc in [Encoding::Bincode, Encoding::Json] {
+        let frame = enc.encode(&reply).unwrap();
+        response_with_tail(enc, &reply, &frame, &[0xff]);
+    }
+}
+
+#[test]
+fn hide_list_pages() {
+    let msg = Request::HideList(HideListRequest {
+        offset: 100,
+        limit: Some(50),
+    });
+    both(
+        &[0x07, 0x64, 0x01, 0x32],
+        r#"{"hide_list":{"offset":100,"limit":50}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);
+        },
+    );
+    // JSON clients may leave both out: the first page of 100.
+    let first: Request<'_> = Encoding::Json.decode(br#"{"hide_list":{}}"#).unwrap();
+    assert_eq!(first, Request::HideList(HideListRequest::default()));
+    let reply = Response::HideList(HideListReply {
+        entries: Vec::new(),
+        total: 150,
+        next: Some(150),
+    });
+    both(
+        &[0x08, 0x00, 0x96, 0x01, 0x96],
+        r#"{"hide_list":{"entries":[],"total":150,"next":150}}"#,
+        |enc, golden| {
+            assert_eq!(enc.encode(&reply).unwrap(), golden, "{enc:?}");
+            assert_eq!(enc.decode::<Response>(golden).unwrap(), reply);
+        },
+    );
 }

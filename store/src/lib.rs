@@ -581,17 +581,47 @@ impl Store {
 
     /// A tenant's hides, newest first.
     pub fn list(&self, tenant: &str) -> Result<Vec<Entry>> {
+        Ok(self.list_page(tenant, 0, u32::MAX, u64::MAX)?.0)
+    }
+
+    /// One page of a tenant's hides, newest first: after skipping `offset`, at most `limit`
+    /// of them, ending early once their labels and meta pass `label_bytes` (a page holds at
+    /// least one). Returns the page and how many hides the tenant has in all.
+    pub fn list_page(
+        &self,
+        tenant: &str,
+        offset: u64,
+        limit: u32,
+        label_bytes: u64,
+    ) -> Result<(Vec<Entry>, u64)> {
         let inner = self.lock_inner();
+        let total = usage(&inner.db, tenant)?.entries;
         let mut stmt = inner.db.prepare_cached(
             "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
-             WHERE tenant = ?1 ORDER BY created_ms DESC, seq DESC",
+             WHERE tenant = ?1 ORDER BY created_ms DESC, seq DESC LIMIT ?2 OFFSET ?3",
         )?;
         let rows = stmt
-            .query_map(params![tenant], row_entry)?
+            .query_map(
+                params![tenant, i64::from(limit), offset.min(i64::MAX as u64) as i64],
+                row_entry,
+            )?
             .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(seq, entry)| with_meta(&inner.db, seq, entry))
-            .collect()
+        let mut page = Vec::new();
+        let mut labels = 0u64;
+        for (seq, entry) in rows {
+            if !page.is_empty() && labels >= label_bytes {
+                break;
+            }
+            let entry = with_meta(&inner.db, seq, entry)?;
+            labels += (entry.kind.len() + entry.source.len()) as u64
+                + entry
+                    .meta
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>();
+            page.push(entry);
+        }
+        Ok((page, total))
     }
 
     /// Deletes a hide; returns what it was.

@@ -601,11 +601,11 @@ impl Config {
             }
         }
         // The frame length prefix is 32 bits.
-        let frame = jqjail_protocol::frame::max_frame_bytes(l.max_input_bytes, l.max_filter_bytes);
+        let frame = jqjail_protocol::frame::max_request_frame_bytes(l.max_filter_bytes);
         if frame > u64::from(u32::MAX) {
             return Err(ConfigError::Invalid(format!(
-                "max_input_bytes {} makes frames of {frame} bytes, over the protocol's 4 GiB",
-                l.max_input_bytes
+                "max_filter_bytes {} makes frames of {frame} bytes, over the protocol's 4 GiB",
+                l.max_filter_bytes
             )));
         }
         Ok(())

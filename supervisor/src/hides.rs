@@ -3,17 +3,18 @@
 //! ever reaches its own hides. The supervisor never interprets a hide's content.
 //!
 //! Store calls block on file and SQLite I/O; they run under `block_in_place`, which lets the
-//! runtime move its other work off this thread. A small put's content is stored straight from
-//! the frame it arrived in; a large bincode put is written to the store's temp file as it
-//! arrives ([`put_streamed`]).
+//! runtime move its other work off this thread. A small put's content (its tail, read whole)
+//! is stored from memory; a large one is written to the store's temp file as it arrives
+//! ([`put_streamed`]). A whole hide is answered from its file ([`Reply::file`]).
 
+use crate::arriving::Arriving;
 use crate::config::TenantOf;
-use crate::pool::Arriving;
-use jqjail_protocol::codec::PutHead;
+use crate::server::Reply;
+use jqjail_protocol::hide::{DEFAULT_LIST_PAGE, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::{
-    Bytes, ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch,
-    HidePutReply, HideSearchReply, HideUsageReply, Request, Response,
+    ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePut,
+    HidePutReply, HideSearchReply, HideUsageReply, Request, Response, Tail,
 };
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
@@ -25,16 +26,16 @@ pub(crate) fn handle(
     store: Option<&Store>,
     tenant: &TenantOf,
     max_content: u64,
-) -> Response {
+) -> Reply {
     let Some(store) = store else {
-        return Response::Error(unavailable());
+        return Response::Error(unavailable()).into();
     };
     let t = &*tenant.name;
     let result = tokio::task::block_in_place(|| match request {
         Request::HidePut(put) => {
             let size = put.content.as_bytes().len() as u64;
             if size > max_content {
-                return Ok(Response::Error(too_large(size, max_content)));
+                return Ok(Response::Error(too_large(size, max_content)).into());
             }
             let meta: Vec<(String, String)> = put.meta.into_iter().collect();
             Ok(put_reply(store.put(
@@ -44,20 +45,22 @@ pub(crate) fn handle(
                 put.content.as_bytes(),
                 &meta,
                 &tenant.hides,
-            )))
+            ))
+            .into())
         }
         Request::HideGet(r) => {
-            let (e, content) = store.get(t, &r.id)?;
-            Ok(Response::HideContent(HideContent {
+            // The content is written from the file as the client takes it.
+            let (e, file) = store.open_hide(t, &r.id)?;
+            let mut reply = Reply::from(Response::HideContent(HideContent {
+                content: Tail::pending(e.size),
                 entry: entry(e),
-                content: Bytes::from(content),
-            }))
+            }));
+            reply.file = Some(file);
+            Ok(reply)
         }
         Request::HideCut(r) => {
             let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-            Ok(Response::HideCut(cut(
-                store, tenant, &r.id, r.page, page_size, r.hint,
-            )?))
+            Ok(Response::HideCut(cut(store, tenant, &r.id, r.page, page_size, r.hint)?).into())
         }
         Request::HideSearch(r) => {
             let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
@@ -79,12 +82,28 @@ pub(crate) fn handle(
                 truncated: found.truncated,
                 total_pages: found.total_pages,
                 page_size,
-            }))
+            })
+            .into())
         }
-        Request::HideList => Ok(Response::HideList(HideListReply {
-            entries: store.list(t)?.into_iter().map(entry).collect(),
-        })),
-        Request::HideDelete(r) => Ok(Response::HideEntry(entry(store.delete(t, &r.id)?))),
+        Request::HideList(r) => {
+            let limit = r.limit.unwrap_or(DEFAULT_LIST_PAGE);
+            if !(1..=MAX_LIST_PAGE).contains(&limit) {
+                return Ok(Response::Error(ErrorReply::new(
+                    ErrorCode::InvalidRequest,
+                    format!("a list page of {limit} hides was asked for; it must be 1 to {MAX_LIST_PAGE}"),
+                ))
+                .into());
+            }
+            let (page, total) = store.list_page(t, r.offset, limit, LIST_PAGE_LABEL_BYTES)?;
+            let end = r.offset.saturating_add(page.len() as u64);
+            Ok(Response::HideList(HideListReply {
+                entries: page.into_iter().map(entry).collect(),
+                total,
+                next: (end < total).then_some(end),
+            })
+            .into())
+        }
+        Request::HideDelete(r) => Ok(Response::HideEntry(entry(store.delete(t, &r.id)?)).into()),
         Request::HideUsage => {
             let usage = store.usage(t)?;
             Ok(Response::HideUsage(HideUsageReply {
@@ -92,74 +111,68 @@ pub(crate) fn handle(
                 bytes: usage.bytes,
                 quota_bytes: tenant.hides.quota_bytes,
                 max_age_secs: tenant.hides.max_age.map_or(0, |d| d.as_secs()),
-            }))
+            })
+            .into())
         }
         Request::Hello(_) | Request::Run(_) | Request::Stats => {
             Ok(Response::Error(ErrorReply::new(
                 ErrorCode::Internal,
                 "a request that is not a hide request reached the hide store",
-            )))
+            ))
+            .into())
         }
     });
-    result.unwrap_or_else(|e| Response::Error(error_reply(e)))
+    result.unwrap_or_else(|e| Response::Error(error_reply(e)).into())
 }
 
 /// Stores a hide whose content is still arriving. The content goes to the store's temp file
-/// as it comes, so a 20 MiB put never sits in the daemon's memory. Returns the response and
-/// how many bytes of the frame were left unread.
+/// as it comes, so a 20 MiB put never sits in the daemon's memory. What the store did not
+/// take of the content is left in `content` for the caller to skip.
 pub(crate) async fn put_streamed(
-    head: PutHead,
-    mut content: Arriving<'_>,
+    put: HidePut<'_>,
+    content: &mut Arriving<'_>,
     store: Option<&Store>,
     tenant: &TenantOf,
     max_content: u64,
-) -> (Response, u64) {
+) -> Response {
     let Some(store) = store else {
-        return (Response::Error(unavailable()), content.unread());
+        return Response::Error(unavailable());
     };
-    if head.content_len > max_content {
-        return (
-            Response::Error(too_large(head.content_len, max_content)),
-            content.unread(),
-        );
+    let size = content.len();
+    if size > max_content {
+        return Response::Error(too_large(size, max_content));
     }
     // Refused before a byte of it is written: a hide larger than the whole quota.
-    if head.content_len > tenant.hides.quota_bytes {
+    if size > tenant.hides.quota_bytes {
         let used = tokio::task::block_in_place(|| store.usage(&tenant.name)).map_or(0, |u| u.bytes);
         let e = StoreError::QuotaExceeded {
             quota: tenant.hides.quota_bytes,
             used,
-            size: head.content_len,
+            size,
         };
-        return (Response::Error(error_reply(e)), content.unread());
+        return Response::Error(error_reply(e));
     }
-    let mut writing = match tokio::task::block_in_place(|| {
-        let mut w = store.begin_put(&tenant.name, head.content_len, &tenant.hides)?;
-        w.write(content.head)?;
-        Ok::<_, StoreError>(w)
-    }) {
-        Ok(w) => w,
-        Err(e) => return (Response::Error(error_reply(e)), content.unread()),
-    };
+    let mut writing =
+        match tokio::task::block_in_place(|| store.begin_put(&tenant.name, size, &tenant.hides)) {
+            Ok(w) => w,
+            Err(e) => return Response::Error(error_reply(e)),
+        };
     let mut buf = content.buffer();
     loop {
         let n = match content.read_some(&mut buf).await {
             Ok(0) => break,
             Ok(n) => n,
-            Err(why) => {
-                let e = ErrorReply::new(ErrorCode::ProtocolError, why);
-                return (Response::Error(e), content.unread());
-            }
+            Err(why) => return Response::Error(ErrorReply::new(ErrorCode::ProtocolError, why)),
         };
         if let Err(e) = tokio::task::block_in_place(|| writing.write(&buf[..n])) {
-            return (Response::Error(error_reply(e)), content.unread());
+            return Response::Error(error_reply(e));
         }
     }
-    let meta: Vec<(String, String)> = head.meta.into_iter().collect();
+    let meta: Vec<(String, String)> = put.meta.into_iter().collect();
     let done = tokio::task::block_in_place(|| {
-        writing.finish(&head.kind, &head.source, &meta, &tenant.hides)
+        writing.finish(&put.kind, &put.source, &meta, &tenant.hides)
     });
-    (put_reply(done), 0)
+    put_reply(done)
 }
 
 fn too_large(size: u64, max_content: u64) -> ErrorReply {
@@ -247,7 +260,7 @@ fn cut(
         page_size,
         offset: c.offset,
         size: c.size,
-        content: Bytes::from(c.content),
+        content: Tail::from(c.content),
         preface,
     })
 }

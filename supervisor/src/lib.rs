@@ -5,6 +5,7 @@
 //! worker sends as hostile (sizes checked before allocation, deadlines kept).
 
 pub mod admit;
+pub mod arriving;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;

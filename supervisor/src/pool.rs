@@ -5,6 +5,7 @@
 //! Architecture invariant: a worker process is used for one job only. No heap, CPU budget or
 //! data from one request (or tenant) can reach another through a worker.
 
+pub use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
 use crate::config::TenantOf;
 use crate::explain::{Context, explain};
@@ -20,7 +21,7 @@ use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::timeout_at;
@@ -60,92 +61,16 @@ pub struct PoolStats {
     pub failed_starts: AtomicU64,
 }
 
-/// Bytes of one frame still arriving: `head` already read, then `rest_len` more from `rest`
-/// (the client's connection or a hide's file), which must all have come by `arrive_by` (the
-/// frame timeout). Read in pieces and passed on, so that the supervisor never holds a large
-/// input or hide whole.
-pub struct Arriving<'a> {
-    /// The part already read.
-    pub head: &'a [u8],
-    /// Where the rest comes from.
-    pub rest: &'a mut (dyn AsyncRead + Unpin + Send),
-    /// How many bytes the rest is.
-    pub rest_len: u64,
-    /// How many of them have been read so far.
-    pub consumed: u64,
-    /// By when the rest must have arrived.
-    pub arrive_by: Instant,
-}
-
-/// Bytes read from an arriving stream at a time.
-const PUMP_CHUNK: usize = 256 * 1024;
-
-impl Arriving<'_> {
-    /// Total bytes, head and rest.
-    pub fn len(&self) -> u64 {
-        self.head.len() as u64 + self.rest_len
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Bytes of the rest not yet read.
-    pub fn unread(&self) -> u64 {
-        self.rest_len - self.consumed
-    }
-
-    /// A buffer for [`Arriving::read_some`].
-    pub fn buffer(&self) -> Vec<u8> {
-        vec![0u8; PUMP_CHUNK.min(self.rest_len as usize)]
-    }
-
-    /// Reads the next piece of the rest into `buf`; `Ok(0)` once all of it has come. An
-    /// early end, a read error or the arrival deadline is an error naming how much came.
-    pub async fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, String> {
-        if self.unread() == 0 {
-            return Ok(0);
-        }
-        let want = buf.len().min(self.unread() as usize);
-        match timeout_at(self.arrive_by.into(), self.rest.read(&mut buf[..want])).await {
-            Ok(Ok(n)) if n > 0 => {
-                self.consumed += n as u64;
-                Ok(n)
-            }
-            Ok(Ok(_)) => Err(format!("the input ended early ({})", self.came())),
-            Ok(Err(e)) => Err(format!("reading the input: {e} ({})", self.came())),
-            Err(_) => Err(self.too_late()),
-        }
-    }
-
-    /// The error for a stream that did not arrive by its deadline.
-    pub fn too_late(&self) -> String {
-        format!(
-            "the input did not arrive within the frame timeout ({})",
-            self.came()
-        )
-    }
-
-    fn came(&self) -> String {
-        format!(
-            "{} of {} bytes came",
-            grouped(self.len() - self.unread()),
-            grouped(self.len())
-        )
-    }
-}
-
 /// A job's input: bytes in hand, or bytes still arriving, passed on to the worker as they
 /// arrive.
-pub enum JobInput<'a> {
+pub enum JobInput<'a, 'b> {
     /// All of it, in memory.
     Bytes(&'a [u8]),
-    /// Still arriving.
-    Stream(Arriving<'a>),
+    /// Still arriving (the caller keeps the tail, to skip what the job did not take).
+    Stream(&'a mut Arriving<'b>),
 }
 
-impl JobInput<'_> {
+impl JobInput<'_, '_> {
     /// Total input bytes.
     pub fn len(&self) -> u64 {
         match self {
@@ -179,7 +104,7 @@ impl JobInput<'_> {
     fn replayable(&self) -> bool {
         match self {
             JobInput::Bytes(_) => true,
-            JobInput::Stream(a) => a.consumed == 0,
+            JobInput::Stream(a) => !a.started(),
         }
     }
 }
@@ -197,7 +122,7 @@ enum SendError {
 async fn send_job(
     sock: &mut UnixStream,
     header: &[u8],
-    input: &mut JobInput<'_>,
+    input: &mut JobInput<'_, '_>,
 ) -> Result<(), SendError> {
     let prefix = jqjail_protocol::frame::prefix(header.len())
         .map_err(|e| SendError::Source(e.to_string()))?;
@@ -206,9 +131,6 @@ async fn send_job(
     match input {
         JobInput::Bytes(bytes) => sock.write_all(bytes).await.map_err(SendError::Worker)?,
         JobInput::Stream(arriving) => {
-            sock.write_all(arriving.head)
-                .await
-                .map_err(SendError::Worker)?;
             let mut buf = arriving.buffer();
             loop {
                 let n = arriving
@@ -276,7 +198,7 @@ impl Pool {
     pub async fn execute(
         &self,
         job: &Job,
-        input: &mut JobInput<'_>,
+        input: &mut JobInput<'_, '_>,
         deadline: Instant,
         ctx: Context,
         tenant: &TenantOf,
@@ -429,7 +351,7 @@ async fn reap(child: &mut Child) -> Exit {
 async fn run_on(
     mut w: Worker,
     job: &Job,
-    input: &mut JobInput<'_>,
+    input: &mut JobInput<'_, '_>,
     deadline: Instant,
     mut ctx: Context,
 ) -> Attempt {
@@ -450,7 +372,7 @@ async fn run_on(
     // takes is added to the evaluation's, so that an upload is not counted as evaluation.
     let send_by = match input {
         JobInput::Bytes(_) => deadline,
-        JobInput::Stream(arriving) => arriving.arrive_by,
+        JobInput::Stream(arriving) => arriving.arrive_by(),
     };
     let sending = Instant::now();
     let sent = timeout_at(send_by.into(), send_job(&mut w.sock, &header, input)).await;

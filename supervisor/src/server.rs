@@ -3,25 +3,25 @@
 //! as the bytes they arrived as (architecture invariant).
 
 use crate::admit::{Turn, Turns};
+use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
-use crate::pool::{Arriving, JobInput, Pool, PoolConfig, negotiate_isolation};
+use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::{Launcher, Program};
-use jqjail_protocol::codec::{PutHead, RunHead, decode_bincode_put_head, decode_bincode_run_head};
 use jqjail_protocol::frame::tokio_io::write_frame;
-use jqjail_protocol::frame::{PREFIX_BYTES, max_frame_bytes};
+use jqjail_protocol::frame::{PREFIX_BYTES, max_request_frame_bytes};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{Job, StartupArgs};
 use jqjail_protocol::{
     Cost, Encoding, ErrorCode, ErrorReply, HelloReply, HiddenReply, Input, MIN_PROTOCOL_VERSION,
-    OnOversize, PROTOCOL_VERSION, Request, Response, RunReply,
+    OnOversize, PROTOCOL_VERSION, Request, Response, RunReply, Tail,
 };
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -41,7 +41,6 @@ struct Shared {
     policy: std::sync::RwLock<Config>,
     stats: crate::stats::Stats,
     pool: Pool,
-    max_frame: u64,
     /// Connection slots, in all and per uid.
     slots: Arc<crate::admit::Slots>,
     /// Turns to build and write a large answer: one per uid, and `LARGE_ANSWERS` in all.
@@ -49,7 +48,7 @@ struct Shared {
     /// Turns to stream a run's input in, per tenant, and in all (half the evaluation slots,
     /// so streamed runs never hold every slot, whichever tenants they come from).
     uploads: Turns<Arc<str>>,
-    /// KiB of frames read whole, per uid (one maximal frame each) and in all (four).
+    /// KiB of frames and tails read whole, per uid (one maximal one each) and in all (four).
     frame_kib: Turns<u32>,
     /// Log throttles for what a flooding peer can make happen at will.
     refused_log: crate::admit::Throttle,
@@ -119,14 +118,14 @@ pub async fn serve(
         max_concurrent: cfg.max_concurrent,
         cgroup: cgroup.clone(),
     });
-    let max_frame = max_frame_bytes(cfg.limits.max_input_bytes, cfg.limits.max_filter_bytes);
+    // One maximal frame or tail read whole per uid, four in all.
+    let max_read = max_request_frame_bytes(cfg.limits.max_filter_bytes).max(READ_WHOLE_TAIL);
     let shared = Arc::new(Shared {
         policy: std::sync::RwLock::new(cfg.clone()),
         stats: crate::stats::Stats::default(),
-        max_frame,
         slots: crate::admit::Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
         large_answers: Turns::new(1, crate::admit::LARGE_ANSWERS),
-        frame_kib: Turns::new(frame_kib(max_frame), 4 * frame_kib(max_frame)),
+        frame_kib: Turns::new(frame_kib(max_read), 4 * frame_kib(max_read)),
         uploads: Turns::new(cfg.max_uploads_per_tenant, (cfg.max_concurrent / 2).max(1)),
         refused_log: Default::default(),
         full_log: Default::default(),
@@ -289,6 +288,11 @@ pub const MAX_HELLO_FRAME_BYTES: u64 = 4096;
 /// How long a refused peer has to send the first bytes that show its encoding.
 const REFUSAL_PEEK: Duration = Duration::from_secs(1);
 
+/// A request's tail up to this size is read whole before the request is served, so no slot or
+/// worker waits for it; a longer one is passed on as it arrives, in one of the tenant's upload
+/// turns.
+const READ_WHOLE_TAIL: u64 = 256 * 1024;
+
 /// The encoding of a refused peer's first frame, from at most its first five bytes (the length
 /// prefix and the body's first byte), waiting at most [`REFUSAL_PEEK`]; bincode if they do not
 /// come.
@@ -310,26 +314,19 @@ enum End {
     Broken(String),
 }
 
-/// Frames longer than this, in bincode, are read in two steps: the head, then (for a run with
-/// inline input) the input streamed on to the worker as it arrives.
-const STREAM_ABOVE: u64 = 256 * 1024;
-
-/// A frame read whole, or only its first bytes.
-enum Frame {
-    /// A whole frame, and the budget its buffer holds until the request is answered.
-    Whole(Vec<u8>, Option<Turn>),
-    /// The first `bytes` of a `len`-byte frame; the rest must arrive by `arrive_by`.
-    Head {
-        bytes: Vec<u8>,
-        len: u64,
-        arrive_by: Instant,
-    },
+/// One control frame, read whole.
+struct Frame {
+    body: Vec<u8>,
+    /// By when the frame's tail, if it has one, must have come (the frame timeout from its
+    /// first byte).
+    arrive_by: Instant,
+    /// The frame budget the body holds until the request is answered.
+    _budget: Option<Turn>,
 }
 
-/// Reads one frame: waits up to `idle` for its first byte (or for `stop`), then up to
+/// Reads one control frame: waits up to `idle` for its first byte (or for `stop`), then up to
 /// `frame_timeout` for the rest. The length is checked against `max` before the body is
-/// allocated. With `may_stream`, a long frame is read only up to what can hold a run
-/// request's head.
+/// allocated.
 async fn next_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
@@ -337,7 +334,6 @@ async fn next_frame<R: AsyncRead + Unpin>(
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
     max: u64,
-    may_stream: bool,
 ) -> Result<Frame, End> {
     let mut prefix = [0u8; PREFIX_BYTES];
     let first = tokio::select! {
@@ -358,35 +354,27 @@ async fn next_frame<R: AsyncRead + Unpin>(
         if len > max {
             return Ok(Err(len));
         }
-        if may_stream && len > STREAM_ABOVE {
-            // A run's head: the variant, the filter (at most the filter limit) and a few
-            // small fields; anything longer is not a run that can be streamed.
-            let head = len.min(shared.cfg.limits.max_filter_bytes + 256);
-            let mut bytes = vec![0u8; head as usize];
-            rd.read_exact(&mut bytes).await?;
-            return Ok(Ok(Frame::Head {
-                bytes,
-                len,
-                arrive_by,
-            }));
-        }
         let budget = frame_budget(shared, uid, len).await;
         let mut body = vec![0u8; len as usize];
         rd.read_exact(&mut body).await?;
-        Ok::<_, std::io::Error>(Ok(Frame::Whole(body, budget)))
+        Ok::<_, std::io::Error>(Ok(Frame {
+            body,
+            arrive_by,
+            _budget: budget,
+        }))
     };
-    match tokio::time::timeout(shared.cfg.frame_timeout, rest).await {
+    match tokio::time::timeout_at(arrive_by.into(), rest).await {
         Err(_) => Err(End::Broken(format!(
             "frame not completed within {} ms",
             shared.cfg.frame_timeout.as_millis()
         ))),
         Ok(Err(e)) => Err(End::Broken(e.to_string())),
         Ok(Ok(Err(len))) => Err(End::TooLarge(len, max)),
-        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Ok(Ok(frame))) => Ok(frame),
     }
 }
 
-/// Frames up to this size are read without taking from the frame budget.
+/// Frames (and tails read whole) up to this size are read without taking from the budget.
 const BUDGET_ABOVE: u64 = 64 * 1024;
 
 /// KiB units for `bytes`, rounded up.
@@ -394,8 +382,8 @@ fn frame_kib(bytes: u64) -> usize {
     bytes.div_ceil(1024) as usize
 }
 
-/// Takes a `len`-byte frame's share of the budget, waiting while the uid's or the daemon's is
-/// spent (within the caller's frame timeout); `None` for a small frame.
+/// Takes a `len`-byte buffer's share of the budget, waiting while the uid's or the daemon's is
+/// spent (within the caller's frame timeout); `None` for a small one.
 async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<Turn> {
     if len <= BUDGET_ABOVE {
         return None;
@@ -408,38 +396,82 @@ async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<Turn> {
     )
 }
 
-/// Sends one response. A response with no form in the connection's encoding (bytes that are
-/// not UTF-8, in JSON) is answered with `INVALID_REQUEST` instead, so the request still gets
-/// exactly one answer. A response the client does not take within the frame timeout ends the
-/// connection (`false`), so an answer nobody reads holds its memory no longer than that.
+/// What a handler answers: a response whose tail, if it has one, is in it, or (for a whole
+/// hide) is read from the hide's file as it is written, never held whole.
+pub(crate) struct Reply {
+    pub(crate) response: Response,
+    pub(crate) file: Option<std::fs::File>,
+    /// The large-answer turn this reply holds until it is written.
+    turn: Option<Turn>,
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Self {
+        Reply {
+            response,
+            file: None,
+            turn: None,
+        }
+    }
+}
+
+fn error(e: ErrorReply) -> Reply {
+    Reply::from(Response::Error(e))
+}
+
+/// Sends one response: its frame, then its tail. A response the client does not take within
+/// the frame timeout ends the connection (`false`), so an answer nobody reads holds its
+/// memory and its file no longer than that.
 async fn send<W: AsyncWrite + Unpin>(
     wr: &mut W,
     enc: Encoding,
-    response: &Response,
+    reply: Reply,
     shared: &Shared,
 ) -> bool {
-    let body = enc.encode(response).or_else(|e| {
-        let e = ErrorReply::new(
-            ErrorCode::InvalidRequest,
-            format!("the answer cannot be sent in the {enc:?} encoding: {e}"),
-        );
-        enc.encode(&Response::Error(e))
-    });
-    match body {
-        Ok(body) => {
-            match tokio::time::timeout(shared.cfg.frame_timeout, write_frame(wr, &body)).await {
-                Ok(written) => written.is_ok(),
-                Err(_) => {
-                    tracing::debug!(
-                        bytes = body.len(),
-                        "an answer was not taken within the frame timeout; connection dropped"
-                    );
-                    false
-                }
-            }
-        }
+    let Reply {
+        response,
+        file,
+        turn: _turn,
+    } = reply;
+    let body = match enc.encode(&response) {
+        Ok(body) => body,
         Err(e) => {
             tracing::error!(error = %e, "cannot encode a response");
+            return false;
+        }
+    };
+    let tail = response.tail();
+    let write = async {
+        write_frame(wr, &body).await?;
+        match (tail, file) {
+            (Some(tail), Some(file)) => {
+                let mut from = tokio::fs::File::from_std(file).take(tail.len());
+                let copied = tokio::io::copy(&mut from, wr).await?;
+                if copied != tail.len() {
+                    // The stream cannot be resynchronised: the client sees the connection end
+                    // inside the tail, never wrong bytes.
+                    return Err(std::io::Error::other(format!(
+                        "hide file ended after {copied} of {} bytes",
+                        tail.len()
+                    )));
+                }
+            }
+            (Some(tail), None) => wr.write_all(tail.as_bytes()).await?,
+            (None, _) => {}
+        }
+        wr.flush().await
+    };
+    match tokio::time::timeout(shared.cfg.frame_timeout, write).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "an answer could not be written; connection dropped");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(
+                bytes = body.len() as u64 + tail.map_or(0, |t| t.len()),
+                "an answer was not taken within the frame timeout; connection dropped"
+            );
             false
         }
     }
@@ -460,156 +492,246 @@ async fn connection(
             tracing::warn!(reason = %why, held_back, "connection refused");
         }
         let enc = peek_encoding(&mut rd).await;
-        let e = ErrorReply::new(ErrorCode::PermissionDenied, why);
-        send(&mut wr, enc, &Response::Error(e), shared).await;
+        send(
+            &mut wr,
+            enc,
+            error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+            shared,
+        )
+        .await;
         return;
     }
-    // The handshake: the first frame fixes the encoding and must be a small Hello.
+    let Some(enc) = handshake(&mut rd, &mut wr, &session, shared, &mut stop).await else {
+        return;
+    };
+    let max_frame = max_request_frame_bytes(shared.cfg.limits.max_filter_bytes);
+    loop {
+        let frame = match next_frame(
+            &mut rd,
+            shared,
+            session.uid,
+            &mut stop,
+            shared.cfg.idle_timeout,
+            max_frame,
+        )
+        .await
+        {
+            Ok(frame) => frame,
+            Err(end) => return finish(&mut wr, enc, shared, end).await,
+        };
+        let request = match enc.decode::<Request<'static>>(&frame.body) {
+            Ok(request) => request,
+            Err(e) => {
+                // Whether a tail follows is unknown, so the stream cannot be kept in step.
+                let e = ErrorReply::new(
+                    ErrorCode::ProtocolError,
+                    format!("cannot decode request: {e}; the connection is closed"),
+                );
+                send(&mut wr, enc, error(e), shared).await;
+                return;
+            }
+        };
+        // The request owns all it needs: the frame and its budget go before the tail comes.
+        let arrive_by = frame.arrive_by;
+        drop(frame);
+        let tail_len = request.tail().map_or(0, Tail::len);
+        let max_tail = shared.cfg.limits.max_input_bytes;
+        if tail_len > max_tail {
+            // Answered at once, before the tail, which is then skipped within the frame
+            // timeout so that the connection stays in step (or is closed, if it never comes).
+            let e = ErrorReply::new(
+                ErrorCode::InputTooLarge,
+                format!(
+                    "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
+                    grouped(tail_len),
+                    grouped(max_tail)
+                ),
+            )
+            .with_limit(max_tail, tail_len);
+            if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
+                shared.stats.record(&tenant.name, Some(e.code), 0);
+            }
+            if !send(&mut wr, enc, error(e), shared).await {
+                return;
+            }
+            match Arriving::new(&mut rd, tail_len, arrive_by)
+                .skip_rest()
+                .await
+            {
+                Ok(()) => continue,
+                Err(why) => {
+                    tracing::debug!(reason = %why, "connection dropped");
+                    return;
+                }
+            }
+        }
+        let (reply, in_step) = if tail_len > 0 {
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by);
+            let reply = with_tail(request, &mut tail, &session, shared).await;
+            // The answer may come before the whole tail did (a refusal, a worker's death):
+            // the rest is skipped so that the next frame is read in step.
+            let skipped = tail.skip_rest().await;
+            (reply, skipped)
+        } else {
+            (without_tail(request, &session, shared).await, Ok(()))
+        };
+        if !send(&mut wr, enc, reply, shared).await {
+            return;
+        }
+        if let Err(why) = in_step {
+            tracing::debug!(reason = %why, "connection dropped");
+            return;
+        }
+    }
+}
+
+/// The handshake: the first frame fixes the encoding and must be a small hello of a version
+/// this server speaks. Returns the encoding, or `None` once the connection is to end.
+async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rd: &mut R,
+    wr: &mut W,
+    session: &Session,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Encoding> {
     let first = match next_frame(
-        &mut rd,
+        rd,
         shared,
         session.uid,
-        &mut stop,
+        stop,
         shared.cfg.frame_timeout,
         MAX_HELLO_FRAME_BYTES,
-        false,
     )
     .await
     {
-        Ok(Frame::Whole(frame, _)) => frame,
-        // A frame is streamed only when asked, and the hello is not.
-        Ok(Frame::Head { .. }) => return,
-        Err(end) => return finish(&mut wr, Encoding::Bincode, shared, end).await,
+        Ok(frame) => frame.body,
+        Err(end) => {
+            finish(wr, Encoding::Bincode, shared, end).await;
+            return None;
+        }
     };
     let enc = Encoding::detect(&first);
-    match enc.decode::<Request<'_>>(&first) {
+    let refusal = match enc.decode::<Request<'_>>(&first) {
         Ok(Request::Hello(hello)) if hello.protocol >= MIN_PROTOCOL_VERSION => {
             let reply = Response::Hello(HelloReply {
                 protocol: hello.protocol.min(PROTOCOL_VERSION),
                 server: SERVER_NAME.to_string(),
                 limits: shared.cfg.limits,
             });
-            if !send(&mut wr, enc, &reply, shared).await {
-                return;
-            }
+            return send(wr, enc, reply.into(), shared).await.then_some(enc);
         }
-        Ok(Request::Hello(hello)) => {
-            let e = ErrorReply::new(
-                ErrorCode::UnsupportedVersion,
-                format!(
-                    "client speaks protocol {}, this server speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
-                    hello.protocol
-                ),
-            );
-            send(&mut wr, enc, &Response::Error(e), shared).await;
-            return;
+        Ok(Request::Hello(hello)) => ErrorReply::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "client speaks protocol {}, this server speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                hello.protocol
+            ),
+        ),
+        Ok(_) => ErrorReply::new(ErrorCode::ProtocolError, "the first message must be hello"),
+        Err(e) => ErrorReply::new(
+            ErrorCode::ProtocolError,
+            format!("cannot decode hello: {e}"),
+        ),
+    };
+    send(wr, enc, error(refusal), shared).await;
+    None
+}
+
+/// Serves a request that has a tail (a run with inline input, a put), reading the tail as
+/// it goes: a small one whole first, a large one passed on as it arrives.
+async fn with_tail(
+    mut request: Request<'_>,
+    tail: &mut Arriving<'_>,
+    session: &Session,
+    shared: &Shared,
+) -> Reply {
+    let tenant = match session.tenant(shared) {
+        Ok(tenant) => tenant,
+        Err(why) => return error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+    };
+    if tail.len() <= READ_WHOLE_TAIL {
+        let _budget = frame_budget(shared, session.uid, tail.len()).await;
+        let bytes = match tail.read_all().await {
+            Ok(bytes) => bytes,
+            Err(why) => return error(ErrorReply::new(ErrorCode::ProtocolError, why)),
+        };
+        if let Some(slot) = request.tail_mut() {
+            // Cannot fail: `read_all` read exactly the declared length.
+            let _ = slot.fill(bytes);
         }
-        Ok(_) => {
-            let e = ErrorReply::new(ErrorCode::ProtocolError, "the first message must be hello");
-            send(&mut wr, enc, &Response::Error(e), shared).await;
-            return;
-        }
-        Err(e) => {
-            let e = ErrorReply::new(
-                ErrorCode::ProtocolError,
-                format!("cannot decode hello: {e}"),
-            );
-            send(&mut wr, enc, &Response::Error(e), shared).await;
-            return;
-        }
+        return answer(request, session, &tenant, shared).await;
     }
-    let may_stream = enc == Encoding::Bincode;
-    loop {
-        let (frame, _budget) = match next_frame(
-            &mut rd,
-            shared,
-            session.uid,
-            &mut stop,
-            shared.cfg.idle_timeout,
-            shared.max_frame,
-            may_stream,
+    match request {
+        Request::Run(run) => {
+            // The run takes an evaluation slot and a worker while its input arrives: a tenant
+            // has only so many such turns, so its stalled uploads cannot hold every slot.
+            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
+                let each = shared.uploads.each();
+                let e = ErrorReply::new(
+                    ErrorCode::Overloaded,
+                    format!(
+                        "too many runs with a streamed input at once (tenant {} may have {each}, the daemon half its evaluation slots); retry shortly",
+                        tenant.name
+                    ),
+                )
+                .with_limit(each as u64, each as u64 + 1);
+                return error(e);
+            };
+            let parts = RunParts::of(run);
+            run_and_record(
+                parts,
+                Source::Input(JobInput::Stream(tail)),
+                shared,
+                &tenant,
+            )
+            .await
+            .into()
+        }
+        Request::HidePut(put) => crate::hides::put_streamed(
+            put,
+            tail,
+            shared.store.as_deref(),
+            &tenant,
+            shared.cfg.limits.max_input_bytes,
         )
         .await
-        {
-            Ok(Frame::Whole(frame, budget)) => (frame, budget),
-            Ok(Frame::Head {
-                bytes,
-                len,
-                arrive_by,
-            }) => match Streamable::of(&bytes, len) {
-                // A run with a large inline input, or a large hide: its bytes are passed on
-                // (to a worker, to the store) as they arrive.
-                Some(streamable) => {
-                    let input = Arriving {
-                        head: &bytes[streamable.head_len()..],
-                        rest: &mut rd,
-                        rest_len: len - bytes.len() as u64,
-                        consumed: 0,
-                        arrive_by,
-                    };
-                    let (response, unread) = match session.tenant(shared) {
-                        Ok(tenant) => streamed(streamable, input, shared, &tenant).await,
-                        Err(why) => (
-                            Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-                            input.unread(),
-                        ),
-                    };
-                    // The answer may come before the whole frame did (a refusal, a worker's
-                    // death): skip the rest of it so the next one is read in step.
-                    let skipped = skip(&mut rd, unread, arrive_by).await;
-                    if !send(&mut wr, enc, &response, shared).await {
-                        return;
-                    }
-                    if let Err(why) = skipped {
-                        tracing::debug!(reason = %why, "connection dropped");
-                        return;
-                    }
-                    continue;
-                }
-                // Anything else is read whole, as a short frame would be.
-                None => match complete(&mut rd, shared, session.uid, bytes, len, arrive_by).await {
-                    Ok(whole) => whole,
-                    Err(end) => return finish(&mut wr, enc, shared, end).await,
-                },
-            },
-            Err(end) => return finish(&mut wr, enc, shared, end).await,
-        };
-        let request = enc.decode::<Request<'_>>(&frame);
-        // A whole hide can be a large answer (JSON escaping can make 20 MiB of content six
-        // times that): it is built only in its turn, one per uid and a few in all, and the
-        // turn is held until the answer is written or the write deadline passes.
-        let large = matches!(
-            &request,
-            Ok(Request::HideGet(_) | Request::HideCut(_) | Request::HideList)
-        );
-        let turn = match large {
-            true => {
-                let take = shared.large_answers.take(&session.uid);
-                tokio::time::timeout(shared.cfg.frame_timeout, take)
-                    .await
-                    .ok()
-            }
-            false => None,
-        };
-        let response = match request {
-            Ok(_) if large && turn.is_none() => Response::Error(ErrorReply::new(
-                ErrorCode::Overloaded,
-                "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
-            )),
-            Ok(request) => match session.tenant(shared) {
-                Ok(tenant) => answer(request, &session, &tenant, shared).await,
-                Err(why) => Response::Error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-            },
-            Err(e) => Response::Error(ErrorReply::new(
-                ErrorCode::ProtocolError,
-                format!("cannot decode request: {e}"),
-            )),
-        };
-        drop(frame);
-        if !send(&mut wr, enc, &response, shared).await {
-            return;
-        }
+        .into(),
+        _ => error(ErrorReply::new(
+            ErrorCode::Internal,
+            "a request kind without a tail had one",
+        )),
     }
+}
+
+/// Serves a request without a tail. A large answer (a whole hide, a page, a list page) is
+/// built and written only in its turn, one per uid and a few in all, held until the answer is
+/// written or the write deadline passes.
+async fn without_tail(request: Request<'_>, session: &Session, shared: &Shared) -> Reply {
+    let large = matches!(
+        &request,
+        Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_)
+    );
+    let turn = match large {
+        true => {
+            let take = shared.large_answers.take(&session.uid);
+            match tokio::time::timeout(shared.cfg.frame_timeout, take).await {
+                Ok(turn) => Some(turn),
+                Err(_) => {
+                    return error(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
+                    ));
+                }
+            }
+        }
+        false => None,
+    };
+    let mut reply = match session.tenant(shared) {
+        Ok(tenant) => answer(request, session, &tenant, shared).await,
+        Err(why) => error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
+    };
+    reply.turn = turn;
+    reply
 }
 
 /// Who is on a connection, as the kernel reported it at accept.
@@ -638,26 +760,23 @@ impl Session {
     }
 }
 
-/// Answers one request (read whole) of a tenant: one handler per kind of request.
+/// Answers one request of a tenant, its tail (if any) in hand: one handler per kind of
+/// request.
 async fn answer(
     request: Request<'_>,
     session: &Session,
     tenant: &TenantOf,
     shared: &Shared,
-) -> Response {
+) -> Reply {
     match request {
-        Request::Run(run) => {
-            let parts = RunParts {
-                filter: run.filter,
-                lang: run.lang,
-                limits: run.limits,
-                on_oversize: run.on_oversize,
-            };
-            let source = match &run.input {
+        Request::Run(mut run) => {
+            let input = std::mem::replace(&mut run.input, Input::Hide(String::new()));
+            let parts = RunParts::of(run);
+            let source = match &input {
                 Input::Inline(text) => Source::Input(JobInput::Bytes(text.as_bytes())),
                 Input::Hide(id) => Source::Hide(id),
             };
-            run_and_record(parts, source, shared, tenant).await.0
+            run_and_record(parts, source, shared, tenant).await.into()
         }
         Request::Stats => {
             let (running, waiting) = shared.pool.load();
@@ -670,9 +789,9 @@ async fn answer(
             };
             // Administrators see every tenant's row; a tenant only its own.
             let view = (!session.admin()).then_some(&*tenant.name);
-            Response::Stats(shared.stats.snapshot(view, now))
+            Response::Stats(shared.stats.snapshot(view, now)).into()
         }
-        Request::Hello(_) => Response::Error(ErrorReply::new(
+        Request::Hello(_) => error(ErrorReply::new(
             ErrorCode::ProtocolError,
             "hello was already exchanged on this connection",
         )),
@@ -699,126 +818,9 @@ async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Share
                 ),
             )
             .with_limit(max, len);
-            send(wr, enc, &Response::Error(e), shared).await;
+            send(wr, enc, error(e), shared).await;
         }
         End::Broken(why) => tracing::debug!(reason = %why, "connection dropped"),
-    }
-}
-
-/// Reads the rest of a frame whose first `bytes` were read.
-async fn complete<R: AsyncRead + Unpin>(
-    rd: &mut R,
-    shared: &Shared,
-    uid: u32,
-    mut bytes: Vec<u8>,
-    len: u64,
-    arrive_by: Instant,
-) -> Result<(Vec<u8>, Option<Turn>), End> {
-    let have = bytes.len();
-    let read = async {
-        let budget = frame_budget(shared, uid, len).await;
-        bytes.resize(len as usize, 0);
-        rd.read_exact(&mut bytes[have..]).await.map(|_| budget)
-    };
-    match tokio::time::timeout_at(arrive_by.into(), read).await {
-        Ok(Ok(budget)) => Ok((bytes, budget)),
-        Ok(Err(e)) => Err(End::Broken(e.to_string())),
-        Err(_) => Err(End::Broken(
-            "frame not completed within the frame timeout".into(),
-        )),
-    }
-}
-
-/// Reads and discards `n` bytes of the current frame.
-async fn skip<R: AsyncRead + Unpin>(rd: &mut R, n: u64, arrive_by: Instant) -> Result<(), String> {
-    if n == 0 {
-        return Ok(());
-    }
-    let copied = tokio::time::timeout_at(
-        arrive_by.into(),
-        tokio::io::copy(&mut (&mut *rd).take(n), &mut tokio::io::sink()),
-    )
-    .await;
-    match copied {
-        Ok(Ok(got)) if got == n => Ok(()),
-        Ok(Ok(got)) => Err(format!("frame ended {} bytes early", n - got)),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("frame not completed within the frame timeout".into()),
-    }
-}
-
-/// A long bincode frame whose head was read: a run with inline input, or a hide put.
-enum Streamable {
-    Run(RunHead),
-    Put(PutHead),
-}
-
-impl Streamable {
-    /// What the first `bytes` of a `len`-byte frame are, if they are the head of a message
-    /// whose last field (the input, the content) takes the rest of the frame.
-    fn of(bytes: &[u8], len: u64) -> Option<Streamable> {
-        if let Some(head) = decode_bincode_run_head(bytes) {
-            return (head.head_len as u64 + head.input_len == len).then_some(Streamable::Run(head));
-        }
-        let head = decode_bincode_put_head(bytes)?;
-        (head.head_len as u64 + head.content_len == len).then_some(Streamable::Put(head))
-    }
-
-    fn head_len(&self) -> usize {
-        match self {
-            Streamable::Run(head) => head.head_len,
-            Streamable::Put(head) => head.head_len,
-        }
-    }
-}
-
-/// Serves a streamable frame; returns the response and the bytes of it left unread.
-async fn streamed(
-    streamable: Streamable,
-    input: Arriving<'_>,
-    shared: &Shared,
-    tenant: &TenantOf,
-) -> (Response, u64) {
-    match streamable {
-        Streamable::Run(head) => {
-            // The run takes an evaluation slot and a worker while its input arrives: a tenant
-            // has only so many such turns, so its stalled uploads cannot hold every slot.
-            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
-                let each = shared.uploads.each();
-                let e = ErrorReply::new(
-                    ErrorCode::Overloaded,
-                    format!(
-                        "too many runs with a streamed input at once (tenant {} may have {each}, the daemon half its evaluation slots); retry shortly",
-                        tenant.name
-                    ),
-                )
-                .with_limit(each as u64, each as u64 + 1);
-                return (Response::Error(e), input.unread());
-            };
-            let parts = RunParts {
-                filter: head.filter,
-                lang: head.lang,
-                limits: head.limits,
-                on_oversize: head.on_oversize,
-            };
-            run_and_record(
-                parts,
-                Source::Input(JobInput::Stream(input)),
-                shared,
-                tenant,
-            )
-            .await
-        }
-        Streamable::Put(head) => {
-            crate::hides::put_streamed(
-                head,
-                input,
-                shared.store.as_deref(),
-                tenant,
-                shared.cfg.limits.max_input_bytes,
-            )
-            .await
-        }
     }
 }
 
@@ -830,22 +832,32 @@ struct RunParts {
     on_oversize: OnOversize,
 }
 
+impl RunParts {
+    fn of(run: jqjail_protocol::RunRequest<'_>) -> RunParts {
+        RunParts {
+            filter: run.filter,
+            lang: run.lang,
+            limits: run.limits,
+            on_oversize: run.on_oversize,
+        }
+    }
+}
+
 /// Where a run's input comes from.
-enum Source<'a> {
-    Input(JobInput<'a>),
+enum Source<'a, 'b> {
+    Input(JobInput<'a, 'b>),
     Hide(&'a str),
 }
 
-/// Runs and counts the outcome; returns the response and how many input bytes of the frame
-/// were left unread.
+/// Runs and counts the outcome.
 async fn run_and_record(
     parts: RunParts,
-    source: Source<'_>,
+    source: Source<'_, '_>,
     shared: &Shared,
     tenant: &TenantOf,
-) -> (Response, u64) {
+) -> Response {
     let start = Instant::now();
-    let (response, unread) = handle_run(parts, source, shared, tenant).await;
+    let response = handle_run(parts, source, shared, tenant).await;
     let error = match &response {
         Response::Error(e) => Some(e.code),
         _ => None,
@@ -853,7 +865,7 @@ async fn run_and_record(
     shared
         .stats
         .record(&tenant.name, error, start.elapsed().as_micros() as u64);
-    (response, unread)
+    response
 }
 
 fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response {
@@ -862,37 +874,29 @@ fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response
 
 async fn handle_run(
     run: RunParts,
-    source: Source<'_>,
+    source: Source<'_, '_>,
     shared: &Shared,
     tenant: &TenantOf,
-) -> (Response, u64) {
+) -> Response {
     let start = Instant::now();
     match source {
-        Source::Input(mut input) => {
-            let response = run_input(run, &mut input, shared, tenant, start).await;
-            (response, input.unread())
-        }
+        Source::Input(mut input) => run_input(run, &mut input, shared, tenant, start).await,
         // A hide is read off the disk as the worker takes it, like a streamed inline input.
         Source::Hide(id) => match crate::hides::open_input(shared.store.as_deref(), tenant, id) {
             Ok((len, file)) => {
                 let mut file = tokio::fs::File::from_std(file);
-                let mut input = JobInput::Stream(Arriving {
-                    head: &[],
-                    rest: &mut file,
-                    rest_len: len,
-                    consumed: 0,
-                    arrive_by: start + shared.cfg.frame_timeout,
-                });
-                (run_input(run, &mut input, shared, tenant, start).await, 0)
+                let mut arriving = Arriving::new(&mut file, len, start + shared.cfg.frame_timeout);
+                let mut input = JobInput::Stream(&mut arriving);
+                run_input(run, &mut input, shared, tenant, start).await
             }
-            Err(e) => (Response::Error(*e), 0),
+            Err(e) => Response::Error(*e),
         },
     }
 }
 
 async fn run_input(
     run: RunParts,
-    input: &mut JobInput<'_>,
+    input: &mut JobInput<'_, '_>,
     shared: &Shared,
     tenant: &TenantOf,
     start: Instant,
@@ -998,7 +1002,10 @@ async fn run_input(
                 output_bytes = cost.output_bytes,
                 "run ok"
             );
-            Response::Run(RunReply { output, cost })
+            Response::Run(RunReply {
+                output: output.into(),
+                cost,
+            })
         }
         Err(mut e) => {
             // A tenant can fail runs at will: logged at info at most once a second.

@@ -455,11 +455,8 @@ fn large_puts_stream_to_disk_and_a_stalled_one_leaves_nothing() {
     // A put that stalls half-way is cut off at the frame timeout and leaves no trace.
     drop(d);
     let (d, _config) = crate::util::with_frame_timeout(300);
-    let content_len = 10usize << 20;
-    let header =
-        jqjail_protocol::codec::bincode_put_header("k", "stall", &BTreeMap::new(), content_len)
-            .unwrap();
-    crate::util::assert_cut_off_when_stalled(&d, &header, content_len, 1 << 20);
+    let frame = crate::util::put_frame("stall", 10 << 20);
+    crate::util::assert_cut_off_when_stalled(&d, &frame, 1 << 20);
     assert!(d.client().hide_list().unwrap().is_empty());
     let tmp = std::fs::read_dir(d.store().join("tmp")).unwrap().count();
     assert_eq!(tmp, 0, "the abandoned put's temp file is gone");

@@ -326,16 +326,8 @@ fn a_client_that_stalls_inside_a_streamed_input_is_cut_off() {
         >= 2));
     let ready = d.workers();
     // Announce a 10 MiB input, send 1 MiB of it, and stall.
-    let input_len = 10usize << 20;
-    let header = jqjail_protocol::codec::bincode_run_header(
-        "length",
-        jqjail_protocol::Lang::Jq,
-        LimitOverrides::default(),
-        jqjail_protocol::OnOversize::Error,
-        input_len,
-    )
-    .unwrap();
-    crate::util::assert_cut_off_when_stalled(&d, &header, input_len, 1 << 20);
+    let frame = crate::util::run_frame("length", 10 << 20);
+    crate::util::assert_cut_off_when_stalled(&d, &frame, 1 << 20);
     // The worker that was receiving it is gone; others are unaffected.
     assert!(crate::util::wait_until(Duration::from_secs(5), || {
         let now = d.workers();

@@ -294,7 +294,7 @@ fn a_client_that_stalls_inside_a_frame_is_cut_off() {
     use std::io::{Read, Write};
     let Configured { d, .. } = with_config("[server]\nframe_timeout_ms = 300\n", &[]);
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    let hello = br#"{"hello":{"protocol":1}}"#;
+    let hello = br#"{"hello":{"protocol":2}}"#;
     s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
     s.write_all(hello).unwrap();
     let mut len = [0u8; 4];

@@ -255,29 +255,71 @@ pub fn root() -> bool {
 
 /// A raw bincode connection after the hello (so that its frames may stream), on which a frame
 /// of `header` plus `tail_len` bytes has been announced and `header` sent.
-pub fn begin_stream(d: &Daemon, header: &[u8], tail_len: usize) -> std::os::unix::net::UnixStream {
+pub fn begin_stream(d: &Daemon, frame: &[u8]) -> std::os::unix::net::UnixStream {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    let hello = [0x00, 0x01, 0x00];
+    let hello = [0x00, 0x02, 0x00];
     s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
     s.write_all(&hello).unwrap();
     let mut len = [0u8; 4];
     s.read_exact(&mut len).unwrap();
     let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
     s.read_exact(&mut body).unwrap();
-    s.write_all(&((header.len() + tail_len) as u32).to_le_bytes())
-        .unwrap();
-    s.write_all(header).unwrap();
+    s.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(frame).unwrap();
     s
 }
 
-/// On a bincode connection, announces a frame of `header` plus `tail_len` bytes, sends the
-/// header and `sent` bytes of the tail, and stalls: the daemon (with a short frame timeout)
+/// The bincode frame of a run of `filter` whose inline input is a tail of `tail_len` bytes.
+pub fn run_frame(filter: &str, tail_len: u64) -> Vec<u8> {
+    use jqjail_protocol::{Encoding, Input, Request, RunRequest, Tail};
+    Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: filter.into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(tail_len)),
+        }))
+        .unwrap()
+}
+
+/// The bincode frame of a put whose content is a tail of `tail_len` bytes.
+pub fn put_frame(source: &str, tail_len: u64) -> Vec<u8> {
+    use jqjail_protocol::{Encoding, HidePut, Request, Tail};
+    Encoding::Bincode
+        .encode(&Request::HidePut(HidePut {
+            kind: "tool_output".into(),
+            source: source.into(),
+            meta: Default::default(),
+            content: Tail::pending(tail_len),
+        }))
+        .unwrap()
+}
+
+/// Reads one bincode response and its tail.
+pub fn read_response(s: &mut impl std::io::Read) -> jqjail_protocol::Response {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut response: jqjail_protocol::Response =
+        jqjail_protocol::Encoding::Bincode.decode(&body).unwrap();
+    if let Some(tail) = response.tail_mut() {
+        let mut bytes = vec![0u8; tail.len() as usize];
+        s.read_exact(&mut bytes).unwrap();
+        tail.fill(bytes).unwrap();
+    }
+    response
+}
+
+/// On a bincode connection, sends `frame` (whose tail is `tail_len` bytes) and `sent` bytes
+/// of the tail, and stalls: the daemon (with a short frame timeout)
 /// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
 /// the connection within 3 s.
-pub fn assert_cut_off_when_stalled(d: &Daemon, header: &[u8], tail_len: usize, sent: usize) {
+pub fn assert_cut_off_when_stalled(d: &Daemon, frame: &[u8], sent: usize) {
     use std::io::{Read, Write};
-    let mut s = begin_stream(d, header, tail_len);
+    let mut s = begin_stream(d, frame);
     s.write_all(&vec![b' '; sent]).unwrap();
     let start = Instant::now();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
