@@ -428,3 +428,64 @@ proptest! {
         prop_assert_eq!(found.offsets, expected);
     }
 }
+
+#[test]
+fn a_tenant_keeps_at_most_ten_thousand_hides_and_lists_them_a_page_at_a_time() {
+    let (_dir, store) = store();
+    let max = jqjail_store::MAX_HIDES_PER_TENANT;
+    let start = std::time::Instant::now();
+    for i in 0..max {
+        store
+            .put("t", "k", "s", i.to_string().as_bytes(), &[], &ROOMY)
+            .unwrap();
+    }
+    eprintln!("{max} puts took {:?}", start.elapsed());
+    // The 10,001st: refused under `Refuse`, the oldest evicted under `EvictOldest`.
+    let err = store
+        .put("t", "k", "s", b"one more", &[], &ROOMY)
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooManyHides { max: 10_000 }),
+        "{err}"
+    );
+    let oldest = store.list_page("t", max - 1, 1, u64::MAX).unwrap().0;
+    assert_eq!(oldest.len(), 1);
+    let evict = Retention {
+        on_full: OnFull::EvictOldest,
+        ..ROOMY
+    };
+    let put = store.put("t", "k", "s", b"one more", &[], &evict).unwrap();
+    assert_eq!(put.evicted, [oldest[0].id.clone()]);
+    assert_eq!(store.usage("t").unwrap().entries, max);
+    // Another tenant is not counted against this one.
+    store.put("u", "k", "s", b"0", &[], &ROOMY).unwrap();
+    // Pages: newest first, each ID once, ending at the total.
+    let (first, total) = store.list_page("t", 0, 3, u64::MAX).unwrap();
+    assert_eq!(total, max);
+    assert_eq!(first[0].id, put.entry.id);
+    let (last, _) = store.list_page("t", max - 2, 1000, u64::MAX).unwrap();
+    assert_eq!(last.len(), 2);
+    assert!(
+        store
+            .list_page("t", max, 10, u64::MAX)
+            .unwrap()
+            .0
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_list_page_ends_once_its_labels_pass_the_bound_but_holds_one() {
+    let (_dir, store) = store();
+    let meta: Vec<(String, String)> = vec![("k".into(), "v".repeat(1000))];
+    for i in 0..10u8 {
+        store
+            .put("t", "k", "s", &[b'0' + i], &meta, &ROOMY)
+            .unwrap();
+    }
+    // Each entry's labels: "k" + "s" + "k" + 1,000 bytes.
+    let (page, total) = store.list_page("t", 0, 100, 2500).unwrap();
+    assert_eq!((page.len(), total), (3, 10));
+    let (page, _) = store.list_page("t", 0, 100, 1).unwrap();
+    assert_eq!(page.len(), 1);
+}
