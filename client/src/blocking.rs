@@ -21,6 +21,7 @@ use std::time::Duration;
 pub struct Client {
     stream: UnixStream,
     server: HelloReply,
+    socket: std::path::PathBuf,
 }
 
 impl Client {
@@ -35,6 +36,7 @@ impl Client {
         let mut client = Client {
             stream,
             server: no_server_yet(),
+            socket: path.to_owned(),
         };
         client.server = client.call(calls::hello())?;
         Ok(client)
@@ -48,6 +50,16 @@ impl Client {
     /// The server's name and version.
     pub fn server(&self) -> &str {
         &self.server.server
+    }
+
+    /// The socket path this client connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The uid of the process listening on the socket, as the kernel reports it.
+    pub fn daemon_uid(&self) -> Result<u32, ClientError> {
+        Ok(crate::trust::peer_uid(&self.stream)?)
     }
 
     /// Sets a timeout on each socket read and write (none by default; the server keeps its own

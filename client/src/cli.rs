@@ -180,7 +180,21 @@ fn stats(args: StatsArgs) -> Exit {
     };
     match client.stats() {
         Ok(reply) => {
-            let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+            // Which daemon answered: so a user can tell the system service from a private one.
+            // The listener's uid is whoever created the socket: root under socket activation.
+            let mut shown = serde_json::json!({
+                "daemon": {
+                    "socket": client.socket(),
+                    "server": client.server(),
+                    "listener_uid": client.daemon_uid().ok(),
+                }
+            });
+            if let (Some(shown), Ok(serde_json::Value::Object(stats))) =
+                (shown.as_object_mut(), serde_json::to_value(&reply))
+            {
+                shown.extend(stats);
+            }
+            let text = serde_json::to_string_pretty(&shown).unwrap_or_default();
             let _ = writeln!(std::io::stdout(), "{text}");
             Exit::Success
         }

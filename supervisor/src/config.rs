@@ -616,6 +616,36 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The shipped config file shows every key with its default: uncommented, it parses and
+    /// changes nothing (but the CPU-dependent counts, which it shows for two CPUs).
+    #[test]
+    fn the_shipped_config_file_documents_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../systemd/jqjaild.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let shown: String = text
+            .lines()
+            .take_while(|l| !l.starts_with("# [[tenants.tenant]]"))
+            .map(|l| match l.strip_prefix("# ") {
+                Some(setting) if setting.contains(" = ") => setting,
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file: FileConfig = toml::from_str(&shown).unwrap();
+        let defaults = Config::default();
+        let mut applied = file.apply(defaults.clone()).unwrap();
+        applied.prestart = defaults.prestart;
+        applied.max_concurrent = defaults.max_concurrent;
+        applied.max_uploads_per_tenant = defaults.max_uploads_per_tenant;
+        assert_eq!(format!("{applied:?}"), format!("{defaults:?}"));
+        // As shipped, everything commented: the defaults.
+        let file = FileConfig::load(std::path::Path::new(path)).unwrap();
+        assert_eq!(
+            format!("{:?}", file.apply(Config::default()).unwrap()),
+            format!("{:?}", Config::default())
+        );
+    }
+
     #[test]
     fn store_retention_and_per_tenant_hide_quota() {
         let file: FileConfig = toml::from_str(

@@ -115,12 +115,63 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("JQJAIL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_target(false);
+    // Under systemd, stderr goes to the journal, which stamps each line itself: no second
+    // timestamp, and the level as a syslog priority prefix (`<3>`) that journald reads.
+    let _ = match to_journal() {
+        true => builder.with_ansi(false).event_format(Journal).try_init(),
+        false => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+    };
+}
+
+/// Whether stderr is the journal's stream: `JOURNAL_STREAM` (set by systemd) names stderr's
+/// device and inode, so a child that inherited the variable but not the stream is not fooled.
+fn to_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.split_once(':') else {
+        return false;
+    };
+    let stderr = std::fs::metadata("/proc/self/fd/2");
+    matches!(stderr, Ok(m) if dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// Log lines for the journal: `<PRIORITY>message key=value…` (sd-daemon(3)), no timestamp.
+struct Journal;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Journal
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing::Level;
+        let priority = match *event.metadata().level() {
+            Level::ERROR => 3,
+            Level::WARN => 4,
+            Level::INFO => 6,
+            Level::DEBUG | Level::TRACE => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        tracing_subscriber::fmt::format()
+            .without_time()
+            .with_level(false)
+            .with_target(false)
+            .with_ansi(false)
+            .format_event(ctx, writer, event)
+    }
 }
 
 fn run(args: Args) -> anyhow::Result<()> {

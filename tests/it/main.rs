@@ -16,6 +16,7 @@ mod lifecycle;
 mod limits;
 mod path;
 mod sandbox;
+mod service;
 mod systemd;
 mod tenants;
 mod util;

@@ -22,8 +22,12 @@ fn units_in(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let service = dir.join("jqjail.service");
     std::fs::copy(crate::util::repo_file("systemd/jqjail.socket"), &socket).unwrap();
     let text = std::fs::read_to_string(crate::util::repo_file("systemd/jqjail.service")).unwrap();
-    assert!(text.contains("ExecStart=/usr/local/bin/jqjaild "));
-    std::fs::write(&service, text.replace("/usr/local/bin/jqjaild", DAEMON)).unwrap();
+    assert!(text.contains("ExecStart=jqjaild "));
+    std::fs::write(
+        &service,
+        text.replace("ExecStart=jqjaild ", &format!("ExecStart={DAEMON} ")),
+    )
+    .unwrap();
     (socket, service)
 }
 
