@@ -178,12 +178,12 @@ fn comm(pid: i32) -> String {
         .to_string()
 }
 
-/// The README's install-by-hand block, as a script.
-fn readme_install() -> String {
+/// The README's install block after `marker`, as a script.
+fn readme_block(marker: &str) -> String {
     let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
     let start = readme
-        .find("<!-- install-by-hand")
-        .expect("the README marks its install block");
+        .find(&format!("<!-- {marker}"))
+        .expect("the README marks its install blocks");
     let block = &readme[start..];
     let body = &block[block.find("```sh\n").unwrap() + 6..];
     body[..body.find("```").unwrap()].to_string()
@@ -211,10 +211,40 @@ fn stage(booted: &Booted, inside: &str) {
     }
 }
 
-/// The README's install, literally (its `cargo build` aside: the binaries under test are
-/// staged where it would have put them), then everything a user and an operator rely on.
+/// Builds the Debian package from the binaries under test (cargo-deb, `--no-build`, with
+/// copies of them where a release build would be); `Err` says why it cannot be done here.
+fn build_deb(out: &Path) -> Result<PathBuf, String> {
+    let have = Command::new("cargo")
+        .args(["deb", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        return Err("cargo-deb is not installed (`cargo install cargo-deb`; .ci/run does)".into());
+    }
+    let target = out.join("target");
+    std::fs::create_dir_all(target.join("release")).unwrap();
+    for bin in [DAEMON, CLI] {
+        let name = Path::new(bin).file_name().unwrap();
+        std::fs::copy(bin, target.join("release").join(name)).unwrap();
+    }
+    let built = Command::new("cargo")
+        .args(["deb", "--no-build", "--output"])
+        .arg(out)
+        .current_dir(repo_file(""))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    if !built.status.success() {
+        panic!("cargo deb: {}", String::from_utf8_lossy(&built.stderr));
+    }
+    let path = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    Ok(PathBuf::from(path))
+}
+
+/// The README's install by hand, literally (its `cargo build` aside: the binaries under test
+/// are staged where it would have put them), then everything a user and an operator rely on.
 #[test]
-fn the_service_as_the_readme_installs_it_under_a_real_systemd() {
+fn the_service_as_the_readme_installs_it_by_hand_under_a_real_systemd() {
     let started = Instant::now();
     let booted = match Booted::start() {
         Ok(b) => b,
@@ -224,16 +254,73 @@ fn the_service_as_the_readme_installs_it_under_a_real_systemd() {
         }
     };
     eprintln!("systemd running after {:?}", started.elapsed());
-    booted.ok("useradd --create-home alice && useradd --create-home bob");
     stage(&booted, "/root/jqjail");
-    let install = readme_install();
+    let install = readme_block("install-by-hand");
     assert!(install.starts_with("cargo build --release\n"), "{install}");
     let install = install.replacen("cargo build --release\n", "", 1);
+    check(booted, &install, started);
+}
+
+/// The README's package route, literally (`cargo deb` aside: the package is built from the
+/// binaries under test and staged where it would have put it), then the same checks.
+#[test]
+fn the_debian_package_as_the_readme_installs_it_under_a_real_systemd() {
+    let started = Instant::now();
+    if !root() {
+        eprintln!("skipped: needs root, to boot systemd in namespaces");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let deb = match build_deb(dir.path()) {
+        Ok(deb) => deb,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let booted = match Booted::start() {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    eprintln!(
+        "package built and systemd running after {:?}",
+        started.elapsed()
+    );
+    let to = booted.path("/root/jqjail");
+    std::fs::create_dir_all(to.join("target/debian")).unwrap();
+    std::fs::create_dir_all(to.join("examples")).unwrap();
+    std::fs::copy(
+        &deb,
+        to.join("target/debian").join(deb.file_name().unwrap()),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo_file("examples/issues.json"),
+        to.join("examples/issues.json"),
+    )
+    .unwrap();
+    let install = readme_block("install-package");
+    assert!(install.starts_with("cargo deb"), "{install}");
+    let install = install.splitn(2, '\n').nth(1).unwrap().to_string();
+    check(booted, &install, started);
+}
+
+/// Runs `install` (the README's commands, from /root/jqjail, as root with `$USER` alice)
+/// and checks the service it set up: activation, refusal, readiness and watchdog, worker
+/// confinement, hostile filters, hides, reload, a draining stop, the journal; then tears the
+/// booted system down and checks nothing is left.
+fn check(booted: Booted, install: &str, started: Instant) {
+    booted.ok("useradd --create-home alice && useradd --create-home bob");
     let out = booted.ok(&format!(
         "cd /root/jqjail && export USER=alice\nset -e\n{install}"
     ));
     // The README's last step proves the system daemon answered: its socket, its server.
-    let stats: serde_json::Value = serde_json::from_str(&out).expect("stats JSON");
+    // (Its JSON follows whatever the earlier steps printed, dpkg's progress for one.)
+    let json = out.find("\n{\n").map_or(0, |at| at + 1);
+    let stats: serde_json::Value = serde_json::from_str(&out[json..]).expect("stats JSON");
     assert_eq!(stats["daemon"]["socket"], SOCKET, "{out}");
     assert!(
         stats["daemon"]["server"]
