@@ -304,7 +304,7 @@ fn the_debian_package_as_the_readme_installs_it_under_a_real_systemd() {
     .unwrap();
     let install = readme_block("install-package");
     assert!(install.starts_with("cargo deb"), "{install}");
-    let install = install.splitn(2, '\n').nth(1).unwrap().to_string();
+    let install = install.split_once('\n').unwrap().1.to_string();
     check(booted, &install, started);
 }
 
