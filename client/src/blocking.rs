@@ -148,8 +148,8 @@ impl Client {
         let mut offset = Some(0);
         while let Some(at) = offset {
             let page = self.hide_list_page(at, None)?;
+            offset = crate::next_page(at, &page, all.len() + page.entries.len())?;
             all.extend(page.entries);
-            offset = page.next;
         }
         Ok(all)
     }
@@ -185,8 +185,14 @@ impl Client {
     fn read_response(&mut self) -> Result<Response, ClientError> {
         let frame = read_frame(&mut self.stream, MAX_RESPONSE_FRAME_BYTES)?;
         let (response, len) = decode_response(&frame, max_tail(&self.server.limits))?;
-        let mut tail = vec![0u8; len as usize];
-        self.stream.read_exact(&mut tail)?;
+        let mut tail = Vec::with_capacity(len.min(crate::TAIL_FIRST_CHUNK) as usize);
+        (&mut self.stream).take(len).read_to_end(&mut tail)?;
+        if tail.len() as u64 != len {
+            return Err(ClientError::Protocol(format!(
+                "the daemon's answer ended {} bytes into a {len}-byte tail",
+                tail.len()
+            )));
+        }
         Ok(fill(response, tail))
     }
 }

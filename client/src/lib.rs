@@ -191,10 +191,42 @@ impl<T> Expect<T> {
     }
 }
 
+/// The longest response tail a client accepts, whatever the daemon's hello says: 1 GiB.
+pub const MAX_RESPONSE_TAIL_BYTES: u64 = 1 << 30;
+
 /// The longest response tail a client accepts from a server with `limits`: a hide (at most
-/// the input limit) or a run's output (at most the output limit). Checked before allocating.
+/// the input limit) or a run's output (at most the output limit), and never more than
+/// [`MAX_RESPONSE_TAIL_BYTES`]. Checked before reading; the tail is then read as it comes, so
+/// a daemon that claims more than it sends does not make the client allocate the claim.
 pub(crate) fn max_tail(limits: &Limits) -> u64 {
-    limits.max_input_bytes.max(limits.max_output_bytes)
+    limits
+        .max_input_bytes
+        .max(limits.max_output_bytes)
+        .min(MAX_RESPONSE_TAIL_BYTES)
+}
+
+/// Bytes a tail's buffer starts with; it grows as the bytes come.
+pub(crate) const TAIL_FIRST_CHUNK: u64 = 1 << 20;
+
+/// A full listing holds at most this many hides (the store's per-tenant cap); a daemon whose
+/// pages go on past it, or go backwards, is not followed.
+pub(crate) const MAX_LISTED: usize = 10_000;
+
+/// The offset of the page after one that ended at `next`, or `None` after the last; a page
+/// that does not move forward, or points past the total, is the daemon's fault.
+pub(crate) fn next_page(
+    at: u64,
+    page: &HideListReply,
+    listed: usize,
+) -> Result<Option<u64>, ClientError> {
+    match page.next {
+        None => Ok(None),
+        Some(next) if next > at && next <= page.total && listed < MAX_LISTED => Ok(Some(next)),
+        Some(next) => Err(ClientError::Protocol(format!(
+            "the daemon's list page from {at} points to {next} of {} after {listed} hides",
+            page.total
+        ))),
+    }
 }
 
 /// Decodes a response frame; returns it and the length of the tail that follows it, checked

@@ -729,7 +729,9 @@ impl Store {
     }
 }
 
-fn check_labels(kind: &str, source: &str, meta: &[(String, String)]) -> Result<()> {
+/// Checks a put's kind, source and meta against the store's limits (what a put checks first;
+/// public so that a caller can refuse a put before its content arrives).
+pub fn check_labels(kind: &str, source: &str, meta: &[(String, String)]) -> Result<()> {
     for (what, text) in [("kind", kind), ("source", source)] {
         if text.len() > MAX_LABEL_BYTES {
             return Err(StoreError::Invalid(format!(

@@ -98,12 +98,24 @@ impl Drop for Slot {
 }
 
 /// Turns of something scarce: at most `each` per key (a uid, a tenant) and `total` over all
-/// keys. A key's semaphore is made on first use and forgotten when no turn of it is held.
+/// keys, and no key ever all of them (`each` is at most `total - 1` when `total > 1`), so one
+/// key cannot starve the others. A key's semaphore is made on first use and forgotten when no
+/// turn of it is held.
 #[derive(Debug)]
 pub struct Turns<K> {
     each: usize,
+    total_turns: usize,
     total: Arc<Semaphore>,
     map: Mutex<HashMap<K, Arc<Semaphore>>>,
+}
+
+/// Which limit a [`Turns::try_take`] reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exhausted {
+    /// The key holds all the turns it may.
+    Key,
+    /// All turns are taken, by other keys.
+    Total,
 }
 
 /// Turns held, of one key and of the total; given back when dropped.
@@ -114,10 +126,15 @@ pub struct Turn {
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
-    /// `each` turns per key, `total` in all.
+    /// `each` turns per key (at most `total - 1`, when `total > 1`), `total` in all.
     pub fn new(each: usize, total: usize) -> Turns<K> {
+        let each = match total {
+            0 | 1 => each,
+            _ => each.min(total - 1),
+        };
         Turns {
             each,
+            total_turns: total,
             total: Arc::new(Semaphore::new(total)),
             map: Mutex::default(),
         }
@@ -133,14 +150,26 @@ impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
             .clone()
     }
 
-    /// A turn for `key` now, or `None` if all of its turns, or all turns, are taken.
-    pub fn try_take(&self, key: &K) -> Option<Turn> {
-        let key = self.semaphore(key).try_acquire_owned().ok()?;
-        let total = self.total.clone().try_acquire_owned().ok()?;
-        Some(Turn {
+    /// A turn for `key` now, or which limit is reached: the key's own, or the total.
+    pub fn try_take(&self, key: &K) -> Result<Turn, Exhausted> {
+        let key = self
+            .semaphore(key)
+            .try_acquire_owned()
+            .map_err(|_| Exhausted::Key)?;
+        let total = self
+            .total
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Exhausted::Total)?;
+        Ok(Turn {
             _key: key,
             _total: total,
         })
+    }
+
+    /// How many turns there are in all.
+    pub fn total(&self) -> usize {
+        self.total_turns
     }
 
     /// Waits for a turn for `key`.
@@ -230,13 +259,25 @@ mod tests {
     fn turns_are_per_key_and_in_all_and_given_back() {
         let turns = Turns::new(1, 2);
         let a = turns.try_take(&1u32).unwrap();
-        assert!(turns.try_take(&1).is_none());
+        assert_eq!(turns.try_take(&1).unwrap_err(), Exhausted::Key);
         let b = turns.try_take(&2).unwrap();
-        assert!(turns.try_take(&3).is_none(), "the total is 2");
+        assert_eq!(turns.try_take(&3).unwrap_err(), Exhausted::Total);
         drop((a, b));
-        assert!(turns.try_take(&1).is_some());
+        assert!(turns.try_take(&1).is_ok());
         // Unused keys are forgotten.
         assert!(turns.map.lock().unwrap().len() <= 1);
+    }
+
+    #[test]
+    fn no_key_holds_every_turn() {
+        // Configured with as many turns per key as in all, a key still leaves one for others.
+        let turns = Turns::new(2, 2);
+        assert_eq!(turns.each(), 1);
+        let _a = turns.try_take(&1u32).unwrap();
+        assert_eq!(turns.try_take(&1).unwrap_err(), Exhausted::Key);
+        let _b = turns.try_take(&2).unwrap();
+        // One turn in all: nothing to share.
+        assert_eq!(Turns::<u32>::new(3, 1).each(), 3);
     }
 
     #[test]

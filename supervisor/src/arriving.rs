@@ -4,12 +4,12 @@
 //! supervisor never holds a large input or hide whole.
 
 use jqjail_protocol::limits::grouped;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::timeout_at;
 
-/// Bytes read from an arriving tail at a time.
-const PUMP_CHUNK: usize = 256 * 1024;
+/// Bytes read from an arriving tail at a time on its way to a worker.
+pub const PUMP_CHUNK: usize = 256 * 1024;
 
 /// `len` bytes still to come from `from`, all by `arrive_by`.
 pub struct Arriving<'a> {
@@ -17,6 +17,11 @@ pub struct Arriving<'a> {
     len: u64,
     consumed: u64,
     arrive_by: Instant,
+    /// A read that waits longer than this for its first byte fails (`None`: only the
+    /// deadline bounds it).
+    stall: Option<Duration>,
+    /// Why a read failed: the rest cannot be read after that.
+    failed: Option<String>,
 }
 
 impl<'a> Arriving<'a> {
@@ -31,7 +36,16 @@ impl<'a> Arriving<'a> {
             len,
             consumed: 0,
             arrive_by,
+            stall: None,
+            failed: None,
         }
+    }
+
+    /// The same tail, cut off when no byte of it comes for `stall` (a client's tail: bytes
+    /// from a peer that stopped sending must not hold what the request took).
+    pub fn stalls_after(mut self, stall: Duration) -> Arriving<'a> {
+        self.stall = Some(stall);
+        self
     }
 
     /// Total bytes.
@@ -59,25 +73,43 @@ impl<'a> Arriving<'a> {
         self.arrive_by
     }
 
-    /// A buffer for [`Arriving::read_some`].
-    pub fn buffer(&self) -> Vec<u8> {
-        vec![0u8; PUMP_CHUNK.min(self.len as usize)]
+    /// A buffer for [`Arriving::read_some`]: `chunk` bytes, or fewer for a shorter tail.
+    pub fn buffer(&self, chunk: usize) -> Vec<u8> {
+        vec![0u8; chunk.min(self.len as usize)]
     }
 
     /// Reads the next piece into `buf`; `Ok(0)` once all of it has come. An early end, a
     /// read error or the arrival deadline is an error naming how much came.
     pub async fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, String> {
+        if let Some(why) = &self.failed {
+            return Err(why.clone());
+        }
         if self.unread() == 0 {
             return Ok(0);
         }
+        let read = self.read_next(buf).await;
+        if let Err(why) = &read {
+            self.failed = Some(why.clone());
+        }
+        read
+    }
+
+    async fn read_next(&mut self, buf: &mut [u8]) -> Result<usize, String> {
         let want = buf.len().min(self.unread() as usize);
-        match timeout_at(self.arrive_by.into(), self.from.read(&mut buf[..want])).await {
+        let stalled_by = self.stall.map(|s| Instant::now() + s);
+        let by = stalled_by.map_or(self.arrive_by, |s| s.min(self.arrive_by));
+        match timeout_at(by.into(), self.from.read(&mut buf[..want])).await {
             Ok(Ok(n)) if n > 0 => {
                 self.consumed += n as u64;
                 Ok(n)
             }
             Ok(Ok(_)) => Err(format!("the tail ended early ({})", self.came())),
             Ok(Err(e)) => Err(format!("reading the tail: {e} ({})", self.came())),
+            Err(_) if by < self.arrive_by => Err(format!(
+                "no byte of the tail came for {} s ({})",
+                self.stall.unwrap_or_default().as_secs(),
+                self.came()
+            )),
             Err(_) => Err(self.too_late()),
         }
     }

@@ -157,7 +157,9 @@ pub(crate) async fn put_streamed(
             Ok(w) => w,
             Err(e) => return Response::Error(error_reply(e)),
         };
-    let mut buf = content.buffer();
+    // A small buffer: streamed puts are not limited in number like streamed runs, and a
+    // disk write gains nothing from a larger one.
+    let mut buf = content.buffer(PUT_CHUNK);
     loop {
         let n = match content.read_some(&mut buf).await {
             Ok(0) => break,
@@ -174,6 +176,9 @@ pub(crate) async fn put_streamed(
     });
     put_reply(done)
 }
+
+/// Bytes of a streamed put read (and written to its temp file) at a time.
+const PUT_CHUNK: usize = 64 * 1024;
 
 fn too_large(size: u64, max_content: u64) -> ErrorReply {
     ErrorReply::new(

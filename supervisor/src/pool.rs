@@ -131,7 +131,7 @@ async fn send_job(
     match input {
         JobInput::Bytes(bytes) => sock.write_all(bytes).await.map_err(SendError::Worker)?,
         JobInput::Stream(arriving) => {
-            let mut buf = arriving.buffer();
+            let mut buf = arriving.buffer(crate::arriving::PUMP_CHUNK);
             loop {
                 let n = arriving
                     .read_some(&mut buf)

@@ -2,7 +2,7 @@
 //! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
 //! as the bytes they arrived as (architecture invariant).
 
-use crate::admit::{Turn, Turns};
+use crate::admit::{Exhausted, Turn, Turns};
 use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
@@ -118,8 +118,8 @@ pub async fn serve(
         max_concurrent: cfg.max_concurrent,
         cgroup: cgroup.clone(),
     });
-    // One maximal frame or tail read whole per uid, four in all.
-    let max_read = max_request_frame_bytes(cfg.limits.max_filter_bytes).max(READ_WHOLE_TAIL);
+    // One maximal frame and its tail read whole per uid, four in all.
+    let max_read = max_request_frame_bytes(cfg.limits.max_filter_bytes) + READ_WHOLE_TAIL;
     let shared = Arc::new(Shared {
         policy: std::sync::RwLock::new(cfg.clone()),
         stats: crate::stats::Stats::default(),
@@ -320,8 +320,9 @@ struct Frame {
     /// By when the frame's tail, if it has one, must have come (the frame timeout from its
     /// first byte).
     arrive_by: Instant,
-    /// The frame budget the body holds until the request is answered.
-    _budget: Option<Turn>,
+    /// The frame budget the body (and its decoded request, and a tail read whole) holds until
+    /// the request is answered.
+    budget: Option<Turn>,
 }
 
 /// Reads one control frame: waits up to `idle` for its first byte (or for `stop`), then up to
@@ -354,13 +355,18 @@ async fn next_frame<R: AsyncRead + Unpin>(
         if len > max {
             return Ok(Err(len));
         }
-        let budget = frame_budget(shared, uid, len).await;
+        // A large frame's budget also holds room for a tail read whole, so that its request
+        // never holds one part of the budget while waiting for another.
+        let budget = match len > BUDGET_ABOVE {
+            true => Some(frame_budget(shared, uid, len + READ_WHOLE_TAIL).await),
+            false => None,
+        };
         let mut body = vec![0u8; len as usize];
         rd.read_exact(&mut body).await?;
         Ok::<_, std::io::Error>(Ok(Frame {
             body,
             arrive_by,
-            _budget: budget,
+            budget,
         }))
     };
     match tokio::time::timeout_at(arrive_by.into(), rest).await {
@@ -382,18 +388,13 @@ fn frame_kib(bytes: u64) -> usize {
     bytes.div_ceil(1024) as usize
 }
 
-/// Takes a `len`-byte buffer's share of the budget, waiting while the uid's or the daemon's is
-/// spent (within the caller's frame timeout); `None` for a small one.
-async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Option<Turn> {
-    if len <= BUDGET_ABOVE {
-        return None;
-    }
-    Some(
-        shared
-            .frame_kib
-            .take_many(&uid, frame_kib(len) as u32)
-            .await,
-    )
+/// Takes `len` bytes' share of the budget, waiting while the uid's or the daemon's is spent
+/// (the caller bounds the wait).
+async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Turn {
+    shared
+        .frame_kib
+        .take_many(&uid, frame_kib(len) as u32)
+        .await
 }
 
 /// What a handler answers: a response whose tail, if it has one, is in it, or (for a whole
@@ -531,43 +532,41 @@ async fn connection(
                 return;
             }
         };
-        // The request owns all it needs: the frame and its budget go before the tail comes.
-        let arrive_by = frame.arrive_by;
-        drop(frame);
+        // The request owns all it needs: the frame's bytes go, its budget stays until the
+        // answer is written.
+        let Frame {
+            body,
+            arrive_by,
+            budget,
+        } = frame;
+        drop(body);
         let tail_len = request.tail().map_or(0, Tail::len);
-        let max_tail = shared.cfg.limits.max_input_bytes;
-        if tail_len > max_tail {
-            // Answered at once, before the tail, which is then skipped within the frame
-            // timeout so that the connection stays in step (or is closed, if it never comes).
-            let e = ErrorReply::new(
-                ErrorCode::InputTooLarge,
-                format!(
-                    "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
-                    grouped(tail_len),
-                    grouped(max_tail)
-                ),
-            )
-            .with_limit(max_tail, tail_len);
-            if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
-                shared.stats.record(&tenant.name, Some(e.code), 0);
-            }
-            if !send(&mut wr, enc, error(e), shared).await {
-                return;
-            }
-            match Arriving::new(&mut rd, tail_len, arrive_by)
-                .skip_rest()
-                .await
-            {
-                Ok(()) => continue,
-                Err(why) => {
-                    tracing::debug!(reason = %why, "connection dropped");
+        // A head that is refused whatever its tail holds (a tail over the input limit, a
+        // filter or labels over theirs) is answered at once, before its tail, which is then
+        // skipped within the frame timeout so that the connection stays in step (or is
+        // closed, if it never comes).
+        if tail_len > 0 {
+            if let Err(refused) = check_head(&request, tail_len, &shared.cfg.limits) {
+                if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
+                    shared.stats.record(&tenant.name, Some(refused.code), 0);
+                }
+                drop((request, budget));
+                if !send(&mut wr, enc, error(refused), shared).await {
                     return;
+                }
+                let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
+                match tail.skip_rest().await {
+                    Ok(()) => continue,
+                    Err(why) => {
+                        tracing::debug!(reason = %why, "connection dropped");
+                        return;
+                    }
                 }
             }
         }
         let (reply, in_step) = if tail_len > 0 {
-            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by);
-            let reply = with_tail(request, &mut tail, &session, shared).await;
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
+            let reply = with_tail(request, &mut tail, budget.is_some(), &session, shared).await;
             // The answer may come before the whole tail did (a refusal, a worker's death):
             // the rest is skipped so that the next frame is read in step.
             let skipped = tail.skip_rest().await;
@@ -575,7 +574,9 @@ async fn connection(
         } else {
             (without_tail(request, &session, shared).await, Ok(()))
         };
-        if !send(&mut wr, enc, reply, shared).await {
+        let sent = send(&mut wr, enc, reply, shared).await;
+        drop(budget);
+        if !sent {
             return;
         }
         if let Err(why) = in_step {
@@ -637,11 +638,63 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     None
 }
 
+/// A streamed tail from a client that sends no byte for this long is cut off: an upload
+/// holds an evaluation slot and a worker only while it is actually arriving.
+const TAIL_STALL: Duration = Duration::from_secs(5);
+
+/// What can be refused of a request with a tail of `tail_len` bytes before the tail is read:
+/// a tail over the input limit, a filter over its limit, a put's labels over the store's. So
+/// an oversized head is never held while its tail trickles in, and a put is not written to
+/// disk only to be refused.
+fn check_head(
+    request: &Request<'_>,
+    tail_len: u64,
+    limits: &jqjail_protocol::Limits,
+) -> Result<(), ErrorReply> {
+    if tail_len > limits.max_input_bytes {
+        return Err(ErrorReply::new(
+            ErrorCode::InputTooLarge,
+            format!(
+                "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
+                grouped(tail_len),
+                grouped(limits.max_input_bytes)
+            ),
+        )
+        .with_limit(limits.max_input_bytes, tail_len));
+    }
+    match request {
+        Request::Run(run) if run.filter.len() as u64 > limits.max_filter_bytes => {
+            let len = run.filter.len() as u64;
+            Err(ErrorReply::new(
+                ErrorCode::FilterTooLong,
+                format!(
+                    "filter is {} bytes, over the {}-byte limit",
+                    grouped(len),
+                    grouped(limits.max_filter_bytes)
+                ),
+            )
+            .with_limit(limits.max_filter_bytes, len))
+        }
+        Request::HidePut(put) => {
+            let meta: Vec<(String, String)> = put
+                .meta
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            jqjail_store::check_labels(&put.kind, &put.source, &meta)
+                .map_err(|e| ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Serves a request that has a tail (a run with inline input, a put), reading the tail as
-/// it goes: a small one whole first, a large one passed on as it arrives.
+/// it goes: a small one whole first, a large one passed on as it arrives. `budgeted`: the
+/// frame's budget already holds room for a tail read whole.
 async fn with_tail(
     mut request: Request<'_>,
     tail: &mut Arriving<'_>,
+    budgeted: bool,
     session: &Session,
     shared: &Shared,
 ) -> Reply {
@@ -650,7 +703,21 @@ async fn with_tail(
         Err(why) => return error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
     };
     if tail.len() <= READ_WHOLE_TAIL {
-        let _budget = frame_budget(shared, session.uid, tail.len()).await;
+        let _budget = match !budgeted && tail.len() > BUDGET_ABOVE {
+            true => {
+                let take = frame_budget(shared, session.uid, tail.len());
+                match tokio::time::timeout_at(tail.arrive_by().into(), take).await {
+                    Ok(turn) => Some(turn),
+                    Err(_) => {
+                        return error(ErrorReply::new(
+                            ErrorCode::Overloaded,
+                            "the memory for reading inputs whole is taken by other requests of this uid or of the daemon; retry shortly",
+                        ));
+                    }
+                }
+            }
+            false => None,
+        };
         let bytes = match tail.read_all().await {
             Ok(bytes) => bytes,
             Err(why) => return error(ErrorReply::new(ErrorCode::ProtocolError, why)),
@@ -665,17 +732,29 @@ async fn with_tail(
         Request::Run(run) => {
             // The run takes an evaluation slot and a worker while its input arrives: a tenant
             // has only so many such turns, so its stalled uploads cannot hold every slot.
-            let Some(_turn) = shared.uploads.try_take(&tenant.name) else {
-                let each = shared.uploads.each();
-                let e = ErrorReply::new(
-                    ErrorCode::Overloaded,
-                    format!(
-                        "too many runs with a streamed input at once (tenant {} may have {each}, the daemon half its evaluation slots); retry shortly",
-                        tenant.name
-                    ),
-                )
-                .with_limit(each as u64, each as u64 + 1);
-                return error(e);
+            let _turn = match shared.uploads.try_take(&tenant.name) {
+                Ok(turn) => turn,
+                Err(full) => {
+                    let (each, total) = (shared.uploads.each(), shared.uploads.total());
+                    let e = match full {
+                        Exhausted::Key => ErrorReply::new(
+                            ErrorCode::Overloaded,
+                            format!(
+                                "tenant {} already has {each} runs whose input is arriving, its limit; retry shortly",
+                                tenant.name
+                            ),
+                        )
+                        .with_limit(each as u64, each as u64 + 1),
+                        Exhausted::Total => ErrorReply::new(
+                            ErrorCode::Overloaded,
+                            format!(
+                                "all {total} of the daemon's turns for runs whose input is arriving are taken by other tenants; retry shortly"
+                            ),
+                        )
+                        .with_limit(total as u64, total as u64 + 1),
+                    };
+                    return error(e);
+                }
             };
             let parts = RunParts::of(run);
             run_and_record(

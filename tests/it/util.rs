@@ -350,3 +350,12 @@ pub fn with_frame_timeout(ms: u64) -> (Daemon, tempfile::TempDir) {
     let d = Daemon::start_with(&["--config", config.to_str().unwrap()], &[]);
     (d, dir)
 }
+
+/// Reads one length-prefixed frame's body, whatever it is (`None` at the end of the stream).
+pub fn read_frame_raw(s: &mut impl std::io::Read) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
