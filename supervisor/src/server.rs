@@ -545,22 +545,22 @@ async fn connection(
         // filter or labels over theirs) is answered at once, before its tail, which is then
         // skipped within the frame timeout so that the connection stays in step (or is
         // closed, if it never comes).
-        if tail_len > 0 {
-            if let Err(refused) = check_head(&request, tail_len, &shared.cfg.limits) {
-                if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
-                    shared.stats.record(&tenant.name, Some(refused.code), 0);
-                }
-                drop((request, budget));
-                if !send(&mut wr, enc, error(refused), shared).await {
+        if tail_len > 0
+            && let Some(refused) = check_head(&request, tail_len, &shared.cfg.limits)
+        {
+            if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
+                shared.stats.record(&tenant.name, Some(refused.code), 0);
+            }
+            drop((request, budget));
+            if !send(&mut wr, enc, error(refused), shared).await {
+                return;
+            }
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
+            match tail.skip_rest().await {
+                Ok(()) => continue,
+                Err(why) => {
+                    tracing::debug!(reason = %why, "connection dropped");
                     return;
-                }
-                let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
-                match tail.skip_rest().await {
-                    Ok(()) => continue,
-                    Err(why) => {
-                        tracing::debug!(reason = %why, "connection dropped");
-                        return;
-                    }
                 }
             }
         }
@@ -650,9 +650,9 @@ fn check_head(
     request: &Request<'_>,
     tail_len: u64,
     limits: &jqjail_protocol::Limits,
-) -> Result<(), ErrorReply> {
+) -> Option<ErrorReply> {
     if tail_len > limits.max_input_bytes {
-        return Err(ErrorReply::new(
+        return Some(ErrorReply::new(
             ErrorCode::InputTooLarge,
             format!(
                 "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
@@ -665,15 +665,17 @@ fn check_head(
     match request {
         Request::Run(run) if run.filter.len() as u64 > limits.max_filter_bytes => {
             let len = run.filter.len() as u64;
-            Err(ErrorReply::new(
-                ErrorCode::FilterTooLong,
-                format!(
-                    "filter is {} bytes, over the {}-byte limit",
-                    grouped(len),
-                    grouped(limits.max_filter_bytes)
-                ),
+            Some(
+                ErrorReply::new(
+                    ErrorCode::FilterTooLong,
+                    format!(
+                        "filter is {} bytes, over the {}-byte limit",
+                        grouped(len),
+                        grouped(limits.max_filter_bytes)
+                    ),
+                )
+                .with_limit(limits.max_filter_bytes, len),
             )
-            .with_limit(limits.max_filter_bytes, len))
         }
         Request::HidePut(put) => {
             let meta: Vec<(String, String)> = put
@@ -682,9 +684,10 @@ fn check_head(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             jqjail_store::check_labels(&put.kind, &put.source, &meta)
-                .map_err(|e| ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()))
+                .err()
+                .map(|e| ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()))
         }
-        _ => Ok(()),
+        _ => None,
     }
 }
 
