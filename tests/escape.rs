@@ -518,6 +518,7 @@ async fn probe_on(
         input_bytes: 0,
         max_depth: 10,
         max_output_bytes: 1000,
+        args: Default::default(),
     };
     let header = Encoding::Bincode.encode(&job).unwrap();
     let _ = write_frame_parts(&mut sock, &[&header]).await;

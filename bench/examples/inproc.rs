@@ -15,6 +15,7 @@ fn main() {
         input_bytes: input.len() as u64,
         max_depth: 1000,
         max_output_bytes: 1 << 20,
+        args: Default::default(),
     };
     let mut t = Vec::new();
     for _ in 0..iters {

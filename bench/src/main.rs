@@ -365,6 +365,7 @@ fn measure(
         input_bytes: input.len() as u64,
         max_depth: 1000,
         max_output_bytes: BENCH_MAX_OUTPUT,
+        args: Default::default(),
     };
     let mut cell = Cell {
         input: input_name,

@@ -1,7 +1,7 @@
 //! The blocking client.
 
 use crate::{
-    Answer, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls,
+    Answer, Args, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls,
     decode_response, fill, max_tail, no_server_yet, only_output,
 };
 use jqjail_protocol::frame::read_frame;
@@ -104,7 +104,20 @@ impl Client {
         source: Source<'_>,
         options: &RunOptions,
     ) -> Result<Answer, ClientError> {
-        self.call(calls::run(filter, source, options))
+        self.call(calls::run(filter, source, options, &Args::default()))
+    }
+
+    /// Runs a filter with arguments bound in it: `$name` for each named value and `$ARGS`.
+    /// Each value is a JSON text (`"\"a string\""`, `42`), parsed by the worker as strictly
+    /// as an input, so a value is only ever data: text that looks like jq stays a string.
+    pub fn run_with_args(
+        &mut self,
+        filter: &str,
+        source: Source<'_>,
+        options: &RunOptions,
+        args: &Args,
+    ) -> Result<Answer, ClientError> {
+        self.call(calls::run(filter, source, options, args))
     }
 
     /// Stores `content` as a hide of this tenant.

@@ -117,6 +117,63 @@ struct Args {
     /// Output limit for this request, in bytes.
     #[arg(long)]
     max_output: Option<u64>,
+    /// `$NAME` is the string VALUE (repeatable). Values are data, never filter code.
+    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    arg: Vec<String>,
+    /// `$NAME` is the JSON value TEXT (repeatable).
+    #[arg(long = "argjson", num_args = 2, value_names = ["NAME", "TEXT"], action = clap::ArgAction::Append)]
+    argjson: Vec<String>,
+    /// `$NAME` is FILE's text, as a string (read here, never by a worker).
+    #[arg(long = "rawfile", num_args = 2, value_names = ["NAME", "FILE"], action = clap::ArgAction::Append)]
+    rawfile: Vec<String>,
+    /// `$NAME` is an array of the JSON values in FILE (read here, never by a worker).
+    #[arg(long = "slurpfile", num_args = 2, value_names = ["NAME", "FILE"], action = clap::ArgAction::Append)]
+    slurpfile: Vec<String>,
+}
+
+/// The named arguments of `--arg`, `--argjson`, `--rawfile` and `--slurpfile`, each value as
+/// the JSON text the daemon takes. JSON texts keep their own spelling (big numbers stay exact).
+fn named_args(args: &Args) -> Result<crate::Args, String> {
+    let mut out = crate::Args::default();
+    let pairs = |list: &[String]| -> Vec<(String, String)> {
+        list.chunks(2)
+            .map(|p| (p[0].clone(), p.get(1).cloned().unwrap_or_default()))
+            .collect()
+    };
+    let read =
+        |file: &str| std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"));
+    let mut add = |name: String, text: String| -> Result<(), String> {
+        if let Some(problem) = jqjail_protocol::message::arg_name_problem(&name) {
+            return Err(problem);
+        }
+        out.named.insert(name, text);
+        Ok(())
+    };
+    for (name, value) in pairs(&args.arg) {
+        add(name, serde_json::Value::String(value).to_string())?;
+    }
+    for (name, text) in pairs(&args.argjson) {
+        serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| format!("--argjson {name}: not one JSON value: {e}"))?;
+        add(name, text)?;
+    }
+    for (name, file) in pairs(&args.rawfile) {
+        add(name, serde_json::Value::String(read(&file)?).to_string())?;
+    }
+    for (name, file) in pairs(&args.slurpfile) {
+        let text = read(&file)?;
+        let mut values = serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        while let Some(value) = values.next() {
+            value.map_err(|e| format!("--slurpfile {name}: {file} is not JSON: {e}"))?;
+            let end = values.byte_offset();
+            pieces.push(text[start..end].trim());
+            start = end;
+        }
+        add(name, format!("[{}]", pieces.join(",")))?;
+    }
+    Ok(out)
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -284,7 +341,14 @@ fn run(args: Args) -> Exit {
     if args.on_oversize == "hide" {
         options.on_oversize = OnOversize::Hide;
     }
-    match client.run_answer(&args.filter, source, &options) {
+    let named = match named_args(&args) {
+        Ok(named) => named,
+        Err(why) => {
+            report("USAGE", &why);
+            return Exit::Usage;
+        }
+    };
+    match client.run_with_args(&args.filter, source, &options, &named) {
         Ok(Answer::Output(reply)) => {
             let mut text = reply.output.into_bytes();
             text.push(b'\n');

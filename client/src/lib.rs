@@ -18,7 +18,7 @@ pub use asynchronous::AsyncClient;
 pub use blocking::Client;
 pub use hide_buffer::HideBuffer;
 pub use jqjail_protocol::{
-    Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
+    Args, Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
     HideMatch, HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang,
     LimitOverrides, Limits, OnOversize, StatsReply, Tail,
 };
@@ -291,6 +291,7 @@ pub(crate) mod calls {
         filter: &str,
         source: Source<'a>,
         options: &RunOptions,
+        args: &Args,
     ) -> Call<'a, Answer> {
         Call {
             request: Request::Run(RunRequest {
@@ -298,6 +299,7 @@ pub(crate) mod calls {
                 lang: options.lang,
                 limits: options.limits,
                 on_oversize: options.on_oversize,
+                args: args.clone(),
                 input: match source {
                     Source::Inline(input) => Input::Inline(Tail::from(input)),
                     Source::Hide(id) => Input::Hide(id.into()),

@@ -31,7 +31,7 @@ pub use hide::{
 };
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
-    Cost, ErrorReply, Hello, HelloReply, Input, Lang, Latency, Request, Response, RunReply,
+    Args, Cost, ErrorReply, Hello, HelloReply, Input, Lang, Latency, Request, Response, RunReply,
     RunRequest, StatsReply, TenantStats,
 };
 pub use tail::Tail;

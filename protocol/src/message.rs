@@ -158,6 +158,58 @@ pub struct RunRequest<'a> {
     pub on_oversize: OnOversize,
     /// Where the input comes from.
     pub input: Input<'a>,
+    /// v2: values bound in a jq filter: `$name` for each named one, and `$ARGS`
+    /// (`{"positional": [...], "named": {...}}`). Refused for the path language.
+    #[serde(default)]
+    pub args: Args,
+}
+
+/// v2: a run's arguments, each value a JSON text (as `--argjson` takes it; a string value is
+/// its JSON form, `"\"text\""`). The supervisor passes them on unparsed; the worker parses
+/// each as strictly as an input, so a value can only ever be data, never filter code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Args {
+    /// Named values, bound as `$name` and in `$ARGS.named`.
+    #[serde(default)]
+    pub named: std::collections::BTreeMap<String, String>,
+    /// Positional values, in `$ARGS.positional`.
+    #[serde(default)]
+    pub positional: Vec<String>,
+}
+
+impl Args {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.named.is_empty() && self.positional.is_empty()
+    }
+
+    /// Bytes of their names and values.
+    pub fn bytes(&self) -> u64 {
+        let named: usize = self.named.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let positional: usize = self.positional.iter().map(String::len).sum();
+        (named + positional) as u64
+    }
+}
+
+/// Why `name` cannot name an argument, if it cannot: a jq variable name (`[A-Za-z_]
+/// [A-Za-z0-9_]*`, at most 64 bytes) that is not one jqjail binds itself (`ENV`, `ARGS`,
+/// `__loc__`).
+pub fn arg_name_problem(name: &str) -> Option<String> {
+    let well_formed = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    match name {
+        _ if !well_formed => Some(format!(
+            "`{}` is not an argument name: a letter or `_`, then letters, digits or `_`, at most 64 bytes",
+            name.escape_debug()
+        )),
+        "ENV" | "ARGS" | "__loc__" => Some(format!("`${name}` is bound by jqjail itself")),
+        _ => None,
+    }
 }
 
 /// v1: the input of a run.

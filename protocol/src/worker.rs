@@ -91,6 +91,8 @@ pub struct Job {
     pub max_depth: u32,
     /// Largest output text.
     pub max_output_bytes: u64,
+    /// Values bound in the filter (`$name`, `$ARGS`), as JSON texts the worker parses.
+    pub args: crate::message::Args,
 }
 
 /// The worker's answer, with what it cost so far. The supervisor answers its client from

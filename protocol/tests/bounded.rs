@@ -4,8 +4,8 @@
 
 use jqjail_protocol::worker::{Outcome, Reply, WorkerError};
 use jqjail_protocol::{
-    Encoding, ErrorCode, Hello, HideCutRequest, HidePut, HideRef, HideSearchRequest, Input, Lang,
-    LimitOverrides, OnOversize, Request, Response, RunRequest, Tail,
+    Args, Encoding, ErrorCode, Hello, HideCutRequest, HidePut, HideRef, HideSearchRequest, Input,
+    Lang, LimitOverrides, OnOversize, Request, Response, RunRequest, Tail,
 };
 use std::collections::BTreeMap;
 
@@ -50,6 +50,10 @@ fn requests() -> Vec<Request<'static>> {
             limits: LimitOverrides::default(),
             on_oversize: OnOversize::Error,
             input: Input::Inline(Tail::from(MARK)),
+            args: Args {
+                named: [(MARK.to_string(), MARK.to_string())].into(),
+                positional: vec![MARK.into()],
+            },
         }),
         Request::Run(RunRequest {
             filter: MARK.into(),
@@ -57,6 +61,7 @@ fn requests() -> Vec<Request<'static>> {
             limits: LimitOverrides::default(),
             on_oversize: OnOversize::Hide,
             input: Input::Hide(MARK.into()),
+            args: Args::default(),
         }),
         Request::HidePut(HidePut {
             kind: MARK.into(),
@@ -97,9 +102,10 @@ fn a_huge_declared_length_in_any_request_field_is_an_error() {
             tried += 1;
         }
     }
-    // Hello 1, run 1 + 2, put 4, get, cut, search 2, delete: each with and without what
-    // followed the length. (Inputs and contents are tails: a length, not a string.)
-    assert_eq!(tried, 2 * 13);
+    // Hello 1, run 1 + 3 (its arguments' name, value, positional value) + 2, put 4, get, cut,
+    // search 2, delete: each with and without what followed the length. (Inputs and
+    // contents are tails: a length, not a string.)
+    assert_eq!(tried, 2 * 16);
 }
 
 #[test]
@@ -107,6 +113,7 @@ fn a_huge_tail_length_decodes_as_a_number_and_allocates_nothing() {
     // The server reads a tail only after checking its length against the input limit.
     let mut body = vec![0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00];
     body.extend(huge_len());
+    body.extend([0x00, 0x00]); // no arguments
     let request = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap();
     assert_eq!(request.tail().map(Tail::len), Some(1 << 44));
 }

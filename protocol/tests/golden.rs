@@ -2,7 +2,7 @@
 //! change and needs a new protocol version.
 
 use jqjail_protocol::{
-    Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HideCut, HideCutRequest,
+    Args, Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HideCut, HideCutRequest,
     HideListReply, HideListRequest, HideMatch, HidePut, HideSearchReply, Input, Lang,
     LimitOverrides, Limits, OnOversize, Request, Response, RunReply, RunRequest, Tail,
 };
@@ -62,16 +62,19 @@ fn run_request() {
             max_depth: None,
         },
         on_oversize: OnOversize::Error,
+        args: Args::default(),
     });
     // variant 1, filter ".a", lang Jq, three options: None, Some(300 as varint 0xfb 0x2c 0x01),
     // None; on_oversize Error (0); then Input::Inline (0) with a tail of 7 bytes. The 7 bytes
     // follow the frame, raw.
+    // Then the arguments: a map of none, a list of none.
     let bincode = [
-        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00, 0x00, 0x07,
+        0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00,
+        0x00,
     ];
     both(
         &bincode,
-        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":7}}}"#,
+        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":7},"args":{"named":{},"positional":[]}}}"#,
         |enc, golden| request_with_tail(enc, &msg, golden, input),
     );
 }
@@ -88,6 +91,7 @@ fn json_run_request_with_optional_fields_left_out() {
             lang: Lang::Jq,
             limits: LimitOverrides::default(),
             on_oversize: OnOversize::Error,
+            args: Args::default(),
         })
     );
 }
@@ -101,10 +105,11 @@ fn a_tail_can_be_as_long_as_a_u64_says_and_the_frame_stays_small() {
         lang: Lang::Jq,
         limits: LimitOverrides::default(),
         on_oversize: OnOversize::Error,
+        args: Args::default(),
     });
     for enc in [Encoding::Bincode, Encoding::Json] {
         let body = enc.encode(&msg).unwrap();
-        assert!(body.len() < 200, "{enc:?}: {} bytes", body.len());
+        assert!(body.len() < 240, "{enc:?}: {} bytes", body.len());
         let got = enc.decode::<Request<'_>>(&body).unwrap();
         assert_eq!(got.tail().unwrap().len(), u64::MAX);
     }
@@ -210,12 +215,18 @@ fn run_over_a_hide() {
         lang: Lang::Jq,
         limits: LimitOverrides::default(),
         on_oversize: OnOversize::Hide,
+        args: Args {
+            named: [("n".to_string(), "1".to_string())].into(),
+            positional: vec![r#""p""#.into()],
+        },
     });
     let mut bincode = vec![0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x0b];
     bincode.extend_from_slice(b"gh-0123abcd");
+    // One named argument `n` = `1`, one positional `"p"`.
+    bincode.extend_from_slice(&[0x01, 0x01, b'n', 0x01, b'1', 0x01, 0x03, b'"', b'p', b'"']);
     both(
         &bincode,
-        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"hide","input":{"hide":"gh-0123abcd"}}}"#,
+        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"hide","input":{"hide":"gh-0123abcd"},"args":{"named":{"n":"1"},"positional":["\"p\""]}}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);

@@ -912,6 +912,7 @@ struct RunParts {
     lang: jqjail_protocol::Lang,
     limits: jqjail_protocol::LimitOverrides,
     on_oversize: OnOversize,
+    args: jqjail_protocol::Args,
 }
 
 impl RunParts {
@@ -921,8 +922,29 @@ impl RunParts {
             lang: run.lang,
             limits: run.limits,
             on_oversize: run.on_oversize,
+            args: run.args,
         }
     }
+}
+
+/// Why a run's arguments are refused, if they are: a bad name, or any argument for the path
+/// language (it has no variables). Their values are the worker's to parse.
+fn args_problem(run: &RunParts) -> Option<ErrorReply> {
+    if run.args.is_empty() {
+        return None;
+    }
+    if run.lang == jqjail_protocol::Lang::Path {
+        return Some(ErrorReply::new(
+            ErrorCode::InvalidRequest,
+            "the path language has no variables; named and positional arguments are for jq filters",
+        ));
+    }
+    let problem = run
+        .args
+        .named
+        .keys()
+        .find_map(|name| jqjail_protocol::message::arg_name_problem(name))?;
+    Some(ErrorReply::new(ErrorCode::InvalidRequest, problem))
 }
 
 /// Where a run's input comes from.
@@ -997,6 +1019,9 @@ async fn run_input(
             filter_len,
         );
     }
+    if let Some(refused) = args_problem(&run) {
+        return Response::Error(refused);
+    }
     let store = shared.store.as_deref();
     // Output over the limit is kept as a hide (up to the input limit, the size of a hide).
     let keep = match (run.on_oversize, store) {
@@ -1027,6 +1052,7 @@ async fn run_input(
         }
     };
     let job = Job {
+        args: run.args,
         filter: run.filter,
         lang: run.lang,
         input_bytes: input_len,

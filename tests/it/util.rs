@@ -280,6 +280,7 @@ pub fn run_frame(filter: &str, tail_len: u64) -> Vec<u8> {
             limits: Default::default(),
             on_oversize: Default::default(),
             input: Input::Inline(Tail::pending(tail_len)),
+            args: Default::default(),
         }))
         .unwrap()
 }

@@ -158,6 +158,12 @@ impl Engine {
 
     /// Compiles `code`, refusing module and data imports.
     pub fn compile(&self, code: &str) -> Result<Compiled, EvalError> {
+        self.compile_with(code, &[])
+    }
+
+    /// Compiles `code` with `$ENV`, `$ARGS` and `$NAME` for each of `names` defined, refusing
+    /// module and data imports.
+    pub fn compile_with(&self, code: &str, names: &[&str]) -> Result<Compiled, EvalError> {
         let arena = Arena::default();
         let loader = Loader::new(self.reachable(code).into_iter().cloned());
         let modules = loader
@@ -170,8 +176,15 @@ impl Engine {
             ))
         })
         .map_err(|errs| compile_error(load_errors(code, errs)))?;
+        // The compiler keeps its variable names for the filter's life; a worker compiles
+        // once, so the few bytes of a run's argument names are leaked rather than tracked.
+        let globals = ["$ENV", "$ARGS"].into_iter().chain(
+            names
+                .iter()
+                .map(|n| &*Box::leak(format!("${n}").into_boxed_str())),
+        );
         let filter = Compiler::default()
-            .with_global_vars(["$ENV"])
+            .with_global_vars(globals)
             .with_funs(natives())
             .compile(modules)
             .map_err(|errs| {
@@ -199,9 +212,34 @@ impl Engine {
         input: Val,
         max_output_bytes: u64,
     ) -> Result<String, EvalError> {
+        let no_args = Val::obj(
+            [
+                (
+                    Val::from("positional".to_string()),
+                    Val::Arr(Vec::new().into()),
+                ),
+                (Val::from("named".to_string()), Val::obj(Default::default())),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        self.run_with(filter, input, no_args, Vec::new(), max_output_bytes)
+    }
+
+    /// [`Engine::run`] with `$ARGS` and the named values, in the order of the names the
+    /// filter was compiled with.
+    pub fn run_with(
+        &self,
+        filter: &Compiled,
+        input: Val,
+        args: Val,
+        named: Vec<Val>,
+        max_output_bytes: u64,
+    ) -> Result<String, EvalError> {
         let filter = &filter.0;
         let env = Val::obj(Default::default());
-        let ctx = Ctx::<Data>::new(&filter.lut, Vars::new([env]));
+        let vars = [env, args].into_iter().chain(named);
+        let ctx = Ctx::<Data>::new(&filter.lut, Vars::new(vars));
         let mut answer = Answer::new(max_output_bytes);
         for item in filter.id.run((ctx, input)) {
             let value = match item {

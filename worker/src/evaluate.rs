@@ -30,7 +30,7 @@ pub fn evaluate_with(
     keep: impl FnOnce(jaq_json::Val),
 ) -> Result<String, EvalError> {
     match job.lang {
-        Lang::Jq => {
+        Lang::Jq if job.args.is_empty() => {
             let filter = engine.compile(&job.filter)?;
             let value = parse_input(input, job.max_depth)?;
             // The run gets a reference-counted handle; the original keeps the document alive
@@ -39,6 +39,21 @@ pub fn evaluate_with(
             keep(value);
             result
         }
+        Lang::Jq => {
+            let names: Vec<&str> = job.args.named.keys().map(String::as_str).collect();
+            let filter = engine.compile_with(&job.filter, &names)?;
+            let (args, named) = parse_args(&job.args, job.max_depth)?;
+            let value = parse_input(input, job.max_depth)?;
+            let result = engine.run_with(&filter, value.clone(), args, named, job.max_output_bytes);
+            keep(value);
+            result
+        }
+        Lang::Path if !job.args.is_empty() => Err(EvalError {
+            code: ErrorCode::InvalidRequest,
+            message: "the path language has no variables; arguments are for jq filters".into(),
+            limit: None,
+            actual: None,
+        }),
         Lang::Path => {
             let query = crate::path::parse(&job.filter)?;
             let value = parse_input(input, job.max_depth.min(crate::path::MAX_INPUT_DEPTH))?;
@@ -48,6 +63,48 @@ pub fn evaluate_with(
             crate::engine::render(answer, job.max_output_bytes)
         }
     }
+}
+
+/// Parses a run's arguments as strictly as an input: `$ARGS` and the named values in name
+/// order. A value that is not exactly one JSON text is refused naming the argument.
+fn parse_args(
+    args: &jqjail_protocol::Args,
+    max_depth: u32,
+) -> Result<(jaq_json::Val, Vec<jaq_json::Val>), EvalError> {
+    let parse = |what: String, text: &str| {
+        parse_input(&Bytes::copy_from_slice(text.as_bytes()), max_depth).map_err(|e| EvalError {
+            message: format!("{what} is not one JSON value: {}", e.message),
+            ..e
+        })
+    };
+    let mut named = Vec::with_capacity(args.named.len());
+    let mut map = Vec::with_capacity(args.named.len());
+    for (name, text) in &args.named {
+        let value = parse(format!("argument `${name}`"), text)?;
+        map.push((jaq_json::Val::from(name.clone()), value.clone()));
+        named.push(value);
+    }
+    let positional = args
+        .positional
+        .iter()
+        .enumerate()
+        .map(|(i, text)| parse(format!("positional argument {}", i + 1), text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let all = jaq_json::Val::obj(
+        [
+            (
+                jaq_json::Val::from("positional".to_string()),
+                jaq_json::Val::Arr(positional.into()),
+            ),
+            (
+                jaq_json::Val::from("named".to_string()),
+                jaq_json::Val::obj(map.into_iter().collect()),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    Ok((all, named))
 }
 
 /// Checks the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
