@@ -281,17 +281,37 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         let _ = writeln!(std::io::stdout(), "{text}");
         return Exit::Success.into();
     }
-    // `jqjail hide …` and `jqjail stats`; jq has no `hide`, `stats` or `tools` builtins, so no
-    // filter is lost.
-    let without_subcommand = |mut args: Vec<OsString>| {
-        args.remove(1);
-        args
-    };
-    match args.get(1).and_then(|a| a.to_str()) {
-        Some("hide") => parse_and_run(without_subcommand(args), hide::main),
-        Some("stats") => parse_and_run(without_subcommand(args), stats),
+    // `jqjail hide …` and `jqjail stats`, also after `--socket S` (the one option every
+    // command takes); a filter spelled like a subcommand is still reachable after `--`.
+    let (subcommand, args) = subcommand(args);
+    match subcommand {
+        Some("hide") => parse_and_run(args, hide::main),
+        Some("stats") => parse_and_run(args, stats),
         _ => parse_and_run(args, run),
     }
+}
+
+/// Finds a subcommand (`hide`, `stats`) as the first argument after any `--socket S`, and
+/// returns the arguments for its parser: argv\[0\] named `jqjail SUBCOMMAND` (so its usage
+/// lines say so), the `--socket` options, then the rest.
+fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
+    let mut at = 1;
+    while let Some(arg) = args.get(at).and_then(|a| a.to_str()) {
+        match arg {
+            "--socket" => at += 2,
+            _ if arg.starts_with("--socket=") => at += 1,
+            _ => break,
+        }
+    }
+    let found = match args.get(at).and_then(|a| a.to_str()) {
+        Some("hide") => "hide",
+        Some("stats") => "stats",
+        _ => return (None, args),
+    };
+    let mut out = vec![OsString::from(format!("jqjail {found}"))];
+    out.extend(args[1..at].iter().cloned());
+    out.extend(args[at + 1..].iter().cloned());
+    (Some(found), out)
 }
 
 /// Parses `args` as `T` and runs `main` with them. A parse failure prints clap's message

@@ -152,3 +152,76 @@ fn tools_prints_definitions_in_each_shape() {
     let bad = Command::new(CLI).args(["tools", "xml"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Issue 15: subcommands were recognised only as the first argument, so `jqjail --socket S
+/// hide list` ran a filter named `hide` over a file named `list`, and `jqjail hide put
+/// --help` said `Usage: jqjail put`.
+#[test]
+fn subcommands_take_the_socket_before_or_after_and_say_their_own_names() {
+    let d = Daemon::start();
+    d.client()
+        .hide_put("k", "forms", b"[1]", &Default::default())
+        .unwrap();
+    let socket = d.socket.to_str().unwrap();
+    let with = |args: &[&str], env: bool| {
+        let mut c = Command::new(CLI);
+        c.args(args);
+        match env {
+            true => c.env("JQJAIL_SOCKET", socket),
+            false => c.env_remove("JQJAIL_SOCKET"),
+        };
+        c.output().unwrap()
+    };
+    let sock_eq = format!("--socket={socket}");
+    for (args, env) in [
+        (vec!["--socket", socket, "hide", "list"], false),
+        (vec![sock_eq.as_str(), "hide", "list"], false),
+        (vec!["hide", "list", "--socket", socket], false),
+        (vec!["hide", "--socket", socket, "list"], false),
+        (vec!["hide", "list"], true),
+    ] {
+        let out = with(&args, env);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("forms-"),
+            "{args:?}"
+        );
+    }
+    for (args, env) in [
+        (vec!["--socket", socket, "stats"], false),
+        (vec!["stats", "--socket", socket], false),
+        (vec!["stats"], true),
+    ] {
+        let out = with(&args, env);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(socket),
+            "{args:?}"
+        );
+    }
+    let help = with(&["hide", "put", "--help"], false);
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("Usage: jqjail hide put"),
+        "{}",
+        String::from_utf8_lossy(&help.stdout)
+    );
+    // A filter spelled like a subcommand is still a filter after `--`.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.json");
+    std::fs::write(&input, r#"{"stats":7}"#).unwrap();
+    let out = with(&["--socket", socket, "--", "stats"], false);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("undefined filter `stats`"));
+    let out = with(
+        &["--socket", socket, "--", ".stats", input.to_str().unwrap()],
+        false,
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "7");
+}
