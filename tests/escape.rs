@@ -519,6 +519,7 @@ async fn probe_on(
         max_depth: 10,
         max_output_bytes: 1000,
         args: Default::default(),
+        outputs: Default::default(),
     };
     let header = Encoding::Bincode.encode(&job).unwrap();
     let _ = write_frame_parts(&mut sock, &[&header]).await;

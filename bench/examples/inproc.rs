@@ -16,6 +16,7 @@ fn main() {
         max_depth: 1000,
         max_output_bytes: 1 << 20,
         args: Default::default(),
+        outputs: Default::default(),
     };
     let mut t = Vec::new();
     for _ in 0..iters {

@@ -366,6 +366,7 @@ fn measure(
         max_depth: 1000,
         max_output_bytes: BENCH_MAX_OUTPUT,
         args: Default::default(),
+        outputs: Default::default(),
     };
     let mut cell = Cell {
         input: input_name,

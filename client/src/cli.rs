@@ -8,6 +8,7 @@
 //! [`SYSTEM_SOCKET`], else the user's private daemon, which it starts when none is running.
 
 mod hide;
+mod print;
 
 use crate::paths::{PrivateDir, SOCKET_ENV, SYSTEM_SOCKET};
 use crate::{Answer, Client, ClientError, ErrorCode, OnOversize, RunOptions, Source};
@@ -129,6 +130,51 @@ struct Args {
     /// `$NAME` is an array of the JSON values in FILE (read here, never by a worker).
     #[arg(long = "slurpfile", num_args = 2, value_names = ["NAME", "FILE"], action = clap::ArgAction::Append)]
     slurpfile: Vec<String>,
+    /// Compact output: each output on one line.
+    #[arg(short = 'c', long = "compact-output")]
+    compact: bool,
+    /// Strings printed raw, without quotes or escapes.
+    #[arg(short = 'r', long = "raw-output")]
+    raw: bool,
+    /// As -r, with no newline after each output.
+    #[arg(short = 'j', long = "join-output")]
+    join: bool,
+    /// Non-ASCII characters printed as \uXXXX escapes.
+    #[arg(short = 'a', long = "ascii-output")]
+    ascii: bool,
+    /// Object keys printed in sorted order.
+    #[arg(short = 'S', long = "sort-keys")]
+    sort_keys: bool,
+    /// A tab per indentation level.
+    #[arg(long)]
+    tab: bool,
+    /// Spaces per indentation level (0 to 7; 0 prints compactly).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=7))]
+    indent: u8,
+    /// The input is `null`; FILE and stdin are not read.
+    #[arg(short = 'n', long = "null-input")]
+    null_input: bool,
+    /// The input's JSON values, read as one array.
+    #[arg(short = 's', long)]
+    slurp: bool,
+    /// Exit status from the last output: 1 if false or null, 4 if there was none.
+    #[arg(short = 'e', long = "exit-status")]
+    exit_status: bool,
+}
+
+/// The input's JSON values as one array, each value as spelled (`-s`).
+fn slurp(input: &[u8]) -> Result<Vec<u8>, String> {
+    let text = std::str::from_utf8(input).map_err(|e| format!("input is not UTF-8: {e}"))?;
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while let Some(value) = values.next() {
+        value.map_err(|e| format!("input is not JSON: {e}"))?;
+        let end = values.byte_offset();
+        pieces.push(text[start..end].trim());
+        start = end;
+    }
+    Ok(format!("[{}]", pieces.join(",")).into_bytes())
 }
 
 /// The named arguments of `--arg`, `--argjson`, `--rawfile` and `--slurpfile`, each value as
@@ -340,6 +386,7 @@ fn run(args: Args) -> Exit {
     };
     let input = match &args.hide {
         Some(_) => Vec::new(),
+        None if args.null_input => b"null".to_vec(),
         None => match read_input(args.file.as_deref(), client.limits().max_input_bytes) {
             Ok(bytes) => bytes,
             Err((code, message)) => {
@@ -347,6 +394,16 @@ fn run(args: Args) -> Exit {
                 return Exit::Input;
             }
         },
+    };
+    let input = match args.slurp && !args.null_input && args.hide.is_none() {
+        true => match slurp(&input) {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                report(ErrorCode::InvalidJson.as_str(), &why);
+                return Exit::Input;
+            }
+        },
+        false => input,
     };
     let source = match &args.hide {
         Some(id) => Source::Hide(id),
@@ -361,6 +418,17 @@ fn run(args: Args) -> Exit {
     if args.on_oversize == "hide" {
         options.on_oversize = OnOversize::Hide;
     }
+    // Each output on a line of its own, so that they print as jq prints them.
+    options.outputs = crate::Outputs::Lines;
+    let style = print::Style {
+        compact: args.compact,
+        indent: usize::from(args.indent),
+        tab: args.tab,
+        raw: args.raw,
+        join: args.join,
+        ascii: args.ascii,
+        sort_keys: args.sort_keys,
+    };
     let named = match named_args(&args) {
         Ok(named) => named,
         Err(why) => {
@@ -370,9 +438,18 @@ fn run(args: Args) -> Exit {
     };
     match client.run_with_args(&args.filter, source, &options, &named) {
         Ok(Answer::Output(reply)) => {
-            let mut text = reply.output.into_bytes();
-            text.push(b'\n');
-            write_out(&text)
+            let mut text = Vec::with_capacity(reply.output.len() * 2);
+            match print::print(&reply.output, &style, &mut text) {
+                Ok(last) => match (write_out(&text), args.exit_status, last) {
+                    (Exit::Success, true, None) => Exit::Filter,
+                    (Exit::Success, true, Some(false)) => Exit::NoMatch,
+                    (written, _, _) => written,
+                },
+                Err(why) => {
+                    report("INTERNAL", &why);
+                    Exit::Internal
+                }
+            }
         }
         // The output was kept as a hide: print its first page as `jqjail hide cut` would.
         Ok(Answer::Hidden(hidden)) => {

@@ -20,7 +20,7 @@ pub use hide_buffer::HideBuffer;
 pub use jqjail_protocol::{
     Args, Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
     HideMatch, HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang,
-    LimitOverrides, Limits, OnOversize, StatsReply, Tail,
+    LimitOverrides, Limits, OnOversize, Outputs, StatsReply, Tail,
 };
 
 use jqjail_protocol::{
@@ -119,6 +119,8 @@ pub struct RunOptions {
     pub lang: Lang,
     /// What to do with output over the output limit (fail, by default).
     pub on_oversize: OnOversize,
+    /// The answer's form: collapsed (the default) or one output per line.
+    pub outputs: Outputs,
 }
 
 fn hello() -> Hello {
@@ -300,6 +302,7 @@ pub(crate) mod calls {
                 limits: options.limits,
                 on_oversize: options.on_oversize,
                 args: args.clone(),
+                outputs: options.outputs,
                 input: match source {
                     Source::Inline(input) => Input::Inline(Tail::from(input)),
                     Source::Hide(id) => Input::Hide(id.into()),

@@ -162,6 +162,22 @@ pub struct RunRequest<'a> {
     /// (`{"positional": [...], "named": {...}}`). Refused for the path language.
     #[serde(default)]
     pub args: Args,
+    /// v2: how several outputs are answered: collapsed into one JSON text (the default), or
+    /// each on a line of its own.
+    #[serde(default)]
+    pub outputs: Outputs,
+}
+
+/// v2: the form of a run's answer text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outputs {
+    /// v2: one output → that value, several → an array of them, none → `null` (SPEC §3).
+    #[default]
+    Collapsed,
+    /// v2: every output as compact JSON text followed by a newline (none: empty), so a
+    /// client can tell one array from several outputs. The cap counts the newlines.
+    Lines,
 }
 
 /// v2: a run's arguments, each value a JSON text (as `--argjson` takes it; a string value is

@@ -93,6 +93,8 @@ pub struct Job {
     pub max_output_bytes: u64,
     /// Values bound in the filter (`$name`, `$ARGS`), as JSON texts the worker parses.
     pub args: crate::message::Args,
+    /// The form of the answer text.
+    pub outputs: crate::message::Outputs,
 }
 
 /// The worker's answer, with what it cost so far. The supervisor answers its client from

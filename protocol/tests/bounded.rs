@@ -54,6 +54,7 @@ fn requests() -> Vec<Request<'static>> {
                 named: [(MARK.to_string(), MARK.to_string())].into(),
                 positional: vec![MARK.into()],
             },
+            outputs: Default::default(),
         }),
         Request::Run(RunRequest {
             filter: MARK.into(),
@@ -62,6 +63,7 @@ fn requests() -> Vec<Request<'static>> {
             on_oversize: OnOversize::Hide,
             input: Input::Hide(MARK.into()),
             args: Args::default(),
+            outputs: Default::default(),
         }),
         Request::HidePut(HidePut {
             kind: MARK.into(),
@@ -113,7 +115,7 @@ fn a_huge_tail_length_decodes_as_a_number_and_allocates_nothing() {
     // The server reads a tail only after checking its length against the input limit.
     let mut body = vec![0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00];
     body.extend(huge_len());
-    body.extend([0x00, 0x00]); // no arguments
+    body.extend([0x00, 0x00, 0x00]); // no arguments, collapsed outputs
     let request = Encoding::Bincode.decode::<Request<'_>>(&body).unwrap();
     assert_eq!(request.tail().map(Tail::len), Some(1 << 44));
 }

@@ -63,18 +63,19 @@ fn run_request() {
         },
         on_oversize: OnOversize::Error,
         args: Args::default(),
+        outputs: Default::default(),
     });
     // variant 1, filter ".a", lang Jq, three options: None, Some(300 as varint 0xfb 0x2c 0x01),
     // None; on_oversize Error (0); then Input::Inline (0) with a tail of 7 bytes. The 7 bytes
     // follow the frame, raw.
-    // Then the arguments: a map of none, a list of none.
+    // Then the arguments: a map of none, a list of none; then the outputs' form (collapsed).
     let bincode = [
         0x01, 0x02, b'.', b'a', 0x00, 0x00, 0x01, 0xfb, 0x2c, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00,
-        0x00,
+        0x00, 0x00,
     ];
     both(
         &bincode,
-        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":7},"args":{"named":{},"positional":[]}}}"#,
+        r#"{"run":{"filter":".a","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":300,"max_depth":null},"on_oversize":"error","input":{"inline":7},"args":{"named":{},"positional":[]},"outputs":"collapsed"}}"#,
         |enc, golden| request_with_tail(enc, &msg, golden, input),
     );
 }
@@ -92,6 +93,7 @@ fn json_run_request_with_optional_fields_left_out() {
             limits: LimitOverrides::default(),
             on_oversize: OnOversize::Error,
             args: Args::default(),
+            outputs: Default::default(),
         })
     );
 }
@@ -106,6 +108,7 @@ fn a_tail_can_be_as_long_as_a_u64_says_and_the_frame_stays_small() {
         limits: LimitOverrides::default(),
         on_oversize: OnOversize::Error,
         args: Args::default(),
+        outputs: Default::default(),
     });
     for enc in [Encoding::Bincode, Encoding::Json] {
         let body = enc.encode(&msg).unwrap();
@@ -219,14 +222,16 @@ fn run_over_a_hide() {
             named: [("n".to_string(), "1".to_string())].into(),
             positional: vec![r#""p""#.into()],
         },
+        outputs: Default::default(),
     });
     let mut bincode = vec![0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x0b];
     bincode.extend_from_slice(b"gh-0123abcd");
     // One named argument `n` = `1`, one positional `"p"`.
     bincode.extend_from_slice(&[0x01, 0x01, b'n', 0x01, b'1', 0x01, 0x03, b'"', b'p', b'"']);
+    bincode.push(0x00); // outputs: collapsed
     both(
         &bincode,
-        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"hide","input":{"hide":"gh-0123abcd"},"args":{"named":{"n":"1"},"positional":["\"p\""]}}}"#,
+        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"hide","input":{"hide":"gh-0123abcd"},"args":{"named":{"n":"1"},"positional":["\"p\""]},"outputs":"collapsed"}}"#,
         |enc, golden| {
             assert_eq!(enc.encode(&msg).unwrap(), golden, "{enc:?}");
             assert_eq!(enc.decode::<Request<'_>>(golden).unwrap(), msg);

@@ -913,6 +913,7 @@ struct RunParts {
     limits: jqjail_protocol::LimitOverrides,
     on_oversize: OnOversize,
     args: jqjail_protocol::Args,
+    outputs: jqjail_protocol::Outputs,
 }
 
 impl RunParts {
@@ -923,6 +924,7 @@ impl RunParts {
             limits: run.limits,
             on_oversize: run.on_oversize,
             args: run.args,
+            outputs: run.outputs,
         }
     }
 }
@@ -1053,6 +1055,7 @@ async fn run_input(
     };
     let job = Job {
         args: run.args,
+        outputs: run.outputs,
         filter: run.filter,
         lang: run.lang,
         input_bytes: input_len,

@@ -116,7 +116,7 @@ fn the_cli_reads_argument_files_itself_and_passes_values() {
     std::fs::write(&slurp, "1 {\"big\":12345678901234567890}\n[2]").unwrap();
     let out = Command::new(crate::util::CLI)
         .env("JQJAIL_SOCKET", &d.socket)
-        .args(["--arg", "s", "$ENV", "--argjson", "j", "[1,2]"])
+        .args(["-c", "--arg", "s", "$ENV", "--argjson", "j", "[1,2]"])
         .arg("--rawfile")
         .arg("r")
         .arg(&raw)

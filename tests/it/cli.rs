@@ -74,7 +74,7 @@ fn reads_stdin_by_default() {
     let mut child = Command::new(CLI)
         .arg("--socket")
         .arg(&d.socket)
-        .arg(".a")
+        .args(["-c", ".a"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -85,6 +85,7 @@ fn in_process(engine: &Engine, case: &Case) -> Result<String, String> {
         max_depth: 1000,
         max_output_bytes: 100_000,
         args: Default::default(),
+        outputs: Default::default(),
     };
     evaluate(engine, &job, &Bytes::copy_from_slice(case.input.as_bytes()))
         .map_err(|e| e.code.to_string())

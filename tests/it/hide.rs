@@ -410,7 +410,7 @@ fn the_hide_command_line() {
     let out = Command::new(CLI)
         .arg("--socket")
         .arg(&d.socket)
-        .args(["--hide", &id, "map(.title)"])
+        .args(["-c", "--hide", &id, "map(.title)"])
         .output()
         .unwrap();
     assert_eq!(

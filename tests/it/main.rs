@@ -12,6 +12,7 @@ mod conformance;
 mod contract;
 mod hide;
 mod hostile;
+mod jq_cli;
 mod json_client;
 mod lifecycle;
 mod limits;

@@ -281,6 +281,7 @@ pub fn run_frame(filter: &str, tail_len: u64) -> Vec<u8> {
             on_oversize: Default::default(),
             input: Input::Inline(Tail::pending(tail_len)),
             args: Default::default(),
+            outputs: Default::default(),
         }))
         .unwrap()
 }

@@ -19,6 +19,7 @@ use jaq_core::native::{Fun, v};
 use jaq_core::{Compiler, Ctx, Vars, data};
 use jaq_json::Val;
 use jqjail_protocol::ErrorCode;
+use jqjail_protocol::Outputs;
 use jqjail_protocol::limits::grouped;
 use std::cell::RefCell;
 
@@ -223,7 +224,14 @@ impl Engine {
             .into_iter()
             .collect(),
         );
-        self.run_with(filter, input, no_args, Vec::new(), max_output_bytes)
+        self.run_with(
+            filter,
+            input,
+            no_args,
+            Vec::new(),
+            Outputs::Collapsed,
+            max_output_bytes,
+        )
     }
 
     /// [`Engine::run`] with `$ARGS` and the named values, in the order of the names the
@@ -234,13 +242,14 @@ impl Engine {
         input: Val,
         args: Val,
         named: Vec<Val>,
+        outputs: Outputs,
         max_output_bytes: u64,
     ) -> Result<String, EvalError> {
         let filter = &filter.0;
         let env = Val::obj(Default::default());
         let vars = [env, args].into_iter().chain(named);
         let ctx = Ctx::<Data>::new(&filter.lut, Vars::new(vars));
-        let mut answer = Answer::new(max_output_bytes);
+        let mut answer = Answer::new(max_output_bytes, outputs);
         for item in filter.id.run((ctx, input)) {
             let value = match item {
                 Ok(value) => value,
@@ -277,30 +286,48 @@ impl Engine {
     }
 }
 
+/// `$ARGS` of a run without arguments: `{"positional": [], "named": {}}`, as in jq.
+pub fn no_args() -> Val {
+    Val::obj(
+        [
+            (
+                Val::from("positional".to_string()),
+                Val::Arr(Vec::new().into()),
+            ),
+            (Val::from("named".to_string()), Val::obj(Default::default())),
+        ]
+        .into_iter()
+        .collect(),
+    )
+}
+
 /// Renders a single value as the answer text, within the output cap (the path language's
 /// answer is always exactly one value).
-pub fn render(value: Val, max_output_bytes: u64) -> Result<String, EvalError> {
-    let mut answer = Answer::new(max_output_bytes);
+pub fn render(value: Val, outputs: Outputs, max_output_bytes: u64) -> Result<String, EvalError> {
+    let mut answer = Answer::new(max_output_bytes, outputs);
     answer.push(value)?;
     answer.finish()
 }
 
-/// The answer text being built: one output → that value, several → `[v1,v2,…]`, none →
-/// `null`; never longer than the cap, array framing included.
+/// The answer text being built: collapsed, one output → that value, several → `[v1,v2,…]`,
+/// none → `null`; or as lines, each output and a newline. Never longer than the cap, array
+/// framing and newlines included.
 struct Answer {
     out: Vec<u8>,
     count: usize,
     max: u64,
     limit: usize,
+    lines: bool,
 }
 
 impl Answer {
-    fn new(max_output_bytes: u64) -> Answer {
+    fn new(max_output_bytes: u64, outputs: Outputs) -> Answer {
         Answer {
             out: Vec::new(),
             count: 0,
             max: max_output_bytes,
             limit: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
+            lines: outputs == Outputs::Lines,
         }
     }
 
@@ -320,8 +347,12 @@ impl Answer {
 
     /// Appends one output value, failing as soon as the text would pass the cap.
     fn push(&mut self, value: Val) -> Result<(), EvalError> {
-        // With a second value the text becomes `[v1,v2,…]`: keep room for the brackets.
-        let result = if self.count == 0 {
+        // With a second value the text becomes `[v1,v2,…]`: keep room for the brackets. A
+        // line keeps room for its newline.
+        let result = if self.lines {
+            write_value(&mut self.out, &value, self.limit.saturating_sub(1))
+                .map(|()| self.out.push(b'\n'))
+        } else if self.count == 0 {
             write_value(&mut self.out, &value, self.limit)
         } else {
             let framed = self.limit.saturating_sub(2);
@@ -349,6 +380,11 @@ impl Answer {
     }
 
     fn finish(self) -> Result<String, EvalError> {
+        if self.lines {
+            return String::from_utf8(self.out).map_err(|_| {
+                EvalError::new(ErrorCode::Internal, "output writer produced non-UTF-8")
+            });
+        }
         let len = match self.count {
             0 => 4,
             1 => self.out.len(),

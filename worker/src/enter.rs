@@ -140,6 +140,7 @@ pub(crate) fn warm_up(engine: &Engine) {
         max_depth: 16,
         max_output_bytes: 4096,
         args: Default::default(),
+        outputs: Default::default(),
     };
     let input =
         Bytes::from_static(br#"[{"id":1,"title":"Warm Up","labels":["a","b"],"body":"x\u00e9"}]"#);

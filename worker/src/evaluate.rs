@@ -35,7 +35,14 @@ pub fn evaluate_with(
             let value = parse_input(input, job.max_depth)?;
             // The run gets a reference-counted handle; the original keeps the document alive
             // past the end of the run, so that nothing frees it.
-            let result = engine.run(&filter, value.clone(), job.max_output_bytes);
+            let result = engine.run_with(
+                &filter,
+                value.clone(),
+                crate::engine::no_args(),
+                Vec::new(),
+                job.outputs,
+                job.max_output_bytes,
+            );
             keep(value);
             result
         }
@@ -44,7 +51,14 @@ pub fn evaluate_with(
             let filter = engine.compile_with(&job.filter, &names)?;
             let (args, named) = parse_args(&job.args, job.max_depth)?;
             let value = parse_input(input, job.max_depth)?;
-            let result = engine.run_with(&filter, value.clone(), args, named, job.max_output_bytes);
+            let result = engine.run_with(
+                &filter,
+                value.clone(),
+                args,
+                named,
+                job.outputs,
+                job.max_output_bytes,
+            );
             keep(value);
             result
         }
@@ -60,7 +74,7 @@ pub fn evaluate_with(
             let answer = crate::path::evaluate(&query, &value);
             keep(value);
             let answer = answer?;
-            crate::engine::render(answer, job.max_output_bytes)
+            crate::engine::render(answer, job.outputs, job.max_output_bytes)
         }
     }
 }
