@@ -207,17 +207,9 @@ fn named_args(args: &Args) -> Result<crate::Args, String> {
         add(name, serde_json::Value::String(read(&file)?).to_string())?;
     }
     for (name, file) in pairs(&args.slurpfile) {
-        let text = read(&file)?;
-        let mut values = serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>();
-        let mut pieces = Vec::new();
-        let mut start = 0;
-        while let Some(value) = values.next() {
-            value.map_err(|e| format!("--slurpfile {name}: {file} is not JSON: {e}"))?;
-            let end = values.byte_offset();
-            pieces.push(text[start..end].trim());
-            start = end;
-        }
-        add(name, format!("[{}]", pieces.join(",")))?;
+        let values = slurp(read(&file)?.as_bytes())
+            .map_err(|why| format!("--slurpfile {name}: {file}: {why}"))?;
+        add(name, String::from_utf8(values).unwrap_or_default())?;
     }
     Ok(out)
 }
