@@ -165,7 +165,7 @@ struct Args {
 /// The input's JSON values as one array, each value as spelled (`-s`).
 fn slurp(input: &[u8]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(input).map_err(|e| format!("input is not UTF-8: {e}"))?;
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
     let mut pieces = Vec::new();
     let mut start = 0;
     while let Some(value) = values.next() {
@@ -192,14 +192,15 @@ fn named_args(args: &Args) -> Result<crate::Args, String> {
         if let Some(problem) = jqjail_protocol::message::arg_name_problem(&name) {
             return Err(problem);
         }
-        out.named.insert(name, text);
+        // The first value of a name counts, as in jq.
+        out.named.entry(name).or_insert(text);
         Ok(())
     };
     for (name, value) in pairs(&args.arg) {
         add(name, serde_json::Value::String(value).to_string())?;
     }
     for (name, text) in pairs(&args.argjson) {
-        serde_json::from_str::<serde_json::Value>(&text)
+        serde_json::from_str::<serde::de::IgnoredAny>(&text)
             .map_err(|e| format!("--argjson {name}: not one JSON value: {e}"))?;
         add(name, text)?;
     }
@@ -430,14 +431,24 @@ fn run(args: Args) -> Exit {
     };
     match client.run_with_args(&args.filter, source, &options, &named) {
         Ok(Answer::Output(reply)) => {
-            let mut text = Vec::with_capacity(reply.output.len() * 2);
-            match print::print(&reply.output, &style, &mut text) {
-                Ok(last) => match (write_out(&text), args.exit_status, last) {
-                    (Exit::Success, true, None) => Exit::Filter,
-                    (Exit::Success, true, Some(false)) => Exit::NoMatch,
-                    (written, _, _) => written,
-                },
-                Err(why) => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let printed = print::print(&reply.output, &style, &mut out)
+                .and_then(|last| Ok(out.flush().map(|()| last)?));
+            match (printed, args.exit_status) {
+                (Ok(None), true) => Exit::Filter,
+                (Ok(Some(false)), true) => Exit::NoMatch,
+                (Ok(_), _) => Exit::Success,
+                // A closed stdout (`| head`) is not an error.
+                (Err(print::PrintError::Io(e)), _)
+                    if e.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    Exit::Success
+                }
+                (Err(print::PrintError::Io(e)), _) => {
+                    report("IO_ERROR", &format!("writing the answer: {e}"));
+                    Exit::Internal
+                }
+                (Err(print::PrintError::Bad(why)), _) => {
                     report("INTERNAL", &why);
                     Exit::Internal
                 }
@@ -445,7 +456,8 @@ fn run(args: Args) -> Exit {
         }
         // The output was kept as a hide: print its first page as `jqjail hide cut` would.
         Ok(Answer::Hidden(hidden)) => {
-            let mut text = serde_json::to_string(&hidden.first).unwrap_or_default();
+            let page = hide::page_json(&hidden.first).unwrap_or_default();
+            let mut text = serde_json::to_string(&page).unwrap_or_default();
             text.push('\n');
             write_out(text.as_bytes())
         }

@@ -35,26 +35,29 @@ pub enum CodecError {
 
 const BINCODE: bincode::config::Configuration = bincode::config::standard();
 
-/// Decodes a bincode value from the start of `body`, allocating at most 16 × `body.len()`
+/// Decodes a bincode value from the start of `body`, allocating at most 32 × `body.len()`
 /// bytes (at least 64 KiB) for its strings, byte strings and sequences, whatever lengths the
 /// bytes declare. Returns the value and the bytes it took.
 ///
 /// bincode sizes a `String` or `Vec` from its declared length before reading it, so without
 /// a limit a declared length of 2^44 is a 16 TiB allocation, and the process aborts. Every
 /// such allocation is claimed against the configuration's limit first; the limit is a
-/// constant in bincode's API, so it is picked from five tiers, the smallest that holds the
-/// body. A valid message never claims more than its own length.
+/// constant in bincode's API, so it is picked from five tiers, the smallest that is at least
+/// 32 times the body. A claim counts the element's in-memory size (24 bytes for a `String` in
+/// a list, 48 for a pair of them in a map) while the element takes at least 1 or 2 bytes on
+/// the wire, so a valid message never claims more than 32 times its own length.
 fn bincode_decode<'de, T: Deserialize<'de>>(
     body: &'de [u8],
 ) -> Result<(T, usize), bincode::error::DecodeError> {
     use bincode::serde::borrow_decode_from_slice as decode;
     const TIER: [usize; 4] = [1 << 16, 1 << 20, 1 << 24, 1 << 28];
-    match body.len() {
+    match body.len().saturating_mul(32) {
         n if n <= TIER[0] => decode(body, BINCODE.with_limit::<{ TIER[0] }>()),
         n if n <= TIER[1] => decode(body, BINCODE.with_limit::<{ TIER[1] }>()),
         n if n <= TIER[2] => decode(body, BINCODE.with_limit::<{ TIER[2] }>()),
         n if n <= TIER[3] => decode(body, BINCODE.with_limit::<{ TIER[3] }>()),
-        // A frame's length is a u32: at most 4 GiB, 16 × the last tier.
+        // Bodies over 8 MiB (a worker's reply with a large output): a string's claim is its
+        // own length, so 4 GiB is enough, and no frame is longer than that.
         _ => decode(body, BINCODE.with_limit::<{ 1 << 32 }>()),
     }
 }

@@ -219,11 +219,16 @@ pub fn arg_name_problem(name: &str) -> Option<String> {
             .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     match name {
-        _ if !well_formed => Some(format!(
-            "`{}` is not an argument name: a letter or `_`, then letters, digits or `_`, at most 64 bytes",
-            name.escape_debug()
-        )),
-        "ENV" | "ARGS" | "__loc__" => Some(format!("`${name}` is bound by jqjail itself")),
+        _ if !well_formed => {
+            let shown: String = name.chars().take(64).collect();
+            let more = if shown.len() < name.len() { "…" } else { "" };
+            Some(format!(
+                "`{}{more}` ({} bytes) is not an argument name: a letter or `_`, then letters, digits or `_`, at most 64 bytes",
+                shown.escape_debug(),
+                name.len()
+            ))
+        }
+        "ENV" | "ARGS" | "__loc__" => Some(format!("`${name}` is reserved by jqjail")),
         _ => None,
     }
 }

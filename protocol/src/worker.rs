@@ -32,7 +32,8 @@ pub const EXIT_SETUP: i32 = 44;
 
 /// Largest [`Job`] frame: the filter plus room for the other fields.
 pub const fn max_job_frame_bytes(max_filter_bytes: u64) -> u64 {
-    max_filter_bytes + 4096
+    // The job carries what the request's frame carried: the filter and its arguments.
+    crate::frame::max_request_frame_bytes(max_filter_bytes) + 4096
 }
 
 /// Largest [`Reply`] frame: the output plus room for an error message.

@@ -1053,9 +1053,10 @@ async fn run_input(
             );
         }
     };
+    let outputs = run.outputs;
     let job = Job {
         args: run.args,
-        outputs: run.outputs,
+        outputs,
         filter: run.filter,
         lang: run.lang,
         input_bytes: input_len,
@@ -1096,7 +1097,16 @@ async fn run_input(
                 return Response::Error(e);
             };
             cost.output_bytes = output.len() as u64;
-            match crate::hides::keep_output(store, tenant, &filter, output.as_bytes()) {
+            // A hide is one JSON value: outputs asked for as lines are kept as an array of
+            // them (each line is one compact JSON text, which holds no raw newline).
+            let kept = match outputs {
+                jqjail_protocol::Outputs::Lines => {
+                    let body = output.strip_suffix('\n').unwrap_or(&output);
+                    format!("[{}]", body.replace('\n', ","))
+                }
+                jqjail_protocol::Outputs::Collapsed => output,
+            };
+            match crate::hides::keep_output(store, tenant, &filter, kept.as_bytes()) {
                 Ok((entry, first)) => Response::Hidden(HiddenReply { entry, first, cost }),
                 Err(mut e) => {
                     e.cost = Some(cost);

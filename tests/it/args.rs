@@ -145,3 +145,56 @@ fn the_cli_reads_argument_files_itself_and_passes_values() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--argjson j: not one JSON value"));
 }
+
+/// Review findings: arguments were bounded by the worker's job frame (filter + 4 KiB) and by
+/// a bincode claim limit of one times the body, so a 70 KB value or 3,000 short arguments
+/// failed with PROTOCOL_ERROR; the CLI checked values with a parser limited to 128 levels and
+/// f64 numbers.
+#[test]
+fn large_and_many_arguments_are_taken_up_to_the_frame() {
+    let d = Daemon::start();
+    let big = format!("\"{}\"", "x".repeat(70_000));
+    assert_eq!(
+        run(&d, "$v | length", &named(&[("v", &big)])).unwrap(),
+        "70000"
+    );
+    let many = Args {
+        named: (0..3000).map(|i| (format!("a{i}"), "1".into())).collect(),
+        positional: vec!["1".into(); 10_000],
+    };
+    assert_eq!(
+        run(
+            &d,
+            "[($ARGS.named | length), ($ARGS.positional | length), $a2999]",
+            &many
+        )
+        .unwrap(),
+        "[3000,10000,1]"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("deep.json");
+    std::fs::write(&deep, format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap();
+    for args in [
+        vec!["-s", "-c", "length", deep.to_str().unwrap()],
+        vec!["-n", "-c", "--argjson", "x", "1e400", "$x"],
+        vec![
+            "-n",
+            "-c",
+            "--slurpfile",
+            "x",
+            deep.to_str().unwrap(),
+            "$x | length",
+        ],
+    ] {
+        let out = Command::new(crate::util::CLI)
+            .env("JQJAIL_SOCKET", &d.socket)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -396,6 +396,14 @@ fn the_hide_command_line() {
     ));
     assert_eq!(cut["page"], 2);
     assert_eq!(cut["total_pages"], 1 + (doc.len() as u64 - 1) / 64);
+    // The page's text itself (a tail on the wire), not its length.
+    let offset = cut["offset"].as_u64().unwrap() as usize;
+    let text = cut["content"].as_str().expect("the page's content");
+    assert_eq!(text.as_bytes(), &doc[offset..offset + text.len()]);
+    assert!(
+        !text.is_empty() && cut.get("content_bytes").is_none(),
+        "{cut}"
+    );
     assert!(cut["preface"].as_str().unwrap().contains("page 2 of"));
     let found = json(&cli(&d, &["search", &id, "second"], b""));
     let at = doc.windows(6).position(|w| w == b"second").unwrap();
@@ -419,6 +427,34 @@ fn the_hide_command_line() {
     );
     let plain = json(&cli(&d, &["cut", &id, "1"], b""));
     assert!(plain.get("preface").is_none(), "{plain}");
+    // An output kept as a hide prints its first page, text included, and the hide holds the
+    // outputs as one JSON value (an array), whatever form the CLI asked them in.
+    let kept = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .args([
+            "-n",
+            "--max-output",
+            "50",
+            "--on-oversize",
+            "hide",
+            "range(30)",
+        ])
+        .output()
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_slice(&kept.stdout).unwrap();
+    assert!(
+        first["content"].as_str().unwrap().starts_with("[0,1,2"),
+        "{first}"
+    );
+    let hide = first["hide_id"].as_str().unwrap();
+    let out = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["--hide", hide, "length"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "30\n");
     let rm = json(&cli(&d, &["rm", &id], b""));
     assert_eq!(rm["id"], id.as_str());
     let gone = cli(&d, &["cut", &id, "1"], b"");

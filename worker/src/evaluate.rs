@@ -49,8 +49,9 @@ pub fn evaluate_with(
         Lang::Jq => {
             let names: Vec<&str> = job.args.named.keys().map(String::as_str).collect();
             let filter = engine.compile_with(&job.filter, &names)?;
-            let (args, named) = parse_args(&job.args, job.max_depth)?;
+            // The input first: its parse takes the worker's arena, which is for the input.
             let value = parse_input(input, job.max_depth)?;
+            let (args, named) = parse_args(&job.args, job.max_depth)?;
             let result = engine.run_with(
                 &filter,
                 value.clone(),

@@ -127,26 +127,18 @@ pub(super) fn main(args: HideArgs) -> Exit {
             page,
             page_size,
             hint,
-        } => client.hide_cut(&id, page, page_size, hint).map(|cut| {
-            match serde_json::to_value(&cut) {
-                Ok(mut v) => {
-                    // The preface is there only when asked for.
-                    if let Some(fields) = v.as_object_mut()
-                        && fields.get("preface").is_some_and(Value::is_null)
-                    {
-                        fields.remove("preface");
-                    }
-                    print_json(&v)
-                }
-                Err(_) => {
+        } => client
+            .hide_cut(&id, page, page_size, hint)
+            .map(|cut| match page_json(&cut) {
+                Some(v) => print_json(&v),
+                None => {
                     report(
                         "NOT_TEXT",
                         &format!("page {page} of {id} is not UTF-8 text; use `jqjail hide get`"),
                     );
                     Exit::Input
                 }
-            }
-        }),
+            }),
         Op::Search {
             id,
             query,
@@ -177,6 +169,21 @@ pub(super) fn main(args: HideArgs) -> Exit {
         Op::Usage => client.hide_usage().map(|u| print_json(&json!(u))),
     };
     printed.unwrap_or_else(failed)
+}
+
+/// A page as the CLI prints it: its fields, with `content` the page's text (the protocol
+/// sends it as the message's tail) and `preface` only when asked for; `None` for a page that is
+/// not UTF-8 text.
+pub(super) fn page_json(cut: &crate::HideCut) -> Option<Value> {
+    let text = std::str::from_utf8(cut.content.as_bytes()).ok()?;
+    let mut v = serde_json::to_value(cut).ok()?;
+    let fields = v.as_object_mut()?;
+    fields.remove("content_bytes");
+    fields.insert("content".into(), Value::String(text.to_string()));
+    if fields.get("preface").is_some_and(Value::is_null) {
+        fields.remove("preface");
+    }
+    Some(v)
 }
 
 fn print_json(value: &Value) -> Exit {

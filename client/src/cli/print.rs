@@ -27,9 +27,35 @@ pub(super) struct Style {
 /// Deepest nesting `-S` sorts (it builds a tree); deeper outputs are refused with a message.
 const MAX_SORT_DEPTH: usize = 10_000;
 
-/// Prints `lines` (one compact JSON text per line) in `style` to `out`. Returns whether the
-/// last output was neither `false` nor `null` (`None`: no output), for `-e`.
-pub(super) fn print(lines: &str, style: &Style, out: &mut Vec<u8>) -> Result<Option<bool>, String> {
+/// Why printing stopped.
+#[derive(Debug)]
+pub(super) enum PrintError {
+    /// Writing failed (a closed pipe among them).
+    Io(std::io::Error),
+    /// The daemon's text was not what it should be.
+    Bad(String),
+}
+
+impl From<std::io::Error> for PrintError {
+    fn from(e: std::io::Error) -> Self {
+        PrintError::Io(e)
+    }
+}
+
+impl From<String> for PrintError {
+    fn from(why: String) -> Self {
+        PrintError::Bad(why)
+    }
+}
+
+/// Prints `lines` (one compact JSON text per line) in `style` to `out`, as it goes (a pretty
+/// deep output can be far larger than its compact text). Returns whether the last output was
+/// neither `false` nor `null` (`None`: no output), for `-e`.
+pub(super) fn print(
+    lines: &str,
+    style: &Style,
+    out: &mut impl std::io::Write,
+) -> Result<Option<bool>, PrintError> {
     let mut last = None;
     for line in lines.lines() {
         last = Some(line != "false" && line != "null");
@@ -45,37 +71,37 @@ pub(super) fn print(lines: &str, style: &Style, out: &mut Vec<u8>) -> Result<Opt
         if (style.raw || style.join) && !style.ascii && text.starts_with('"') {
             let decoded: String = serde_json::from_str(text)
                 .map_err(|e| format!("the daemon's output is not a JSON string: {e}"))?;
-            out.extend(decoded.as_bytes());
+            out.write_all(decoded.as_bytes())?;
         } else {
-            lay_out(text, style, out);
+            lay_out(text, style, out)?;
         }
         if !style.join {
-            out.push(b'\n');
+            out.write_all(b"\n")?;
         }
     }
     Ok(last)
 }
 
 /// Lays out one compact JSON text: as it is with `-c` (or `--indent 0`), else indented.
-fn lay_out(text: &str, style: &Style, out: &mut Vec<u8>) {
+fn lay_out(text: &str, style: &Style, out: &mut impl std::io::Write) -> std::io::Result<()> {
     let text = match style.ascii {
         true => std::borrow::Cow::Owned(ascii(text)),
         false => std::borrow::Cow::Borrowed(text),
     };
     let bytes = text.as_bytes();
     if style.compact || (style.indent == 0 && !style.tab) {
-        out.extend_from_slice(bytes);
-        return;
+        return out.write_all(bytes);
     }
     let unit: &[u8] = match style.tab {
         true => b"\t",
         false => &b"        "[..style.indent.min(8)],
     };
-    let newline = |out: &mut Vec<u8>, depth: usize| {
-        out.push(b'\n');
+    let newline = |out: &mut dyn std::io::Write, depth: usize| -> std::io::Result<()> {
+        out.write_all(b"\n")?;
         for _ in 0..depth {
-            out.extend_from_slice(unit);
+            out.write_all(unit)?;
         }
+        Ok(())
     };
     let mut depth = 0usize;
     let mut i = 0;
@@ -84,35 +110,45 @@ fn lay_out(text: &str, style: &Style, out: &mut Vec<u8>) {
         match b {
             b'"' => {
                 let end = string_end(bytes, i);
-                out.extend_from_slice(&bytes[i..end]);
+                out.write_all(&bytes[i..end])?;
                 i = end;
                 continue;
             }
             b'{' | b'[' => {
                 let close = if b == b'{' { b'}' } else { b']' };
                 if bytes.get(i + 1) == Some(&close) {
-                    out.extend_from_slice(&[b, close]);
+                    out.write_all(&[b, close])?;
                     i += 2;
                     continue;
                 }
-                out.push(b);
+                out.write_all(&[b])?;
                 depth += 1;
-                newline(out, depth);
+                newline(out, depth)?;
             }
             b'}' | b']' => {
                 depth = depth.saturating_sub(1);
-                newline(out, depth);
-                out.push(b);
+                newline(out, depth)?;
+                out.write_all(&[b])?;
             }
             b',' => {
-                out.push(b',');
-                newline(out, depth);
+                out.write_all(b",")?;
+                newline(out, depth)?;
             }
-            b':' => out.extend_from_slice(b": "),
-            _ => out.push(b),
+            b':' => out.write_all(b": ")?,
+            _ => {
+                // A run of plain bytes (a number, a literal) at once.
+                let end = bytes[i..]
+                    .iter()
+                    .position(|c| matches!(c, b',' | b']' | b'}' | b':' | b'"' | b'{' | b'['))
+                    .map_or(bytes.len(), |n| i + n);
+                out.write_all(&bytes[i..end])?;
+                i = end;
+                continue;
+            }
         }
         i += 1;
     }
+    Ok(())
 }
 
 /// The index just past the string that starts at `start` (a `"`).
@@ -281,6 +317,10 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    fn last(lines: &str) -> Option<bool> {
+        print(lines, &Style::default(), &mut Vec::new()).unwrap()
+    }
+
     #[test]
     fn pretty_by_default_as_jq_lays_it_out() {
         let style = Style {
@@ -330,10 +370,8 @@ mod tests {
 
     #[test]
     fn the_last_output_decides_exit_status_e() {
-        let mut out = Vec::new();
-        let style = Style::default();
-        assert_eq!(print("1\nnull\n", &style, &mut out), Ok(Some(false)));
-        assert_eq!(print("false\n1\n", &style, &mut out), Ok(Some(true)));
-        assert_eq!(print("", &style, &mut out), Ok(None));
+        assert_eq!(last("1\nnull\n"), Some(false));
+        assert_eq!(last("false\n1\n"), Some(true));
+        assert_eq!(last(""), None);
     }
 }
