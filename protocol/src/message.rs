@@ -198,13 +198,6 @@ impl Args {
     pub fn is_empty(&self) -> bool {
         self.named.is_empty() && self.positional.is_empty()
     }
-
-    /// Bytes of their names and values.
-    pub fn bytes(&self) -> u64 {
-        let named: usize = self.named.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let positional: usize = self.positional.iter().map(String::len).sum();
-        (named + positional) as u64
-    }
 }
 
 /// Why `name` cannot name an argument, if it cannot: a jq variable name (`[A-Za-z_]

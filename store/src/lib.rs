@@ -595,7 +595,12 @@ impl Store {
         label_bytes: u64,
     ) -> Result<(Vec<Entry>, u64)> {
         let inner = self.lock_inner();
-        let total = usage(&inner.db, tenant)?.entries;
+        let total: i64 = inner.db.query_row(
+            "SELECT COUNT(*) FROM hides WHERE tenant = ?1",
+            params![tenant],
+            |r| r.get(0),
+        )?;
+        let total = total as u64;
         let mut stmt = inner.db.prepare_cached(
             "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
              WHERE tenant = ?1 ORDER BY created_ms DESC, seq DESC LIMIT ?2 OFFSET ?3",

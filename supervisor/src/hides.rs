@@ -11,7 +11,6 @@ use crate::arriving::Arriving;
 use crate::config::TenantOf;
 use crate::server::Reply;
 use jqjail_protocol::hide::{DEFAULT_LIST_PAGE, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE};
-use jqjail_protocol::limits::grouped;
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePut,
     HidePutReply, HideSearchReply, HideUsageReply, Request, Response, Tail,
@@ -19,24 +18,15 @@ use jqjail_protocol::{
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
 
-/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. `max_content` bounds a
-/// put: a hide is a filter's input, so it is held to the input limit.
-pub(crate) fn handle(
-    request: Request<'_>,
-    store: Option<&Store>,
-    tenant: &TenantOf,
-    max_content: u64,
-) -> Reply {
+/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. A put's content was held
+/// to the input limit at its head (`server::check_head`): a hide is a filter's input.
+pub(crate) fn handle(request: Request<'_>, store: Option<&Store>, tenant: &TenantOf) -> Reply {
     let Some(store) = store else {
         return Response::Error(unavailable()).into();
     };
     let t = &*tenant.name;
     let result = tokio::task::block_in_place(|| match request {
         Request::HidePut(put) => {
-            let size = put.content.as_bytes().len() as u64;
-            if size > max_content {
-                return Ok(Response::Error(too_large(size, max_content)).into());
-            }
             let meta: Vec<(String, String)> = put.meta.into_iter().collect();
             Ok(put_reply(store.put(
                 t,
@@ -133,15 +123,11 @@ pub(crate) async fn put_streamed(
     content: &mut Arriving<'_>,
     store: Option<&Store>,
     tenant: &TenantOf,
-    max_content: u64,
 ) -> Response {
     let Some(store) = store else {
         return Response::Error(unavailable());
     };
     let size = content.len();
-    if size > max_content {
-        return Response::Error(too_large(size, max_content));
-    }
     // Refused before a byte of it is written: a hide larger than the whole quota.
     if size > tenant.hides.quota_bytes {
         let used = tokio::task::block_in_place(|| store.usage(&tenant.name)).map_or(0, |u| u.bytes);
@@ -179,18 +165,6 @@ pub(crate) async fn put_streamed(
 
 /// Bytes of a streamed put read (and written to its temp file) at a time.
 const PUT_CHUNK: usize = 64 * 1024;
-
-fn too_large(size: u64, max_content: u64) -> ErrorReply {
-    ErrorReply::new(
-        ErrorCode::InputTooLarge,
-        format!(
-            "hide content is {} bytes, over the {}-byte input limit (a hide is a filter's input)",
-            grouped(size),
-            grouped(max_content)
-        ),
-    )
-    .with_limit(max_content, size)
-}
 
 fn put_reply(done: Result<jqjail_store::Put, StoreError>) -> Response {
     match done {

@@ -434,11 +434,20 @@ async fn send<W: AsyncWrite + Unpin>(
         file,
         turn: _turn,
     } = reply;
-    let body = match enc.encode(&response) {
-        Ok(body) => body,
+    // Every field is text or a number, so encoding cannot fail in practice; if it did, the
+    // request still gets one answer, and the stream stays in step (no tail follows it).
+    let (body, response, file) = match enc.encode(&response) {
+        Ok(body) => (body, response, file),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode a response");
-            return false;
+            let e = Response::Error(ErrorReply::new(
+                ErrorCode::Internal,
+                format!("the answer could not be encoded: {e}"),
+            ));
+            match enc.encode(&e) {
+                Ok(body) => (body, e, None),
+                Err(_) => return false,
+            }
         }
     };
     let tail = response.tail();
@@ -652,31 +661,24 @@ fn check_head(
     limits: &jqjail_protocol::Limits,
 ) -> Option<ErrorReply> {
     if tail_len > limits.max_input_bytes {
-        return Some(ErrorReply::new(
-            ErrorCode::InputTooLarge,
-            format!(
-                "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
-                grouped(tail_len),
-                grouped(limits.max_input_bytes)
-            ),
-        )
-        .with_limit(limits.max_input_bytes, tail_len));
+        let e = input_too_large(tail_len, limits.max_input_bytes);
+        return Some(match request {
+            Request::HidePut(_) => ErrorReply {
+                message: format!(
+                    "hide content is {} bytes, over the {}-byte input limit (a hide is a filter's input)",
+                    grouped(tail_len),
+                    grouped(limits.max_input_bytes)
+                ),
+                ..e
+            },
+            _ => e,
+        });
     }
     match request {
-        Request::Run(run) if run.filter.len() as u64 > limits.max_filter_bytes => {
-            let len = run.filter.len() as u64;
-            Some(
-                ErrorReply::new(
-                    ErrorCode::FilterTooLong,
-                    format!(
-                        "filter is {} bytes, over the {}-byte limit",
-                        grouped(len),
-                        grouped(limits.max_filter_bytes)
-                    ),
-                )
-                .with_limit(limits.max_filter_bytes, len),
-            )
-        }
+        Request::Run(run) if run.filter.len() as u64 > limits.max_filter_bytes => Some(
+            filter_too_long(run.filter.len() as u64, limits.max_filter_bytes),
+        ),
+        Request::Run(run) => args_problem(run.lang, &run.args),
         Request::HidePut(put) => {
             let meta: Vec<(String, String)> = put
                 .meta
@@ -769,15 +771,11 @@ async fn with_tail(
             .await
             .into()
         }
-        Request::HidePut(put) => crate::hides::put_streamed(
-            put,
-            tail,
-            shared.store.as_deref(),
-            &tenant,
-            shared.cfg.limits.max_input_bytes,
-        )
-        .await
-        .into(),
+        Request::HidePut(put) => {
+            { crate::hides::put_streamed(put, tail, shared.store.as_deref(), &tenant) }
+                .await
+                .into()
+        }
         _ => error(ErrorReply::new(
             ErrorCode::Internal,
             "a request kind without a tail had one",
@@ -877,12 +875,7 @@ async fn answer(
             ErrorCode::ProtocolError,
             "hello was already exchanged on this connection",
         )),
-        request => crate::hides::handle(
-            request,
-            shared.store.as_deref(),
-            tenant,
-            shared.cfg.limits.max_input_bytes,
-        ),
+        request => crate::hides::handle(request, shared.store.as_deref(), tenant),
     }
 }
 
@@ -931,18 +924,17 @@ impl RunParts {
 
 /// Why a run's arguments are refused, if they are: a bad name, or any argument for the path
 /// language (it has no variables). Their values are the worker's to parse.
-fn args_problem(run: &RunParts) -> Option<ErrorReply> {
-    if run.args.is_empty() {
+fn args_problem(lang: jqjail_protocol::Lang, args: &jqjail_protocol::Args) -> Option<ErrorReply> {
+    if args.is_empty() {
         return None;
     }
-    if run.lang == jqjail_protocol::Lang::Path {
+    if lang == jqjail_protocol::Lang::Path {
         return Some(ErrorReply::new(
             ErrorCode::InvalidRequest,
             "the path language has no variables; named and positional arguments are for jq filters",
         ));
     }
-    let problem = run
-        .args
+    let problem = args
         .named
         .keys()
         .find_map(|name| jqjail_protocol::message::arg_name_problem(name))?;
@@ -974,8 +966,28 @@ async fn run_and_record(
     response
 }
 
-fn refuse(code: ErrorCode, message: String, limit: u64, actual: u64) -> Response {
-    Response::Error(ErrorReply::new(code, message).with_limit(limit, actual))
+fn input_too_large(len: u64, limit: u64) -> ErrorReply {
+    ErrorReply::new(
+        ErrorCode::InputTooLarge,
+        format!(
+            "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
+            grouped(len),
+            grouped(limit)
+        ),
+    )
+    .with_limit(limit, len)
+}
+
+fn filter_too_long(len: u64, limit: u64) -> ErrorReply {
+    ErrorReply::new(
+        ErrorCode::FilterTooLong,
+        format!(
+            "filter is {} bytes, over the {}-byte limit",
+            grouped(len),
+            grouped(limit)
+        ),
+    )
+    .with_limit(limit, len)
 }
 
 async fn handle_run(
@@ -1008,20 +1020,13 @@ async fn run_input(
     start: Instant,
 ) -> Response {
     let limits = &shared.cfg.limits;
+    // A run with an inline input was checked at its head (`check_head`); one over a hide was
+    // not.
     let filter_len = run.filter.len() as u64;
     if filter_len > limits.max_filter_bytes {
-        return refuse(
-            ErrorCode::FilterTooLong,
-            format!(
-                "filter is {} bytes, over the {}-byte limit",
-                grouped(filter_len),
-                grouped(limits.max_filter_bytes)
-            ),
-            limits.max_filter_bytes,
-            filter_len,
-        );
+        return Response::Error(filter_too_long(filter_len, limits.max_filter_bytes));
     }
-    if let Some(refused) = args_problem(&run) {
+    if let Some(refused) = args_problem(run.lang, &run.args) {
         return Response::Error(refused);
     }
     let store = shared.store.as_deref();
@@ -1032,17 +1037,9 @@ async fn run_input(
         (OnOversize::Hide, None) => return Response::Error(crate::hides::unavailable()),
     };
     let input_len = input.len();
+    // A hide stored under a larger limit than the one now in force.
     if input_len > limits.max_input_bytes {
-        return refuse(
-            ErrorCode::InputTooLarge,
-            format!(
-                "input is {} bytes, over the {}-byte limit; narrow the tool call that produced it",
-                grouped(input_len),
-                grouped(limits.max_input_bytes)
-            ),
-            limits.max_input_bytes,
-            input_len,
-        );
+        return Response::Error(input_too_large(input_len, limits.max_input_bytes));
     }
     let effective = match limits.tightened(&run.limits) {
         Ok(l) => l,
