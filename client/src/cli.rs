@@ -90,15 +90,25 @@ impl From<Exit> for ExitCode {
 #[derive(Debug, Parser)]
 #[command(
     name = "jqjail",
+    // As in jq, a flag given twice is simply on.
+    args_override_self = true,
     version,
     after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
 )]
 struct Args {
     /// The jq filter.
     filter: String,
-    /// The JSON input file; standard input if absent or `-`.
-    #[arg(conflicts_with = "hide")]
-    file: Option<PathBuf>,
+    /// The JSON input files, read one after another as one stream of values (as jq does);
+    /// standard input if none, or where one is `-`. After `--args` or `--jsonargs` these
+    /// words are positional arguments instead.
+    #[arg(conflicts_with = "hide", value_name = "FILE")]
+    files: Vec<OsString>,
+    /// The words after it (and after the filter) are strings in `$ARGS.positional`, not files.
+    #[arg(long = "args", action = clap::ArgAction::Count)]
+    string_args: u8,
+    /// The words after it (and after the filter) are JSON texts in `$ARGS.positional`.
+    #[arg(long = "jsonargs", action = clap::ArgAction::Count)]
+    json_args: u8,
     /// Filter a hide of the store instead of a file (the daemon reads it off its disk).
     #[arg(long, value_name = "ID")]
     hide: Option<String>,
@@ -326,7 +336,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match subcommand {
         Some("hide") => parse_and_run(args, hide::main),
         Some("stats") => parse_and_run(args, stats),
-        _ => parse_and_run(args, run),
+        _ => match parse_run(args) {
+            Ok((args, words)) => run(args, words).into(),
+            Err(Ok(e)) => clap_failed(e),
+            Err(Err(why)) => {
+                report("USAGE", &why);
+                Exit::Usage.into()
+            }
+        },
     }
 }
 
@@ -358,49 +375,181 @@ fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
 fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -> ExitCode {
     match T::try_parse_from(args) {
         Ok(parsed) => main(parsed).into(),
-        Err(e) => {
-            let _ = e.print();
-            if e.use_stderr() {
-                Exit::Usage.into()
-            } else {
-                Exit::Success.into()
+        Err(e) => clap_failed(e),
+    }
+}
+
+/// Prints clap's message: usage status for an error, success for `--help` and `--version`.
+fn clap_failed(e: clap::Error) -> ExitCode {
+    let _ = e.print();
+    match e.use_stderr() {
+        true => Exit::Usage.into(),
+        false => Exit::Success.into(),
+    }
+}
+
+/// The words after the filter: input files, or values of `$ARGS.positional` once `--args`
+/// (strings) or `--jsonargs` (JSON texts) came before them, whichever came last, as in jq.
+#[derive(Debug, Default)]
+struct Words {
+    files: Vec<OsString>,
+    /// JSON texts.
+    positional: Vec<String>,
+}
+
+/// Parses the command line of a filter run, sorting the words after the filter by the
+/// `--args` / `--jsonargs` that precede them on the command line.
+fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, String>> {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Args::command().try_get_matches_from(argv).map_err(Ok)?;
+    let args = Args::from_arg_matches(&matches).map_err(Ok)?;
+    let at = |id: &str| -> Vec<usize> {
+        matches
+            .indices_of(id)
+            .map(|i| i.collect())
+            .unwrap_or_default()
+    };
+    let (strings, jsons) = (at("string_args"), at("json_args"));
+    let mut words = Words::default();
+    for (word, at) in args.files.iter().zip(at("files")) {
+        let last_before = |flags: &[usize]| flags.iter().copied().filter(|&f| f < at).max();
+        match (last_before(&strings), last_before(&jsons)) {
+            (None, None) => words.files.push(word.clone()),
+            (s, j) => {
+                let text = word.to_str().ok_or_else(|| {
+                    Err(format!("positional argument {word:?} is not UTF-8 text"))
+                })?;
+                if s > j {
+                    words
+                        .positional
+                        .push(serde_json::Value::String(text.to_owned()).to_string());
+                } else {
+                    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
+                        Err(format!("--jsonargs: `{text}` is not one JSON value: {e}"))
+                    })?;
+                    words.positional.push(text.to_owned());
+                }
             }
+        }
+    }
+    Ok((args, words))
+}
+
+/// Where the answers of a run go, and what `-e` and the exit status need to know of them.
+struct Printer<W: Write> {
+    out: W,
+    style: print::Style,
+    /// Whether the last output was truthy (for `-e`); `None` before the first.
+    last: Option<bool>,
+    /// The error class of the last input, if it failed. As in jq 1.6, the run goes on after a
+    /// failed input, and only the last input's failure sets the exit status.
+    failed: Option<Exit>,
+    /// How many inputs were run.
+    inputs: usize,
+}
+
+/// Why a run stopped before its last input.
+enum Stop {
+    /// Nothing more can be asked of the daemon, or written.
+    Fatal(Exit),
+}
+
+impl<W: Write> Printer<W> {
+    /// Runs the filter over one input and prints its outputs.
+    fn one(
+        &mut self,
+        client: &mut Client,
+        filter: &str,
+        source: Source<'_>,
+        options: &RunOptions,
+        named: &crate::Args,
+    ) -> Result<(), Stop> {
+        let answer = client.run_with_args(filter, source, options, named);
+        self.show(answer)
+    }
+
+    /// Prints one input's answer. A server error is reported and remembered; the next input
+    /// is still run, as in jq.
+    fn show(&mut self, answer: Result<Answer, ClientError>) -> Result<(), Stop> {
+        self.inputs += 1;
+        match answer {
+            Ok(Answer::Output(reply)) => {
+                match print::print(&reply.output, &self.style, &mut self.out) {
+                    Ok(last) => {
+                        self.last = last.or(self.last);
+                        self.failed = None;
+                        Ok(())
+                    }
+                    Err(e) => Err(Stop::Fatal(print_failed(e))),
+                }
+            }
+            // The output was kept as a hide: print its first page as `jqjail hide cut` would.
+            Ok(Answer::Hidden(hidden)) => {
+                let page = hide::page_json(&hidden.first).unwrap_or_default();
+                let text = serde_json::to_string(&page).unwrap_or_default();
+                (self.last, self.failed) = (Some(true), None);
+                self.out
+                    .write_all(text.as_bytes())
+                    .and_then(|()| self.out.write_all(b"\n"))
+                    .map_err(|e| Stop::Fatal(print_failed(print::PrintError::Io(e))))
+            }
+            Err(ClientError::Server(e)) => {
+                report(e.code.as_str(), &e.message);
+                self.failed = Some(Exit::of(e.code));
+                Ok(())
+            }
+            Err(e) => Err(Stop::Fatal(failed(e))),
+        }
+    }
+
+    /// The exit status once every input ran: a failure's class, else `-e`'s verdict.
+    fn finish(mut self, exit_status: bool) -> Exit {
+        if let Err(e) = self.out.flush() {
+            return print_failed(print::PrintError::Io(e));
+        }
+        match (self.failed, exit_status, self.last) {
+            (Some(failed), _, _) => failed,
+            (None, false, _) => Exit::Success,
+            // `-e`: the last output of all, whichever input gave it.
+            // No input at all: jq's status is 0 then, with or without -e.
+            (None, true, None) if self.inputs == 0 => Exit::Success,
+            (None, true, None) => Exit::Filter,
+            (None, true, Some(false)) => Exit::NoMatch,
+            (None, true, Some(true)) => Exit::Success,
         }
     }
 }
 
-fn run(args: Args) -> Exit {
+/// The exit status for a failure to print; a closed stdout (`| head`) is not one.
+fn print_failed(e: print::PrintError) -> Exit {
+    match e {
+        print::PrintError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Success,
+        print::PrintError::Io(e) => {
+            report("IO_ERROR", &format!("writing the answer: {e}"));
+            Exit::Internal
+        }
+        print::PrintError::Bad(why) => {
+            report("INTERNAL", &why);
+            Exit::Internal
+        }
+    }
+}
+
+fn run(args: Args, words: Words) -> Exit {
+    let mut named = match named_args(&args) {
+        Ok(named) => named,
+        Err(why) => {
+            report("USAGE", &why);
+            return Exit::Usage;
+        }
+    };
+    named.positional = words.positional;
     let mut client = match connect(args.socket.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             report("UNAVAILABLE", &format!("{e:#}"));
             return Exit::Unavailable;
         }
-    };
-    let input = match &args.hide {
-        Some(_) => Vec::new(),
-        None if args.null_input => b"null".to_vec(),
-        None => match read_input(args.file.as_deref(), client.limits().max_input_bytes) {
-            Ok(bytes) => bytes,
-            Err((code, message)) => {
-                report(code, &message);
-                return Exit::Input;
-            }
-        },
-    };
-    let input = match args.slurp && !args.null_input && args.hide.is_none() {
-        true => match slurp(&input) {
-            Ok(bytes) => bytes,
-            Err(why) => {
-                report(ErrorCode::InvalidJson.as_str(), &why);
-                return Exit::Input;
-            }
-        },
-        false => input,
-    };
-    let source = match &args.hide {
-        Some(id) => Source::Hide(id),
-        None => Source::Inline(&input),
     };
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
@@ -413,56 +562,142 @@ fn run(args: Args) -> Exit {
     }
     // Each output on a line of its own, so that they print as jq prints them.
     options.outputs = crate::Outputs::Lines;
-    let style = print::Style {
-        compact: args.compact,
-        indent: usize::from(args.indent),
-        tab: args.tab,
-        raw: args.raw,
-        join: args.join,
-        ascii: args.ascii,
-        sort_keys: args.sort_keys,
+    let mut printer = Printer {
+        out: std::io::BufWriter::new(std::io::stdout().lock()),
+        style: print::Style {
+            compact: args.compact,
+            indent: usize::from(args.indent),
+            tab: args.tab,
+            raw: args.raw,
+            join: args.join,
+            ascii: args.ascii,
+            sort_keys: args.sort_keys,
+        },
+        last: None,
+        failed: None,
+        inputs: 0,
     };
-    let named = match named_args(&args) {
-        Ok(named) => named,
-        Err(why) => {
-            report("USAGE", &why);
-            return Exit::Usage;
-        }
+    let filter = args.filter.as_str();
+    let one = |printer: &mut Printer<_>, client: &mut Client, source| {
+        printer.one(client, filter, source, &options, &named)
     };
-    match client.run_with_args(&args.filter, source, &options, &named) {
-        Ok(Answer::Output(reply)) => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let printed = print::print(&reply.output, &style, &mut out)
-                .and_then(|last| Ok(out.flush().map(|()| last)?));
-            match (printed, args.exit_status) {
-                (Ok(None), true) => Exit::Filter,
-                (Ok(Some(false)), true) => Exit::NoMatch,
-                (Ok(_), _) => Exit::Success,
-                // A closed stdout (`| head`) is not an error.
-                (Err(print::PrintError::Io(e)), _)
-                    if e.kind() == std::io::ErrorKind::BrokenPipe =>
-                {
-                    Exit::Success
-                }
-                (Err(print::PrintError::Io(e)), _) => {
-                    report("IO_ERROR", &format!("writing the answer: {e}"));
-                    Exit::Internal
-                }
-                (Err(print::PrintError::Bad(why)), _) => {
-                    report("INTERNAL", &why);
-                    Exit::Internal
-                }
-            }
-        }
-        // The output was kept as a hide: print its first page as `jqjail hide cut` would.
-        Ok(Answer::Hidden(hidden)) => {
-            let page = hide::page_json(&hidden.first).unwrap_or_default();
-            let mut text = serde_json::to_string(&page).unwrap_or_default();
-            text.push('\n');
-            write_out(text.as_bytes())
-        }
-        Err(e) => failed(e),
+    if let Some(id) = &args.hide {
+        return match one(&mut printer, &mut client, Source::Hide(id)) {
+            Ok(()) => printer.finish(args.exit_status),
+            Err(Stop::Fatal(exit)) => exit,
+        };
     }
+    if args.null_input {
+        return match one(&mut printer, &mut client, Source::Inline(b"null")) {
+            Ok(()) => printer.finish(args.exit_status),
+            Err(Stop::Fatal(exit)) => exit,
+        };
+    }
+    let input = match read_inputs(&words.files, client.limits().max_input_bytes) {
+        Ok(bytes) => bytes,
+        Err((code, message)) => {
+            report(code, &message);
+            return Exit::Input;
+        }
+    };
+    if args.slurp {
+        let input = match slurp(&input) {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                report(ErrorCode::InvalidJson.as_str(), &why);
+                return Exit::Input;
+            }
+        };
+        return match one(&mut printer, &mut client, Source::Inline(&input)) {
+            Ok(()) => printer.finish(args.exit_status),
+            Err(Stop::Fatal(exit)) => exit,
+        };
+    }
+    // Most inputs are one value, sent as read. Only if the daemon finds it is not one JSON
+    // value is it cut into values, each run on its own as jq runs them.
+    let whole = client.run_with_args(filter, Source::Inline(&input), &options, &named);
+    let values = match whole {
+        Err(ClientError::Server(e)) if e.code == ErrorCode::InvalidJson => {
+            let values = split_values(&input);
+            if values.len() == 1 {
+                report(e.code.as_str(), &e.message);
+                return Exit::of(e.code);
+            }
+            values
+        }
+        // One value: its answer is in hand.
+        answered => {
+            return match printer.show(answered) {
+                Ok(()) => printer.finish(args.exit_status),
+                Err(Stop::Fatal(exit)) => exit,
+            };
+        }
+    };
+    for value in values {
+        if let Err(Stop::Fatal(exit)) = one(&mut printer, &mut client, Source::Inline(value)) {
+            return exit;
+        }
+    }
+    printer.finish(args.exit_status)
+}
+
+/// Cuts a stream of JSON texts into its values without validating them (the worker parses
+/// each one strictly): a value ends where its brackets close outside strings, a string at its
+/// closing quote, anything else at whitespace or where a bracket or quote begins the next.
+/// Bytes that are no value still form a piece, so the worker names what is wrong with them.
+fn split_values(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut pieces = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let end = value_end(bytes, i);
+        pieces.push(&bytes[i..end]);
+        i = end;
+    }
+    pieces
+}
+
+/// Where the value that begins at `start` ends (see [`split_values`]).
+fn value_end(bytes: &[u8], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if depth == 0 && i > start && (c.is_ascii_whitespace() || matches!(c, b'[' | b'{' | b'"')) {
+            return i;
+        }
+        match c {
+            b'"' => {
+                i = string_end(bytes, i);
+                if depth == 0 {
+                    return i;
+                }
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' if depth <= 1 => return i + 1,
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// The index after the closing quote of the string whose opening quote is at `open`.
+fn string_end(bytes: &[u8], open: usize) -> usize {
+    let mut i = open + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
 }
 
 /// Writes to stdout; a closed stdout (`| head`) is not an error.
@@ -478,21 +713,32 @@ fn write_out(bytes: &[u8]) -> Exit {
     }
 }
 
-/// Reads FILE (or stdin), refusing more than `max` bytes without reading them all.
-fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, (&'static str, String)> {
+/// Reads the input files one after another (stdin if there are none, and for `-`) as one
+/// stream, as jq does, refusing more than `max` bytes in all without reading past it.
+fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, String)> {
+    let stdin = [OsString::from("-")];
+    let files = if files.is_empty() { &stdin[..] } else { files };
     let too_large = |len: u64| {
+        let what = match files.len() {
+            1 => "input is".to_string(),
+            n => format!("the {n} inputs are"),
+        };
         (
             ErrorCode::InputTooLarge.as_str(),
             format!(
-                "input is {} bytes, over the daemon's {}-byte limit",
+                "{what} {} bytes, over the daemon's {}-byte limit",
                 grouped(len),
                 grouped(max)
             ),
         )
     };
     let mut bytes = Vec::new();
-    let read = match file {
-        Some(path) if path != Path::new("-") => {
+    for file in files {
+        let room = (max + 1).saturating_sub(bytes.len() as u64);
+        let read = if file == "-" {
+            std::io::stdin().lock().take(room).read_to_end(&mut bytes)
+        } else {
+            let path = Path::new(file);
             let f = std::fs::File::open(path).map_err(|e| {
                 (
                     "INPUT_UNREADABLE",
@@ -504,16 +750,12 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, (&'static str, S
             {
                 return Err(too_large(meta.len()));
             }
-            f.take(max + 1).read_to_end(&mut bytes)
+            f.take(room).read_to_end(&mut bytes)
+        };
+        read.map_err(|e| ("INPUT_UNREADABLE", format!("reading the input: {e}")))?;
+        if bytes.len() as u64 > max {
+            return Err(too_large(bytes.len() as u64));
         }
-        _ => std::io::stdin()
-            .lock()
-            .take(max + 1)
-            .read_to_end(&mut bytes),
-    };
-    read.map_err(|e| ("INPUT_UNREADABLE", format!("reading the input: {e}")))?;
-    if bytes.len() as u64 > max {
-        return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
 }
@@ -638,6 +880,27 @@ mod tests {
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_stream_is_cut_into_its_values() {
+        let cut = |text: &str| -> Vec<String> {
+            split_values(text.as_bytes())
+                .into_iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect()
+        };
+        assert_eq!(
+            cut(" 1 2\n[3, [4]]{\"a\":\"]}\\\"\"}"),
+            ["1", "2", "[3, [4]]", r#"{"a":"]}\""}"#]
+        );
+        assert_eq!(cut("1[2]\"s\"true"), ["1", "[2]", "\"s\"", "true"]);
+        assert_eq!(cut(""), Vec::<String>::new());
+        assert_eq!(cut(" \n\t"), Vec::<String>::new());
+        // What is no value still forms pieces, for the worker to refuse with its position.
+        assert_eq!(cut("[1, 2"), ["[1, 2"]);
+        assert_eq!(cut("] x"), ["]", "x"]);
+        assert_eq!(cut("\"open"), ["\"open"]);
     }
 
     #[test]

@@ -49,13 +49,81 @@ const FLAGS: &[&[&str]] = &[
     &["-S", "-c", "-e"],
 ];
 
+/// Whole command lines, run in a directory holding the files they name: several input
+/// files (a value may span two, as jq 1.6 reads them as one stream), `-` among them, and
+/// positional arguments.
+const COMMAND_LINES: &[&[&str]] = &[
+    &["-c", ".", "one.json", "two.json"],
+    &["-c", ".", "half1.json", "half2.json"],
+    &["-c", "-s", ".", "two.json", "one.json"],
+    &["-c", ".", "one.json", "-", "two.json"],
+    &["-c", "-e", ".", "two.json", "falsy.json"],
+    &["-c", "-e", ".a | select(. > 5)", "one.json"],
+    &[
+        "-c",
+        "-e",
+        ".a | select(. > 5)",
+        "one.json",
+        "falsy.json",
+        "one.json",
+    ],
+    &[
+        "-c",
+        "-n",
+        "$ARGS",
+        "--args",
+        "a",
+        "b c",
+        "--jsonargs",
+        "1",
+        "{\"x\":[2]}",
+    ],
+    &["-c", "--args", "[., $ARGS.positional]", "x", "-S", "y"],
+    &[
+        "-c",
+        "-n",
+        "$ARGS.positional",
+        "--jsonargs",
+        "null",
+        "--args",
+        "null",
+    ],
+    &["-c", ".a + 1", "one.json", "mixed.json", "two.json"],
+    &["-r", ".[]?", "mixed.json"],
+];
+
+const FILES: &[(&str, &str)] = &[
+    ("one.json", "{\"a\": 1}\n"),
+    ("two.json", "2 [3, \"three\"]\n"),
+    ("half1.json", "[1, {\"k\":"),
+    ("half2.json", " \"v\"}]"),
+    ("falsy.json", "null false"),
+    (
+        "mixed.json",
+        "{\"a\": 2} {\"a\": \"x\"} [\"s\", \"t\"] {\"a\": 3}",
+    ),
+];
+
 fn run(
     program: &str,
     socket: Option<&std::path::Path>,
     args: &[&str],
     input: &str,
 ) -> (String, Option<i32>) {
+    run_in(program, socket, args, input, None)
+}
+
+fn run_in(
+    program: &str,
+    socket: Option<&std::path::Path>,
+    args: &[&str],
+    input: &str,
+    dir: Option<&std::path::Path>,
+) -> (String, Option<i32>) {
     let mut c = Command::new(program);
+    if let Some(dir) = dir {
+        c.current_dir(dir);
+    }
     c.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -88,10 +156,6 @@ fn the_cli_prints_and_exits_as_jq_does() {
     for (name, input) in INPUTS {
         for filter in FILTERS {
             for flags in FLAGS {
-                // jq runs the filter once per input value; jqjail takes one value (or -s).
-                if *name == "values" && !flags.contains(&"-s") && !flags.contains(&"-n") {
-                    continue;
-                }
                 let mut args: Vec<&str> =
                     vec!["--arg", "x", "é\"1", "--argjson", "j", "[1,{\"k\":2}]"];
                 args.extend_from_slice(flags);
@@ -119,6 +183,25 @@ fn the_cli_prints_and_exits_as_jq_does() {
                     ));
                 }
             }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in FILES {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    for args in COMMAND_LINES {
+        let theirs = run_in("jq", None, args, "[\"stdin\"]", Some(dir.path()));
+        let ours = run_in(CLI, Some(&d.socket), args, "[\"stdin\"]", Some(dir.path()));
+        compared += 1;
+        let same = match theirs.1 {
+            Some(0 | 1 | 4) => theirs == ours,
+            _ => theirs.0 == ours.0 && ours.1 != Some(0),
+        };
+        if !same {
+            differences.push(format!(
+                "{args:?}:\n  jq:     {:?} {:?}\n  jqjail: {:?} {:?}",
+                theirs.1, theirs.0, ours.1, ours.0
+            ));
         }
     }
     eprintln!("{compared} invocations compared with {version} ({jq_crashed} where jq crashed)");

@@ -4,7 +4,7 @@
 //! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
 //! grep, so scripts can branch on it.
 
-use super::{Exit, connect, failed, read_input, report, write_out};
+use super::{Exit, connect, failed, read_inputs, report, write_out};
 use clap::{Parser, Subcommand};
 use jqjail_protocol::HideSearchRequest;
 use serde_json::{Value, json};
@@ -104,7 +104,8 @@ pub(super) fn main(args: HideArgs) -> Exit {
             meta,
             file,
         } => {
-            let content = match read_input(file.as_deref(), client.limits().max_input_bytes) {
+            let files: Vec<_> = file.iter().map(|f| f.clone().into_os_string()).collect();
+            let content = match read_inputs(&files, client.limits().max_input_bytes) {
                 Ok(bytes) => bytes,
                 Err((code, message)) => {
                     report(code, &message);
