@@ -203,7 +203,7 @@ fn named_args(args: &Args) -> Result<crate::Args, String> {
             return Err(problem);
         }
         // The first value of a name counts, as in jq.
-        out.named.entry(name).or_insert(text);
+        out.named.insert_first(name, text);
         Ok(())
     };
     for (name, value) in pairs(&args.arg) {

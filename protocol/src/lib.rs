@@ -31,8 +31,8 @@ pub use hide::{
 };
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
-    Args, Cost, ErrorReply, Hello, HelloReply, Input, Lang, Latency, Outputs, Request, Response,
-    RunReply, RunRequest, StatsReply, TenantStats,
+    Args, Cost, ErrorReply, Hello, HelloReply, Input, Lang, Latency, Named, Outputs, Request,
+    Response, RunReply, RunRequest, StatsReply, TenantStats,
 };
 pub use tail::Tail;
 

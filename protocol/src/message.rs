@@ -185,9 +185,9 @@ pub enum Outputs {
 /// each as strictly as an input, so a value can only ever be data, never filter code.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Args {
-    /// Named values, bound as `$name` and in `$ARGS.named`.
+    /// Named values, bound as `$name` and in `$ARGS.named`, in the order given.
     #[serde(default)]
-    pub named: std::collections::BTreeMap<String, String>,
+    pub named: Named,
     /// Positional values, in `$ARGS.positional`.
     #[serde(default)]
     pub positional: Vec<String>,
@@ -197,6 +197,109 @@ impl Args {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.named.is_empty() && self.positional.is_empty()
+    }
+}
+
+/// v2: named argument values in the order they were given (jq lists `$ARGS.named` in
+/// command-line order). On the wire it is a map (bincode: a length, then name and value for
+/// each; JSON: an object), so a name given twice is refused when decoding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Named(Vec<(String, String)>);
+
+impl Named {
+    /// Adds `name` unless it is there already, as jq keeps the first value of a name.
+    /// Returns whether it was added.
+    pub fn insert_first(&mut self, name: String, value: String) -> bool {
+        if self.get(&name).is_some() {
+            return false;
+        }
+        self.0.push((name, value));
+        true
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The names and values, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<(String, String)> for Named {
+    /// Keeps the first value of a name given twice.
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        let mut named = Named::default();
+        for (name, value) in pairs {
+            named.insert_first(name, value);
+        }
+        named
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for Named {
+    fn from(pairs: [(String, String); N]) -> Self {
+        pairs.into_iter().collect()
+    }
+}
+
+impl Serialize for Named {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Named {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Named;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of argument names to JSON texts")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Named, A::Error> {
+                // The capacity is not taken from the peer: entries are pushed as they decode.
+                let mut named = Named::default();
+                while let Some((name, value)) = map.next_entry::<String, String>()? {
+                    if named.get(&name).is_some() {
+                        return Err(serde::de::Error::custom(format!(
+                            "named argument `{name}` is given twice"
+                        )));
+                    }
+                    named.0.push((name, value));
+                }
+                Ok(named)
+            }
+        }
+        deserializer.deserialize_map(Visit)
     }
 }
 

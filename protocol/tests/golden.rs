@@ -376,3 +376,25 @@ fn hide_list_pages() {
         },
     );
 }
+
+#[test]
+fn named_arguments_keep_their_order_and_a_name_given_twice_is_refused() {
+    let text = br#"{"run":{"filter":".","input":{"inline":1},"args":{"named":{"z":"1","a":"2"}}}}"#;
+    let Request::Run(run) = Encoding::Json.decode::<Request<'_>>(text).unwrap() else {
+        panic!("not a run");
+    };
+    assert_eq!(run.args.named.names().collect::<Vec<_>>(), ["z", "a"]);
+    // In bincode the order is the order of the pairs on the wire, too.
+    let bytes = Encoding::Bincode
+        .encode(&Request::Run(run.clone()))
+        .unwrap();
+    let Request::Run(again) = Encoding::Bincode.decode::<Request<'_>>(&bytes).unwrap() else {
+        panic!("not a run");
+    };
+    assert_eq!(again.args.named, run.args.named);
+
+    let twice =
+        br#"{"run":{"filter":".","input":{"inline":1},"args":{"named":{"a":"1","a":"2"}}}}"#;
+    let err = Encoding::Json.decode::<Request<'_>>(twice).unwrap_err();
+    assert!(err.to_string().contains("`a` is given twice"), "{err}");
+}

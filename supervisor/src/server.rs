@@ -936,7 +936,7 @@ fn args_problem(lang: jqjail_protocol::Lang, args: &jqjail_protocol::Args) -> Op
     }
     let problem = args
         .named
-        .keys()
+        .names()
         .find_map(|name| jqjail_protocol::message::arg_name_problem(name))?;
     Some(ErrorReply::new(ErrorCode::InvalidRequest, problem))
 }

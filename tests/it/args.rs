@@ -44,7 +44,8 @@ fn arguments_are_bound_as_variables_and_in_args() {
     );
     assert_eq!(
         run(&d, "$ARGS", &args).unwrap(),
-        r#"{"positional":[1,"two"],"named":{"n":12345678901234567890,"o":{"k":[1]},"x":"hi"}}"#
+        // In the order given, as jq lists them.
+        r#"{"positional":[1,"two"],"named":{"x":"hi","n":12345678901234567890,"o":{"k":[1]}}}"#
     );
     // Without arguments, $ARGS is there and empty, as in jq.
     assert_eq!(

@@ -29,6 +29,8 @@ const FILTERS: &[&str] = &[
     "null",
     "false",
     "$ARGS.named | keys",
+    // In command-line order, as jq lists them (x before j).
+    "$ARGS.named",
     "[$x, $j]",
 ];
 

@@ -47,7 +47,7 @@ pub fn evaluate_with(
             result
         }
         Lang::Jq => {
-            let names: Vec<&str> = job.args.named.keys().map(String::as_str).collect();
+            let names: Vec<&str> = job.args.named.names().collect();
             let filter = engine.compile_with(&job.filter, &names)?;
             // The input first: its parse takes the worker's arena, which is for the input.
             let value = parse_input(input, job.max_depth)?;
@@ -94,9 +94,9 @@ fn parse_args(
     };
     let mut named = Vec::with_capacity(args.named.len());
     let mut map = Vec::with_capacity(args.named.len());
-    for (name, text) in &args.named {
+    for (name, text) in args.named.iter() {
         let value = parse(format!("argument `${name}`"), text)?;
-        map.push((jaq_json::Val::from(name.clone()), value.clone()));
+        map.push((jaq_json::Val::from(name.to_owned()), value.clone()));
         named.push(value);
     }
     let positional = args
