@@ -937,7 +937,7 @@ fn args_problem(lang: jqjail_protocol::Lang, args: &jqjail_protocol::Args) -> Op
     let problem = args
         .named
         .names()
-        .find_map(|name| jqjail_protocol::message::arg_name_problem(name))?;
+        .find_map(jqjail_protocol::message::arg_name_problem)?;
     Some(ErrorReply::new(ErrorCode::InvalidRequest, problem))
 }
 
