@@ -48,7 +48,10 @@ const FILTERS: [(&str, &str); 6] = [
     ("summary", "map({id,title}) | .[:50]"),
 ];
 
-const CLIS: [&str; 3] = ["jq", "gojq", "jaq"];
+/// One process per request: jqjail's own CLI (against the benchmark's daemon, found beside
+/// this binary: `cargo build --release --bin jqjail`), then jq, gojq and jaq from PATH.
+const CLIS: [&str; 4] = [JQJAIL_CLI, "jq", "gojq", "jaq"];
+const JQJAIL_CLI: &str = "jqjail CLI";
 
 struct Opts {
     smoke: bool,
@@ -255,14 +258,26 @@ fn run(opts: &Opts) -> Result<(), String> {
         ]
     };
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let beside = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .with_file_name("jqjail");
     let clis: Vec<(&'static str, PathBuf)> = CLIS
         .iter()
-        .filter_map(|t| on_path(t).map(|p| (*t, p)))
+        .filter_map(|&t| match t {
+            JQJAIL_CLI => beside.is_file().then(|| (t, beside.clone())),
+            _ => on_path(t).map(|p| (t, p)),
+        })
         .collect();
     let mut notes = Vec::new();
     for t in CLIS {
         if !clis.iter().any(|(n, _)| *n == t) {
-            notes.push(format!("`{t}` is not on PATH: its column is empty"));
+            notes.push(match t {
+                JQJAIL_CLI => format!(
+                    "`{}` is not built: its column is empty (`cargo build --release --bin jqjail`)",
+                    beside.display()
+                ),
+                _ => format!("`{t}` is not on PATH: its column is empty"),
+            });
         }
     }
     let daemon = Daemon::start(&[])?;
@@ -284,6 +299,7 @@ fn run(opts: &Opts) -> Result<(), String> {
                 &engine,
                 &mut client,
                 &clis,
+                &daemon.socket,
             );
             eprintln!(
                 "  {filter:<60} jqjail {:>8.2} ms  jaq in-process {:>8.2} ms  engine in-process {:>8.2} ms  {}",
@@ -358,6 +374,7 @@ fn measure(
     engine: &Engine,
     client: &mut Client,
     clis: &[(&'static str, PathBuf)],
+    socket: &Path,
 ) -> Cell {
     let job = Job {
         filter: filter.to_string(),
@@ -407,10 +424,14 @@ fn measure(
         drop(kept);
         // CLIs are slow on big inputs; a third of the rounds is enough for their medians.
         if input.len() < (1 << 20) || round % 3 == 0 {
-            for ((_, exe), (_, samples)) in clis.iter().zip(cell.clis.iter_mut()) {
+            for ((name, exe), (_, samples)) in clis.iter().zip(cell.clis.iter_mut()) {
+                let mut command = Command::new(exe);
+                if *name == JQJAIL_CLI {
+                    command.arg("--socket").arg(socket);
+                }
                 let t = Instant::now();
                 // Each CLI as a user would run it.
-                let _ = Command::new(exe)
+                let _ = command
                     .env_remove("GLIBC_TUNABLES")
                     .args(["-c", filter])
                     .arg(path)
@@ -916,6 +937,20 @@ fn render(
             p50,
             target(p50 <= 1.0)
         );
+        let cli = |t: &str| {
+            c.clis
+                .iter()
+                .find(|(n, _)| *n == t)
+                .map(|(_, s)| s.median())
+        };
+        if let (Some(ours), Some(jaq)) = (cli(JQJAIL_CLI), cli("jaq")) {
+            let _ = writeln!(
+                r,
+                "- (issue 15) small `.[0]` through the `jqjail` CLI ≤ 0.5 × the jaq CLI: {ours:.2} ms vs {jaq:.2} ms, {:.2} × — {}",
+                ours / jaq,
+                target(ours <= 0.5 * jaq)
+            );
+        }
     }
     if let Some(c) = big {
         let j = c.jqjail.median();

@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-/// argv\[1\] that makes the `jqjail` executable run the daemon (`jqjail daemon --socket …`),
-/// which is how the CLI starts a private one from its own binary.
-pub const DAEMON_SUBCOMMAND: &str = "daemon";
+/// The daemon's executable, which the CLI starts as a private daemon: looked for beside the
+/// CLI's own executable (both are installed and built side by side), then on `$PATH`.
+pub const DAEMON_EXECUTABLE: &str = "jqjaild";
 
 /// How long a private daemon lives without clients.
 pub const PRIVATE_IDLE_EXIT: Duration = Duration::from_secs(600);
@@ -806,7 +806,7 @@ fn prepare_private_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Starts `jqjail daemon` from this executable, detached, and waits until it accepts.
+/// Starts `jqjaild` as the user's private daemon, detached, and waits until it accepts.
 fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
     let dir = &private.path;
     let socket = &private.socket();
@@ -827,7 +827,7 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
     if Client::connect(socket).is_ok() {
         return Ok(());
     }
-    let exe = std::env::current_exe().map_err(|e| format!("finding the jqjail executable: {e}"))?;
+    let exe = daemon_executable()?;
     let log_path = dir.join("daemon.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -835,7 +835,6 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
         .open(&log_path)
         .map_err(|e| format!("opening {}: {e}", log_path.display()))?;
     let mut child = Command::new(&exe)
-        .arg(DAEMON_SUBCOMMAND)
         .arg("--socket")
         .arg(socket)
         .arg("--store")
@@ -867,6 +866,79 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
         PRIVATE_START_TIMEOUT.as_secs(),
         log_path.display()
     ))
+}
+
+/// The daemon's executable: `jqjaild` beside this one, else the first on `$PATH`. Run by
+/// `cargo run --bin jqjail` in a checkout where only the CLI is built yet (a fresh clone), it
+/// has cargo build `jqjaild` into the same directory first, once, saying so on stderr.
+fn daemon_executable() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding the jqjail executable: {e}"))?;
+    let beside = exe.with_file_name(DAEMON_EXECUTABLE);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    if let (Some(cargo), Some(manifest_dir), Some("jqjail")) = (
+        std::env::var_os("CARGO"),
+        std::env::var_os("CARGO_MANIFEST_DIR"),
+        std::env::var("CARGO_PKG_NAME").ok().as_deref(),
+    ) {
+        build_daemon(&cargo, Path::new(&manifest_dir), &exe)?;
+        if beside.is_file() {
+            return Ok(beside);
+        }
+        return Err(format!(
+            "cargo built {DAEMON_EXECUTABLE}, but not at {}",
+            beside.display()
+        ));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(DAEMON_EXECUTABLE))
+            .find(|candidate| candidate.is_file())
+    });
+    on_path.ok_or_else(|| {
+        format!(
+            "cannot start a private daemon: {DAEMON_EXECUTABLE} is neither beside {} nor on $PATH \
+             (build it with `cargo build --release`, or install it beside jqjail)",
+            exe.display()
+        )
+    })
+}
+
+/// `cargo build --bin jqjaild` in the profile `exe` was built in.
+fn build_daemon(cargo: &std::ffi::OsStr, manifest_dir: &Path, exe: &Path) -> Result<(), String> {
+    let profile = exe
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|p| p.to_str())
+        .unwrap_or("debug");
+    eprintln!(
+        "jqjail: {DAEMON_EXECUTABLE} is not built yet; building it (cargo build --profile {profile} --bin {DAEMON_EXECUTABLE}), once"
+    );
+    let profile_arg = match profile {
+        "debug" => "dev",
+        other => other,
+    };
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--profile",
+            profile_arg,
+            "--bin",
+            DAEMON_EXECUTABLE,
+        ])
+        .arg("--manifest-path")
+        .arg(manifest_dir.join("Cargo.toml"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("running cargo to build {DAEMON_EXECUTABLE}: {e}"))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "cargo could not build {DAEMON_EXECUTABLE} ({status})"
+        )),
+    }
 }
 
 #[cfg(test)]

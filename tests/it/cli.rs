@@ -1,7 +1,7 @@
 //! The `jqjail` command line: output, error format, exit statuses, and the private daemon it
 //! starts on a fresh machine.
 
-use crate::util::{CLI, Daemon, alive, repo_file, signal, wait_until};
+use crate::util::{CLI, DAEMON, Daemon, alive, repo_file, signal, wait_until};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -133,6 +133,53 @@ fn starts_a_private_daemon_when_none_is_running() {
     let second = run();
     assert_eq!(second.stdout, first.stdout);
     assert_eq!(listener_pid(&socket), pid);
+    signal(pid, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}
+
+/// The CLI is a client only: it starts `jqjaild` found beside it, else on `$PATH`, and
+/// without either says where it looked instead of failing obscurely.
+#[test]
+fn a_cli_without_a_daemon_beside_it_finds_one_on_path_or_says_where_it_looked() {
+    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
+        eprintln!("skipped: a system jqjail daemon is installed; the CLI would use it");
+        return;
+    }
+    let alone = tempfile::tempdir().unwrap();
+    let cli = alone.path().join("jqjail");
+    std::fs::copy(CLI, &cli).unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let run = |path: &std::ffi::OsStr| {
+        Command::new(&cli)
+            .args(["-n", "1"])
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("PATH", path)
+            // Not as under `cargo run`, where it would have cargo build the daemon.
+            .env_remove("CARGO")
+            .env_remove("CARGO_MANIFEST_DIR")
+            .env_remove("JQJAIL_SOCKET")
+            .output()
+            .unwrap()
+    };
+    let nowhere = run(std::ffi::OsStr::new("/nonexistent"));
+    let stderr = String::from_utf8_lossy(&nowhere.stderr);
+    assert_eq!(nowhere.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("jqjaild is neither beside") && stderr.contains(cli.to_str().unwrap()),
+        "{stderr}"
+    );
+
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(DAEMON, bin.path().join("jqjaild")).unwrap();
+    let found = run(bin.path().as_os_str());
+    assert_eq!(
+        (found.status.code(), found.stdout.as_slice()),
+        (Some(0), &b"1\n"[..]),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    let socket = runtime.path().join("jqjail/jqjail.sock");
+    let pid = listener_pid(&socket);
     signal(pid, libc::SIGTERM);
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
