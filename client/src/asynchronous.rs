@@ -87,6 +87,11 @@ impl AsyncClient {
             .await
     }
 
+    /// The shape summary of an input or a hide (see [`crate::Client::shape`]).
+    pub async fn shape(&mut self, source: Source<'_>) -> Result<RunReply, ClientError> {
+        crate::only_output(self.call(calls::shape(source)).await?)
+    }
+
     /// Runs a filter with arguments bound in it: `$name` for each named value and `$ARGS`.
     /// Each value is a JSON text (`"\"a string\""`, `42`), parsed by the worker as strictly
     /// as an input, so a value is only ever data: text that looks like jq stays a string.

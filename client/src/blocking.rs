@@ -107,6 +107,12 @@ impl Client {
         self.call(calls::run(filter, source, options, &Args::default()))
     }
 
+    /// The shape summary of an input or a hide (SPEC §10): a skeleton of at most 4 KiB of
+    /// JSON text, computed by a confined worker.
+    pub fn shape(&mut self, source: Source<'_>) -> Result<RunReply, ClientError> {
+        only_output(self.call(calls::shape(source))?)
+    }
+
     /// Runs a filter with arguments bound in it: `$name` for each named value and `$ARGS`.
     /// Each value is a JSON text (`"\"a string\""`, `42`), parsed by the worker as strictly
     /// as an input, so a value is only ever data: text that looks like jq stays a string.

@@ -93,7 +93,7 @@ impl From<Exit> for ExitCode {
     // As in jq, a flag given twice is simply on.
     args_override_self = true,
     version,
-    after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
+    after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail shape [FILE | --hide ID], jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
 )]
 struct Args {
     /// The jq filter.
@@ -275,6 +275,64 @@ struct StatsArgs {
     socket: Option<PathBuf>,
 }
 
+/// `jqjail shape`: the shape summary of a JSON document.
+#[derive(Debug, Parser)]
+#[command(name = "jqjail shape")]
+struct ShapeArgs {
+    /// The JSON file; standard input if absent or `-`.
+    #[arg(conflicts_with = "hide")]
+    file: Option<OsString>,
+    /// Summarize a hide of the store instead (the daemon reads it off its disk).
+    #[arg(long, value_name = "ID")]
+    hide: Option<String>,
+    /// The daemon's socket (default as for running a filter).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Compact output.
+    #[arg(short = 'c', long = "compact-output")]
+    compact: bool,
+}
+
+/// Prints the shape summary of a file, stdin or a hide: keys and types, array lengths, how
+/// many elements have each optional key, a few examples; at most 4 KiB whatever the input.
+fn shape(args: ShapeArgs) -> Exit {
+    let mut client = match connect(args.socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report("UNAVAILABLE", &e);
+            return Exit::Unavailable;
+        }
+    };
+    let input = match &args.hide {
+        Some(_) => Vec::new(),
+        None => match read_inputs(args.file.as_slice(), client.limits().max_input_bytes) {
+            Ok(bytes) => bytes,
+            Err((code, message)) => {
+                report(code, &message);
+                return Exit::Input;
+            }
+        },
+    };
+    let source = match &args.hide {
+        Some(id) => Source::Hide(id),
+        None => Source::Inline(&input),
+    };
+    let reply = match client.shape(source) {
+        Ok(reply) => reply,
+        Err(e) => return failed(e),
+    };
+    let style = print::Style {
+        compact: args.compact,
+        indent: 2,
+        ..print::Style::default()
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match print::print(&reply.output, &style, &mut out).and_then(|_| Ok(out.flush()?)) {
+        Ok(()) => Exit::Success,
+        Err(e) => print_failed(e),
+    }
+}
+
 /// Prints the daemon's counters as JSON.
 fn stats(args: StatsArgs) -> Exit {
     let mut client = match connect(args.socket.as_deref()) {
@@ -336,6 +394,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match subcommand {
         Some("hide") => parse_and_run(args, hide::main),
         Some("stats") => parse_and_run(args, stats),
+        Some("shape") => parse_and_run(args, shape),
         _ => match parse_run(args) {
             Ok((args, words)) => run(args, words).into(),
             Err(Ok(e)) => clap_failed(e),
@@ -362,6 +421,7 @@ fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
     let found = match args.get(at).and_then(|a| a.to_str()) {
         Some("hide") => "hide",
         Some("stats") => "stats",
+        Some("shape") => "shape",
         _ => return (None, args),
     };
     let mut out = vec![OsString::from(format!("jqjail {found}"))];

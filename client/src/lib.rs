@@ -289,6 +289,15 @@ pub(crate) mod calls {
     }
 
     /// A run; an inline input is the request's tail, sent from the caller's buffer.
+    /// A shape request: a run in the `shape` language, with no filter.
+    pub(crate) fn shape(source: Source<'_>) -> Call<'_, Answer> {
+        let options = RunOptions {
+            lang: Lang::Shape,
+            ..RunOptions::default()
+        };
+        run("", source, &options, &Args::default())
+    }
+
     pub(crate) fn run<'a>(
         filter: &str,
         source: Source<'a>,

@@ -348,6 +348,9 @@ pub enum Lang {
     Jq,
     /// v1: the JMESPath-inspired path language of SPEC §4 (`items[*].name`).
     Path,
+    /// v2: no filter (the filter must be empty): the answer is the input's shape summary
+    /// (SPEC §10), a bounded skeleton of at most 4 KiB whatever the input.
+    Shape,
 }
 
 /// v1: a successful run.

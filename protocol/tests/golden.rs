@@ -398,3 +398,9 @@ fn named_arguments_keep_their_order_and_a_name_given_twice_is_refused() {
     let err = Encoding::Json.decode::<Request<'_>>(twice).unwrap_err();
     assert!(err.to_string().contains("`a` is given twice"), "{err}");
 }
+
+#[test]
+fn the_shape_language_is_index_2_and_named_shape() {
+    assert_eq!(Encoding::Bincode.encode(&Lang::Shape).unwrap(), [0x02]);
+    assert_eq!(Encoding::Json.encode(&Lang::Shape).unwrap(), br#""shape""#);
+}

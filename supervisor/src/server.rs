@@ -928,11 +928,20 @@ fn args_problem(lang: jqjail_protocol::Lang, args: &jqjail_protocol::Args) -> Op
     if args.is_empty() {
         return None;
     }
-    if lang == jqjail_protocol::Lang::Path {
-        return Some(ErrorReply::new(
-            ErrorCode::InvalidRequest,
-            "the path language has no variables; named and positional arguments are for jq filters",
-        ));
+    match lang {
+        jqjail_protocol::Lang::Jq => {}
+        jqjail_protocol::Lang::Path => {
+            return Some(ErrorReply::new(
+                ErrorCode::InvalidRequest,
+                "the path language has no variables; named and positional arguments are for jq filters",
+            ));
+        }
+        jqjail_protocol::Lang::Shape => {
+            return Some(ErrorReply::new(
+                ErrorCode::InvalidRequest,
+                "a shape request takes no arguments",
+            ));
+        }
     }
     let problem = args
         .named

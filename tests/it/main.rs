@@ -19,6 +19,7 @@ mod limits;
 mod path;
 mod sandbox;
 mod service;
+mod shape;
 mod systemd;
 mod tenants;
 mod util;

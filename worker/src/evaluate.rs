@@ -69,6 +69,33 @@ pub fn evaluate_with(
             limit: None,
             actual: None,
         }),
+        Lang::Shape => {
+            if !job.filter.trim().is_empty() {
+                return Err(EvalError {
+                    code: ErrorCode::InvalidRequest,
+                    message: "a shape request takes no filter; send an empty one".to_string(),
+                    limit: None,
+                    actual: None,
+                });
+            }
+            let value = parse_input(input, job.max_depth)?;
+            let bound = crate::shape::MAX_SHAPE_BYTES.min(job.max_output_bytes as usize);
+            let summary = crate::shape::summarize(&value, bound);
+            keep(value);
+            let summary = summary.ok_or_else(|| EvalError {
+                code: ErrorCode::OutputTooLarge,
+                message: format!(
+                    "even the shortest shape summary is over the {}-byte output limit",
+                    job.max_output_bytes
+                ),
+                limit: Some(job.max_output_bytes),
+                actual: None,
+            })?;
+            Ok(match job.outputs {
+                jqjail_protocol::Outputs::Collapsed => summary,
+                jqjail_protocol::Outputs::Lines => summary + "\n",
+            })
+        }
         Lang::Path => {
             let query = crate::path::parse(&job.filter)?;
             let value = parse_input(input, job.max_depth.min(crate::path::MAX_INPUT_DEPTH))?;

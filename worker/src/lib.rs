@@ -19,6 +19,7 @@ pub mod output;
 pub mod path;
 pub mod seccomp;
 pub mod serve;
+pub mod shape;
 pub mod value;
 pub mod zygote;
 
