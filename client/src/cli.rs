@@ -93,7 +93,7 @@ impl From<Exit> for ExitCode {
     // As in jq, a flag given twice is simply on.
     args_override_self = true,
     version,
-    after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail shape [FILE | --hide ID], jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
+    after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail shape [FILE | --hide ID], jqjail mcp, jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
 )]
 struct Args {
     /// The jq filter.
@@ -275,6 +275,32 @@ struct StatsArgs {
     socket: Option<PathBuf>,
 }
 
+/// `jqjail mcp`: an MCP server over stdio for agents (tools `jq`, `json_path`, `json_shape`,
+/// `hide_next`, `hide_jump`, `hide_search`), talking to the daemon as this user.
+#[cfg(feature = "mcp")]
+#[derive(Debug, Parser)]
+#[command(name = "jqjail mcp")]
+struct McpArgs {
+    /// The daemon's socket (default as for running a filter).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+#[cfg(feature = "mcp")]
+fn mcp(args: McpArgs) -> Exit {
+    let client = match connect(args.socket.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            report("UNAVAILABLE", &e);
+            return Exit::Unavailable;
+        }
+    };
+    match crate::mcp::serve(client, args.socket) {
+        code if code == ExitCode::SUCCESS => Exit::Success,
+        _ => Exit::Internal,
+    }
+}
+
 /// `jqjail shape`: the shape summary of a JSON document.
 #[derive(Debug, Parser)]
 #[command(name = "jqjail shape")]
@@ -395,6 +421,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some("hide") => parse_and_run(args, hide::main),
         Some("stats") => parse_and_run(args, stats),
         Some("shape") => parse_and_run(args, shape),
+        #[cfg(feature = "mcp")]
+        Some("mcp") => parse_and_run(args, mcp),
         _ => match parse_run(args) {
             Ok((args, words)) => run(args, words).into(),
             Err(Ok(e)) => clap_failed(e),
@@ -422,6 +450,7 @@ fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
         Some("hide") => "hide",
         Some("stats") => "stats",
         Some("shape") => "shape",
+        Some("mcp") => "mcp",
         _ => return (None, args),
     };
     let mut out = vec![OsString::from(format!("jqjail {found}"))];
@@ -823,7 +852,7 @@ fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, S
 /// Connects to the chosen daemon, starting a private one if that is the only option. Every
 /// connection is checked to be the user's own daemon, root's, or a trusted uid's before
 /// anything is sent (`crate::trust`); a socket another user planted is refused with its uid.
-fn connect(explicit: Option<&Path>) -> Result<Client, String> {
+pub(crate) fn connect(explicit: Option<&Path>) -> Result<Client, String> {
     if let Some(path) = explicit {
         return Client::connect(path).map_err(|e| e.to_string());
     }

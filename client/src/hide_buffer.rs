@@ -9,15 +9,18 @@
 
 use crate::{Client, ClientError, HideContent, HideCut, HideEntry, HideSearchRequest};
 use serde_json::Value;
+use std::borrow::BorrowMut;
 use std::collections::{BTreeMap, HashMap};
 
 /// The `kind` recorded for hides stored through a buffer.
 pub const TOOL_OUTPUT_KIND: &str = "tool_output";
 
-/// A per-turn view of hides, paged by a fixed page size.
+/// A per-turn view of hides, paged by a fixed page size. It holds its client as `C`: a
+/// `&mut Client` for a buffer that lives for one turn, or a `Client` it owns (as a server that
+/// keeps one buffer for its whole session does).
 #[derive(Debug)]
-pub struct HideBuffer<'c> {
-    client: &'c mut Client,
+pub struct HideBuffer<C: BorrowMut<Client>> {
+    client: C,
     page_size: u64,
     /// The most recently stored or loaded hide: its ID and size.
     latest: Option<(String, u64)>,
@@ -25,9 +28,9 @@ pub struct HideBuffer<'c> {
     cursors: HashMap<String, u64>,
 }
 
-impl<'c> HideBuffer<'c> {
+impl<C: BorrowMut<Client>> HideBuffer<C> {
     /// A buffer that pages by `page_size` bytes (64 to 1,048,576; the daemon checks).
-    pub fn new(client: &'c mut Client, page_size: u64) -> Self {
+    pub fn new(client: C, page_size: u64) -> Self {
         Self {
             client,
             page_size,
@@ -37,9 +40,12 @@ impl<'c> HideBuffer<'c> {
     }
 
     /// A buffer holding one hide already in the store (the seed's `LoadIntoBuffer`).
-    pub fn load(client: &'c mut Client, id: &str, page_size: u64) -> Result<Self, ClientError> {
+    pub fn load(client: C, id: &str, page_size: u64) -> Result<Self, ClientError> {
         let mut buffer = Self::new(client, page_size);
-        let first = buffer.client.hide_cut(id, 1, Some(page_size), false)?;
+        let first = buffer
+            .client
+            .borrow_mut()
+            .hide_cut(id, 1, Some(page_size), false)?;
         buffer.latest = Some((first.hide_id, first.size));
         Ok(buffer)
     }
@@ -56,9 +62,12 @@ impl<'c> HideBuffer<'c> {
 
     /// Stores a tool's output; it becomes the latest hide.
     pub fn store(&mut self, source: &str, content: &[u8]) -> Result<HideEntry, ClientError> {
-        let put = self
-            .client
-            .hide_put(TOOL_OUTPUT_KIND, source, content, &BTreeMap::new())?;
+        let put = self.client.borrow_mut().hide_put(
+            TOOL_OUTPUT_KIND,
+            source,
+            content,
+            &BTreeMap::new(),
+        )?;
         self.latest = Some((put.entry.id.clone(), put.entry.size));
         self.cursors.remove(&put.entry.id);
         Ok(put.entry)
@@ -66,7 +75,7 @@ impl<'c> HideBuffer<'c> {
 
     /// A hide's metadata and whole content.
     pub fn get(&mut self, id: &str) -> Result<HideContent, ClientError> {
-        self.client.hide_get(id)
+        self.client.borrow_mut().hide_get(id)
     }
 
     /// One page (1-based); it becomes that hide's cursor.
@@ -81,7 +90,7 @@ impl<'c> HideBuffer<'c> {
         query: &str,
         ignore_case: bool,
     ) -> Result<Option<HideCut>, ClientError> {
-        let found = self.client.hide_search(HideSearchRequest {
+        let found = self.client.borrow_mut().hide_search(HideSearchRequest {
             id: id.into(),
             query: query.into(),
             ignore_case,
@@ -118,6 +127,13 @@ impl<'c> HideBuffer<'c> {
     /// Answers a `hide_next`, `hide_jump` or `hide_search` tool call with the text for the
     /// model. Failures are answered too, as text naming the code, so the model can recover.
     pub fn call_tool(&mut self, name: &str, args: &Value) -> String {
+        self.try_call_tool(name, args)
+            .unwrap_or_else(|why| format!("error: {why}"))
+    }
+
+    /// [`HideBuffer::call_tool`], with a failure as `Err("CODE: message")` (or a usage
+    /// message) for front ends that report errors apart, as MCP's `isError` does.
+    pub fn try_call_tool(&mut self, name: &str, args: &Value) -> Result<String, String> {
         let id = args.get("hide_id").and_then(Value::as_str);
         let result = match name {
             "hide_next" => self.next(id).map(|c| format_cut(&c)),
@@ -126,7 +142,7 @@ impl<'c> HideBuffer<'c> {
                     .pick(id)
                     .and_then(|id| self.cut(&id, page))
                     .map(|c| format_cut(&c)),
-                None => return "error: hide_jump needs a positive integer `page`".into(),
+                None => return Err("hide_jump needs a positive integer `page`".into()),
             },
             "hide_search" => match args.get("query").and_then(Value::as_str) {
                 Some(query) => {
@@ -145,18 +161,34 @@ impl<'c> HideBuffer<'c> {
                         })
                     })
                 }
-                None => return "error: hide_search needs a string `query`".into(),
+                None => return Err("hide_search needs a string `query`".into()),
             },
-            other => return format!("error: {other} is not a hide tool"),
+            other => return Err(format!("{other} is not a hide tool")),
         };
-        result.unwrap_or_else(|e| match e.code() {
-            Some(code) => format!("error: {code}: {e}"),
-            None => format!("error: {e}"),
+        result.map_err(|e| match e.code() {
+            Some(code) => format!("{code}: {e}"),
+            None => e.to_string(),
         })
     }
 
+    /// Makes `cut`'s hide the latest, with `cut` as the last page served of it: for a page
+    /// that came from elsewhere, such as the first page of a run's output kept as a hide.
+    pub fn served(&mut self, cut: &HideCut) {
+        self.latest = Some((cut.hide_id.clone(), cut.size));
+        self.cursors.insert(cut.hide_id.clone(), cut.page);
+    }
+
+    /// The client the buffer pages with, for other requests in the same session (or to
+    /// replace it after its connection is lost).
+    pub fn client(&mut self) -> &mut Client {
+        self.client.borrow_mut()
+    }
+
     fn serve(&mut self, id: &str, page: u64, hint: bool) -> Result<HideCut, ClientError> {
-        let cut = self.client.hide_cut(id, page, Some(self.page_size), hint)?;
+        let cut = self
+            .client
+            .borrow_mut()
+            .hide_cut(id, page, Some(self.page_size), hint)?;
         self.cursors.insert(cut.hide_id.clone(), cut.page);
         Ok(cut)
     }

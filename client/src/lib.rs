@@ -3,13 +3,15 @@
 //! encoding of the protocol.
 //!
 //! The library never starts a daemon; the `jqjail` command line does that ([`cli`], feature
-//! `cli`), because only a binary that can host the daemon can start one.
+//! `cli`), because it knows where the daemon's executable is.
 
 mod asynchronous;
 mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod hide_buffer;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod paths;
 pub mod tools;
 pub mod trust;

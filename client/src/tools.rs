@@ -1,6 +1,7 @@
-//! Tool definitions for model APIs: `jq`, `json_path` and the hide-paging tools (`hide_next`,
-//! `hide_jump`, `hide_search`), as JSON Schema, in the shapes the major APIs accept.
-//! `jqjail tools` prints them; [`crate::HideBuffer::call_tool`] answers the hide tools.
+//! Tool definitions for model APIs: `jq`, `json_path`, `json_shape` and the hide-paging tools
+//! (`hide_next`, `hide_jump`, `hide_search`), as JSON Schema, in the shapes the major APIs
+//! accept. `jqjail tools` prints them, `jqjail mcp` offers them, and
+//! [`crate::HideBuffer::call_tool`] answers the hide tools.
 //!
 //! Every schema is a closed object (`additionalProperties: false`) whose required properties
 //! all exist, which Anthropic's `input_schema` and OpenAI's function tools accept. They are not
@@ -30,7 +31,8 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "properties": {
                     "filter": {"type": "string", "description": "The jq filter, e.g. `.items[] | {id, name}`.", "maxLength": 65536},
                     "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
-                    "hide_id": {"type": "string", "description": "The ID of a hide to filter instead of input, e.g. `github-1a2b3c4d`.", "maxLength": 97}
+                    "hide_id": {"type": "string", "description": "The ID of a hide to filter instead of input, e.g. `github-1a2b3c4d`.", "maxLength": 97},
+                    "args": {"type": "object", "description": "Values for the filter, bound as `$name` (and in `$ARGS.named`): pass values here rather than writing them into the filter text. Keys are jq variable names.", "additionalProperties": true}
                 },
                 "required": ["filter"],
                 "additionalProperties": false
@@ -47,6 +49,19 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                     "hide_id": {"type": "string", "description": "The ID of a hide to query instead of input.", "maxLength": 97}
                 },
                 "required": ["query"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "json_shape",
+            "Summarise the structure of a JSON document without reading it: its keys and their types, array lengths, which keys only some elements have (and how many), and a few short example values. At most 4 KiB whatever the size of the document. Use it first on a large result or hide, to write a correct jq filter or path.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "hide_id": {"type": "string", "description": "The ID of a hide to summarise instead of input.", "maxLength": 97}
+                },
+                "required": [],
                 "additionalProperties": false
             }),
         ),
@@ -92,6 +107,12 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
     ]
 }
 
+/// The tools as (name, description, JSON Schema of the arguments): the one list every format
+/// and the MCP server are made from.
+pub fn list() -> Vec<(&'static str, &'static str, Value)> {
+    neutral()
+}
+
 /// The definitions in `format`.
 pub fn definitions(format: Format) -> Value {
     Value::Array(
@@ -126,7 +147,7 @@ mod tests {
         ] {
             let defs = definitions(format);
             let tools = defs.as_array().unwrap();
-            assert_eq!(tools.len(), 5);
+            assert_eq!(tools.len(), 6);
             for tool in tools {
                 let schema = tool.pointer(schema_key).unwrap();
                 assert_eq!(schema["type"], "object");
@@ -148,7 +169,14 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["jq", "json_path", "hide_next", "hide_jump", "hide_search"]
+            [
+                "jq",
+                "json_path",
+                "json_shape",
+                "hide_next",
+                "hide_jump",
+                "hide_search"
+            ]
         );
     }
 }

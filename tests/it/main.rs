@@ -16,6 +16,7 @@ mod jq_cli;
 mod json_client;
 mod lifecycle;
 mod limits;
+mod mcp;
 mod path;
 mod sandbox;
 mod service;

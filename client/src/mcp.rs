@@ -1,0 +1,310 @@
+//! `jqjail mcp`: a Model Context Protocol server over stdio (SPEC §10), built on the official
+//! Rust SDK (`rmcp`).
+//!
+//! It is a front end, not a second engine: it connects to the daemon as an ordinary client
+//! (found or started exactly as for `jqjail FILTER`), so the uid that started it is its
+//! tenant, and every filter runs in a confined worker under the daemon's limits. The tools are
+//! those of [`crate::tools::list`]: `jq`, `json_path`, `json_shape`, `hide_next`, `hide_jump`,
+//! `hide_search`.
+//!
+//! A `jq` or `json_path` output over the output limit is kept as a hide: the tool answers
+//! with its ID, its shape and page 1 with the reflection hint, and the paging tools default to
+//! it. Every jqjail error is a tool error (`isError: true`) whose text is `CODE: message`, so
+//! the model can act on it; the server itself never stops on a bad call.
+
+use crate::hide_buffer::{HideBuffer, format_cut};
+use crate::{Answer, Client, ClientError, Lang, OnOversize, RunOptions, Source};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+/// Bytes per page of a hide read through the paging tools.
+pub const PAGE_BYTES: u64 = 16_384;
+
+/// The server: one daemon connection and one hide buffer for the whole session.
+#[derive(Clone)]
+pub struct Server {
+    state: Arc<Mutex<State>>,
+}
+
+struct State {
+    buffer: HideBuffer<Client>,
+    /// How to reach the daemon again if the connection is lost.
+    socket: Option<PathBuf>,
+}
+
+/// A tool call's outcome: text for the model, or an error's `CODE: message`.
+type Outcome = Result<String, String>;
+
+impl Server {
+    /// A server talking to the daemon through `client`; `socket` is what the user named (or
+    /// `None` for the default search), used to reconnect.
+    pub fn new(client: Client, socket: Option<PathBuf>) -> Server {
+        Server {
+            state: Arc::new(Mutex::new(State {
+                buffer: HideBuffer::new(client, PAGE_BYTES),
+                socket,
+            })),
+        }
+    }
+
+    /// Answers one tool call (blocking: it talks to the daemon).
+    pub fn call(&self, name: &str, args: &Map<String, Value>) -> Outcome {
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            // A panic in an earlier call must not take the session down with it.
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let args = Value::Object(args.clone());
+        match state.call(name, &args) {
+            // The connection is gone (the daemon restarted, say): reconnect once and retry.
+            Err(Failure::Connection(why)) => match super::cli::connect(state.socket.as_deref()) {
+                Ok(client) => {
+                    *state.buffer.client() = client;
+                    state.call(name, &args).map_err(Failure::text)
+                }
+                Err(again) => Err(format!("UNAVAILABLE: {why}; reconnecting: {again}")),
+            },
+            other => other.map_err(Failure::text),
+        }
+    }
+}
+
+/// Why a call failed.
+enum Failure {
+    /// The daemon answered with an error, or the call was malformed: tell the model.
+    Tool(String),
+    /// The connection to the daemon failed.
+    Connection(String),
+}
+
+impl Failure {
+    fn text(self) -> String {
+        match self {
+            Failure::Tool(text) => text,
+            Failure::Connection(why) => format!("UNAVAILABLE: {why}"),
+        }
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        match e {
+            ClientError::Server(e) => Failure::Tool(format!("{}: {}", e.code.as_str(), e.message)),
+            ClientError::Io(_) | ClientError::Protocol(_) => Failure::Connection(e.to_string()),
+            other => Failure::Tool(other.to_string()),
+        }
+    }
+}
+
+impl State {
+    fn call(&mut self, name: &str, args: &Value) -> Result<String, Failure> {
+        match name {
+            "jq" => {
+                let filter = string(args, "filter")?;
+                let named = named_args(args)?;
+                self.run(filter, Lang::Jq, args, &named)
+            }
+            "json_path" => {
+                let query = string(args, "query")?;
+                self.run(query, Lang::Path, args, &crate::Args::default())
+            }
+            "json_shape" => {
+                let input = source_text(args)?;
+                let client = self.buffer.client();
+                let reply = match &input {
+                    Input::Inline(text) => client.shape(Source::Inline(text.as_bytes()))?,
+                    Input::Hide(id) => client.shape(Source::Hide(id))?,
+                };
+                Ok(reply.output)
+            }
+            "hide_next" | "hide_jump" | "hide_search" => {
+                self.buffer.try_call_tool(name, args).map_err(Failure::Tool)
+            }
+            other => Err(Failure::Tool(format!(
+                "INVALID_REQUEST: there is no tool named `{other}`"
+            ))),
+        }
+    }
+
+    /// Runs a jq filter or path query; an output over the limit is kept as a hide and
+    /// answered with its ID, shape and first page.
+    fn run(
+        &mut self,
+        filter: &str,
+        lang: Lang,
+        args: &Value,
+        named: &crate::Args,
+    ) -> Result<String, Failure> {
+        let input = source_text(args)?;
+        let options = RunOptions {
+            lang,
+            on_oversize: OnOversize::Hide,
+            ..RunOptions::default()
+        };
+        let source = match &input {
+            Input::Inline(text) => Source::Inline(text.as_bytes()),
+            Input::Hide(id) => Source::Hide(id),
+        };
+        match self
+            .buffer
+            .client()
+            .run_with_args(filter, source, &options, named)?
+        {
+            Answer::Output(reply) => Ok(reply.output),
+            Answer::Hidden(hidden) => {
+                self.buffer.served(&hidden.first);
+                let id = &hidden.entry.id;
+                let shape = self
+                    .buffer
+                    .client()
+                    .shape(Source::Hide(id))
+                    .map(|r| r.output)
+                    .unwrap_or_else(|e| format!("(no shape: {e})"));
+                Ok(format!(
+                    "The output is {} bytes, over the output limit, so it was kept as hide {id}. \
+                     Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
+                     hide_jump and hide_search.\nShape: {shape}\n\n{}",
+                    hidden.entry.size,
+                    format_cut(&hidden.first)
+                ))
+            }
+        }
+    }
+}
+
+enum Input {
+    Inline(String),
+    Hide(String),
+}
+
+/// The document a tool works on: `input` (JSON text) or `hide_id`, exactly one.
+fn source_text(args: &Value) -> Result<Input, Failure> {
+    match (args.get("input"), args.get("hide_id")) {
+        (Some(Value::String(text)), None) => Ok(Input::Inline(text.clone())),
+        (None, Some(Value::String(id))) => Ok(Input::Hide(id.clone())),
+        (Some(_), Some(_)) => Err(usage("give either `input` or `hide_id`, not both")),
+        (None, None) => Err(usage(
+            "give the document as `input` (JSON text) or `hide_id`",
+        )),
+        _ => Err(usage("`input` and `hide_id` are strings")),
+    }
+}
+
+fn string<'a>(args: &'a Value, key: &str) -> Result<&'a str, Failure> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| usage(&format!("`{key}` is required and is a string")))
+}
+
+/// `args` of the jq tool: each value sent as JSON text, so it is only ever data.
+fn named_args(args: &Value) -> Result<crate::Args, Failure> {
+    let mut out = crate::Args::default();
+    match args.get("args") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (name, value) in map {
+                if let Some(problem) = jqjail_protocol::message::arg_name_problem(name) {
+                    return Err(usage(&problem));
+                }
+                out.named.insert_first(name.clone(), value.to_string());
+            }
+        }
+        Some(_) => return Err(usage("`args` is an object of names to JSON values")),
+    }
+    Ok(out)
+}
+
+fn usage(why: &str) -> Failure {
+    Failure::Tool(format!("INVALID_REQUEST: {why}"))
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("jqjail", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "jq and a simple path language over JSON, run in confined workers, and paging \
+                 of results too large to read (hides). Call json_shape first on a large \
+                 document, then narrow it with jq or json_path.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = crate::tools::list()
+            .into_iter()
+            .map(|(name, description, schema)| {
+                let schema = match schema {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                };
+                Tool::new(name, description, Arc::new(schema))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let server = self.clone();
+        let name = request.name.to_string();
+        let args = request.arguments.unwrap_or_default();
+        let outcome = tokio::task::spawn_blocking(move || server.call(&name, &args))
+            .await
+            .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
+        Ok(match outcome {
+            Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        }
+        .into())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes it.
+pub fn serve(client: Client, socket: Option<PathBuf>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("jqjail mcp: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let service = match Server::new(client, socket)
+            .serve(rmcp::transport::stdio())
+            .await
+        {
+            Ok(service) => service,
+            Err(e) => {
+                eprintln!("jqjail mcp: the MCP session did not start: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match service.waiting().await {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("jqjail mcp: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
