@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 /// CLI's own executable (both are installed and built side by side), then on `$PATH`.
 pub const DAEMON_EXECUTABLE: &str = "jqjaild";
 
+/// The MCP server's executable, which `jqjail mcp` runs, found as the daemon's is.
+pub const MCP_EXECUTABLE: &str = "jqjail-mcp";
+
 /// How long a private daemon lives without clients.
 pub const PRIVATE_IDLE_EXIT: Duration = Duration::from_secs(600);
 
@@ -275,32 +278,6 @@ struct StatsArgs {
     socket: Option<PathBuf>,
 }
 
-/// `jqjail mcp`: an MCP server over stdio for agents (tools `jq`, `json_path`, `json_shape`,
-/// `hide_next`, `hide_jump`, `hide_search`), talking to the daemon as this user.
-#[cfg(feature = "mcp")]
-#[derive(Debug, Parser)]
-#[command(name = "jqjail mcp")]
-struct McpArgs {
-    /// The daemon's socket (default as for running a filter).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-}
-
-#[cfg(feature = "mcp")]
-fn mcp(args: McpArgs) -> Exit {
-    let client = match connect(args.socket.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            report("UNAVAILABLE", &e);
-            return Exit::Unavailable;
-        }
-    };
-    match crate::mcp::serve(client, args.socket) {
-        code if code == ExitCode::SUCCESS => Exit::Success,
-        _ => Exit::Internal,
-    }
-}
-
 /// `jqjail shape`: the shape summary of a JSON document.
 #[derive(Debug, Parser)]
 #[command(name = "jqjail shape")]
@@ -421,8 +398,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Some("hide") => parse_and_run(args, hide::main),
         Some("stats") => parse_and_run(args, stats),
         Some("shape") => parse_and_run(args, shape),
-        #[cfg(feature = "mcp")]
-        Some("mcp") => parse_and_run(args, mcp),
+        // A program of its own (see `mcp_executable`): it replaces this process.
+        Some("mcp") => run_mcp(args),
         _ => match parse_run(args) {
             Ok((args, words)) => run(args, words).into(),
             Err(Ok(e)) => clap_failed(e),
@@ -916,7 +893,7 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
     if Client::connect(socket).is_ok() {
         return Ok(());
     }
-    let exe = daemon_executable()?;
+    let exe = daemon_executable().map_err(|why| format!("cannot start a private daemon: {why}"))?;
     let log_path = dir.join("daemon.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -957,12 +934,34 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
     ))
 }
 
-/// The daemon's executable: `jqjaild` beside this one, else the first on `$PATH`. Run by
-/// `cargo run --bin jqjail` in a checkout where only the CLI is built yet (a fresh clone), it
-/// has cargo build `jqjaild` into the same directory first, once, saying so on stderr.
+/// `jqjail mcp ARGS…`: runs `jqjail-mcp ARGS…` in this process's place.
+fn run_mcp(args: Vec<OsString>) -> ExitCode {
+    let exe = match companion_executable(MCP_EXECUTABLE) {
+        Ok(exe) => exe,
+        Err(why) => {
+            report("UNAVAILABLE", &why);
+            return Exit::Unavailable.into();
+        }
+    };
+    let err = Command::new(&exe).args(&args[1..]).exec();
+    report(
+        "UNAVAILABLE",
+        &format!("cannot run {}: {err}", exe.display()),
+    );
+    Exit::Unavailable.into()
+}
+
+/// The daemon's executable (see [`companion_executable`]).
 fn daemon_executable() -> Result<PathBuf, String> {
+    companion_executable(DAEMON_EXECUTABLE)
+}
+
+/// A program shipped with the CLI: `name` beside this executable, else the first on `$PATH`.
+/// Run by `cargo run --bin jqjail` in a checkout where only the CLI is built yet (a fresh
+/// clone), it has cargo build `name` into the same directory first, once, saying so on stderr.
+fn companion_executable(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding the jqjail executable: {e}"))?;
-    let beside = exe.with_file_name(DAEMON_EXECUTABLE);
+    let beside = exe.with_file_name(name);
     if beside.is_file() {
         return Ok(beside);
     }
@@ -971,38 +970,43 @@ fn daemon_executable() -> Result<PathBuf, String> {
         std::env::var_os("CARGO_MANIFEST_DIR"),
         std::env::var("CARGO_PKG_NAME").ok().as_deref(),
     ) {
-        build_daemon(&cargo, Path::new(&manifest_dir), &exe)?;
+        build_companion(name, &cargo, Path::new(&manifest_dir), &exe)?;
         if beside.is_file() {
             return Ok(beside);
         }
         return Err(format!(
-            "cargo built {DAEMON_EXECUTABLE}, but not at {}",
+            "cargo built {name}, but not at {}",
             beside.display()
         ));
     }
     let on_path = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
-            .map(|dir| dir.join(DAEMON_EXECUTABLE))
+            .map(|dir| dir.join(name))
             .find(|candidate| candidate.is_file())
     });
     on_path.ok_or_else(|| {
         format!(
-            "cannot start a private daemon: {DAEMON_EXECUTABLE} is neither beside {} nor on $PATH \
+            "{name} is neither beside {} nor on $PATH \
              (build it with `cargo build --release`, or install it beside jqjail)",
             exe.display()
         )
     })
 }
 
-/// `cargo build --bin jqjaild` in the profile `exe` was built in.
-fn build_daemon(cargo: &std::ffi::OsStr, manifest_dir: &Path, exe: &Path) -> Result<(), String> {
+/// `cargo build --bin NAME` in the profile `exe` was built in.
+fn build_companion(
+    name: &str,
+    cargo: &std::ffi::OsStr,
+    manifest_dir: &Path,
+    exe: &Path,
+) -> Result<(), String> {
     let profile = exe
         .parent()
         .and_then(Path::file_name)
         .and_then(|p| p.to_str())
         .unwrap_or("debug");
     eprintln!(
-        "jqjail: {DAEMON_EXECUTABLE} is not built yet; building it (cargo build --profile {profile} --bin {DAEMON_EXECUTABLE}), once"
+        "jqjail: {name} is not built yet; building it (cargo build --profile {profile} --bin {name}), once"
     );
     let profile_arg = match profile {
         "debug" => "dev",

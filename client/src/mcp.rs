@@ -275,6 +275,42 @@ impl ServerHandler for Server {
     }
 }
 
+/// `jqjail-mcp [--socket S]` (also `jqjail mcp …`).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "jqjail mcp",
+    version,
+    about = "An MCP server over stdio: tools jq, json_path, json_shape, hide_next, hide_jump and hide_search, run by the jqjail daemon as this user"
+)]
+struct McpArgs {
+    /// The daemon's socket (default as for running a filter: $JQJAIL_SOCKET, the system
+    /// daemon, or a private one, started if need be).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+/// Runs the MCP server with these arguments (argv\[0\] first).
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    use clap::Parser;
+    let args = match McpArgs::try_parse_from(args) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return match e.use_stderr() {
+                true => ExitCode::from(2),
+                false => ExitCode::SUCCESS,
+            };
+        }
+    };
+    match super::cli::connect(args.socket.as_deref()) {
+        Ok(client) => serve(client, args.socket),
+        Err(e) => {
+            eprintln!("jqjail: UNAVAILABLE: {e}");
+            ExitCode::from(8)
+        }
+    }
+}
+
 /// Serves MCP on stdin/stdout until the client closes it.
 pub fn serve(client: Client, socket: Option<PathBuf>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -205,7 +205,7 @@ fn stage(booted: &Booted, inside: &str) {
         std::fs::copy(repo_file(file), dest).unwrap();
     }
     std::fs::create_dir_all(to.join("target/release")).unwrap();
-    for bin in [DAEMON, CLI] {
+    for bin in [DAEMON, CLI, crate::util::MCP] {
         let name = Path::new(bin).file_name().unwrap();
         std::fs::copy(bin, to.join("target/release").join(name)).unwrap();
     }
@@ -223,7 +223,7 @@ fn build_deb(out: &Path) -> Result<PathBuf, String> {
     }
     let target = out.join("target");
     std::fs::create_dir_all(target.join("release")).unwrap();
-    for bin in [DAEMON, CLI] {
+    for bin in [DAEMON, CLI, crate::util::MCP] {
         let name = Path::new(bin).file_name().unwrap();
         std::fs::copy(bin, target.join("release").join(name)).unwrap();
     }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 pub const DAEMON: &str = env!("CARGO_BIN_EXE_jqjaild");
 pub const CLI: &str = env!("CARGO_BIN_EXE_jqjail");
+pub const MCP: &str = env!("CARGO_BIN_EXE_jqjail-mcp");
 
 /// A daemon started for one test; SIGTERMed and reaped on drop.
 pub struct Daemon {
