@@ -1,0 +1,347 @@
+"""The jqjail protocol v2 in its JSON encoding (PROTOCOL.md): frames, tails, and the one
+response each request gets. Shared by the blocking and the asyncio clients, which only move
+bytes; everything here is pure."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+PROTOCOL_VERSION = 2
+CLIENT_NAME = "jqjail-python/0.1.0"
+SYSTEM_SOCKET = "/run/jqjail/jqjail.sock"
+SOCKET_ENV = "JQJAIL_SOCKET"
+DAEMON_UIDS_ENV = "JQJAIL_DAEMON_UIDS"
+#: Response frames longer than this are refused (the daemon's never are).
+MAX_RESPONSE_FRAME_BYTES = 8 << 20
+#: No tail is read past this, whatever the daemon's limits say.
+MAX_RESPONSE_TAIL_BYTES = 1 << 30
+
+
+class JqjailError(Exception):
+    """A request the daemon answered with an error: `code` is the stable code to branch on."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        limit: Optional[int] = None,
+        actual: Optional[int] = None,
+        detail: Optional[str] = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.limit = limit
+        self.actual = actual
+        self.detail = detail
+
+
+class ConnectionFailed(JqjailError):
+    """The daemon could not be reached, broke the protocol, or is not trusted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("UNAVAILABLE", message)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_input_bytes: int
+    max_filter_bytes: int
+    max_depth: int
+    max_output_bytes: int
+    timeout_ms: int
+    max_heap_bytes: int
+
+
+@dataclass(frozen=True)
+class Cost:
+    wall_us: int = 0
+    cpu_us: int = 0
+    peak_rss_bytes: int = 0
+    input_bytes: int = 0
+    output_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RunReply:
+    """A run's answer: `output` is JSON text (integers keep every digit)."""
+
+    output: str
+    cost: Cost
+
+    def value(self) -> Any:
+        """The output parsed (Python's `json` keeps big integers exact)."""
+        return json.loads(self.output)
+
+
+@dataclass(frozen=True)
+class HideEntry:
+    id: str
+    kind: str
+    source: str
+    size: int
+    sha256: str
+    meta: Dict[str, str]
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class HideCut:
+    hide_id: str
+    page: int
+    total_pages: int
+    page_size: int
+    offset: int
+    size: int
+    content: bytes
+    preface: Optional[str] = None
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A run's output over the output limit, kept as a hide: its entry and page 1."""
+
+    entry: HideEntry
+    first: HideCut
+    cost: Cost
+
+
+@dataclass(frozen=True)
+class HideContent:
+    entry: HideEntry
+    content: bytes
+
+
+@dataclass
+class Request:
+    """One request: its frame, its tail, and how to read its answer's tail."""
+
+    body: bytes
+    tail: bytes = b""
+    #: The response variants this request may get (besides `error`).
+    expect: Tuple[str, ...] = field(default_factory=tuple)
+
+
+def encode(message: Any) -> bytes:
+    """A JSON frame body: non-ASCII sent raw, as UTF-8."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack("<I", len(body)) + body
+
+
+def hello() -> bytes:
+    return frame(encode({"hello": {"protocol": PROTOCOL_VERSION, "client": CLIENT_NAME}}))
+
+
+def frame_length(prefix: bytes) -> int:
+    (length,) = struct.unpack("<I", prefix)
+    if length > MAX_RESPONSE_FRAME_BYTES:
+        raise ConnectionFailed(
+            f"the daemon sent a {length}-byte frame, over the {MAX_RESPONSE_FRAME_BYTES}-byte maximum"
+        )
+    return length
+
+
+def decode(body: bytes) -> Tuple[str, Any]:
+    """A response body as (variant, fields)."""
+    try:
+        message = json.loads(body)
+    except ValueError as e:
+        raise ConnectionFailed(f"the daemon's frame is not JSON: {e}") from None
+    if isinstance(message, str):
+        return message, {}
+    if not isinstance(message, dict) or len(message) != 1:
+        raise ConnectionFailed("the daemon's frame is not one response")
+    ((variant, fields),) = message.items()
+    return variant, fields
+
+
+def tail_length(variant: str, fields: Any, limits: Optional[Limits]) -> int:
+    """How many raw bytes follow this response's frame (PROTOCOL.md, "Tails")."""
+    if variant == "run":
+        n = fields.get("output_bytes", 0)
+    elif variant in ("hide_content", "hide_cut"):
+        n = fields.get("content_bytes", 0)
+    elif variant == "hidden":
+        n = fields.get("first", {}).get("content_bytes", 0)
+    else:
+        return 0
+    if not isinstance(n, int) or n < 0:
+        raise ConnectionFailed(f"the daemon's {variant} answer has a bad tail length")
+    bound = MAX_RESPONSE_TAIL_BYTES
+    if limits is not None:
+        bound = min(bound, max(limits.max_input_bytes, limits.max_output_bytes))
+    if n > bound:
+        raise ConnectionFailed(f"the daemon announced a {n}-byte tail, over the {bound}-byte bound")
+    return n
+
+
+def limits_of(fields: Any) -> Limits:
+    try:
+        l = fields["limits"]
+        return Limits(**{k: int(l[k]) for k in Limits.__dataclass_fields__})
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConnectionFailed(f"the daemon's hello reply has no usable limits: {e}") from None
+
+
+def check_hello(variant: str, fields: Any) -> Limits:
+    if variant == "error":
+        raise error_of(fields)
+    if variant != "hello":
+        raise ConnectionFailed(f"expected a hello reply, got {variant}")
+    return limits_of(fields)
+
+
+def error_of(fields: Any) -> JqjailError:
+    return JqjailError(
+        str(fields.get("code", "INTERNAL")),
+        str(fields.get("message", "")),
+        fields.get("limit"),
+        fields.get("actual"),
+        fields.get("detail"),
+    )
+
+
+def cost_of(fields: Any) -> Cost:
+    c = fields or {}
+    return Cost(**{k: int(c.get(k, 0) or 0) for k in Cost.__dataclass_fields__})
+
+
+def entry_of(e: Any) -> HideEntry:
+    return HideEntry(
+        id=e["id"],
+        kind=e.get("kind", ""),
+        source=e.get("source", ""),
+        size=int(e.get("size", 0)),
+        sha256=e.get("sha256", ""),
+        meta=dict(e.get("meta") or {}),
+        created_ms=int(e.get("created_ms", 0)),
+    )
+
+
+def cut_of(c: Any, content: bytes) -> HideCut:
+    return HideCut(
+        hide_id=c["hide_id"],
+        page=int(c["page"]),
+        total_pages=int(c["total_pages"]),
+        page_size=int(c["page_size"]),
+        offset=int(c["offset"]),
+        size=int(c["size"]),
+        content=content,
+        preface=c.get("preface"),
+    )
+
+
+def answer(request: Request, variant: str, fields: Any, tail: bytes) -> Any:
+    """The Python value of a response, or the error it carries."""
+    if variant == "error":
+        raise error_of(fields)
+    if variant not in request.expect:
+        raise ConnectionFailed(f"the daemon answered {variant}, expected {' or '.join(request.expect)}")
+    if variant == "run":
+        try:
+            output = tail.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JqjailError("INTERNAL", "the daemon's output is not UTF-8") from None
+        return RunReply(output, cost_of(fields.get("cost")))
+    if variant == "hidden":
+        return Hidden(entry_of(fields["entry"]), cut_of(fields["first"], tail), cost_of(fields.get("cost")))
+    if variant == "hide_content":
+        return HideContent(entry_of(fields["entry"]), tail)
+    if variant == "hide_cut":
+        return cut_of(fields, tail)
+    if variant == "hide_put":
+        return {
+            "entry": entry_of(fields["entry"]),
+            "created": bool(fields.get("created")),
+            "evicted": list(fields.get("evicted") or []),
+        }
+    if variant == "hide_entry":
+        return entry_of(fields)
+    if variant == "hide_list":
+        return {
+            "entries": [entry_of(e) for e in fields.get("entries", [])],
+            "total": int(fields.get("total", 0)),
+            "next": fields.get("next"),
+        }
+    return fields
+
+
+def as_bytes(text: "str | bytes") -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+
+
+def run_request(
+    filter: str,
+    input: "str | bytes | None",
+    hide_id: Optional[str],
+    *,
+    lang: str = "jq",
+    args: Optional[Mapping[str, Any]] = None,
+    positional: Optional[List[Any]] = None,
+    outputs: str = "collapsed",
+    on_oversize: str = "error",
+    timeout_ms: Optional[int] = None,
+    max_output_bytes: Optional[int] = None,
+    max_depth: Optional[int] = None,
+) -> Request:
+    """A run: `input` is JSON text, or `hide_id` names a hide. `args` values are Python
+    values, sent as JSON texts: data, never filter code."""
+    if (input is None) == (hide_id is None):
+        raise ValueError("give exactly one of input and hide_id")
+    tail = b"" if input is None else as_bytes(input)
+    run: Dict[str, Any] = {
+        "filter": filter,
+        "lang": lang,
+        "input": {"inline": len(tail)} if input is not None else {"hide": hide_id},
+        "outputs": outputs,
+        "on_oversize": on_oversize,
+        "limits": {"timeout_ms": timeout_ms, "max_output_bytes": max_output_bytes, "max_depth": max_depth},
+    }
+    if args or positional:
+        run["args"] = {
+            "named": {name: json.dumps(value, ensure_ascii=False) for name, value in (args or {}).items()},
+            "positional": [json.dumps(value, ensure_ascii=False) for value in (positional or [])],
+        }
+    return Request(encode({"run": run}), tail, ("run", "hidden"))
+
+
+def find_socket(path: "str | os.PathLike[str] | None") -> str:
+    if path is not None:
+        return os.fspath(path)
+    return os.environ.get(SOCKET_ENV) or SYSTEM_SOCKET
+
+
+def trusted_uids() -> List[int]:
+    uids = [os.getuid(), 0]
+    for part in os.environ.get(DAEMON_UIDS_ENV, "").split(","):
+        part = part.strip()
+        if part:
+            if not part.isdigit():
+                raise ConnectionFailed(f"${DAEMON_UIDS_ENV} holds {part!r}, which is not a uid")
+            uids.append(int(part))
+    return uids
+
+
+def check_peer(sock: socket.socket, path: str) -> None:
+    """Refuses a daemon that is not the user, root, or a uid in $JQJAIL_DAEMON_UIDS: a
+    socket in a shared directory may be another user's, who would read everything sent."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    trusted = trusted_uids()
+    if uid not in trusted:
+        raise ConnectionFailed(
+            f"{path} is served by uid {uid}, which is not trusted (trusted: {trusted}); "
+            f"set ${DAEMON_UIDS_ENV} if that uid runs your daemon"
+        )

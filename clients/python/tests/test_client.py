@@ -1,0 +1,154 @@
+"""The Python package against the real daemon: every request, typed errors, exact integers,
+raw non-ASCII, hides and paging, the asyncio client, and the tool definitions."""
+
+import asyncio
+import json
+import os
+import socket
+import struct
+import threading
+
+import pytest
+
+import jqjail
+
+ISSUES = json.dumps([{"id": i, "title": f"issue {i} é", "labels": [{"name": "bug"}] if i % 2 else []} for i in range(50)])
+
+
+def test_runs_filters_and_keeps_integers_exact(socket_path):
+    with jqjail.Client(socket_path) as c:
+        assert c.limits.max_output_bytes == 100_000
+        assert c.server.startswith("jqjaild/")
+        reply = c.run(".[1].title", ISSUES)
+        assert reply.output == '"issue 1 é"'
+        assert reply.value() == "issue 1 é"
+        assert reply.cost.input_bytes == len(ISSUES.encode())
+        big = c.run(".n", '{"n": 12345678901234567890}')
+        assert big.output == "12345678901234567890"
+        assert big.value() == 12345678901234567890
+        assert c.run(".[]", "[1,2]", outputs="lines").output == "1\n2\n"
+        assert c.run("items[*].id", '{"items":[{"id":1},{"id":2}]}', lang="path").value() == [1, 2]
+
+
+def test_arguments_are_data_never_code(socket_path):
+    injected = '"); halt_error("x'
+    with jqjail.Client(socket_path) as c:
+        reply = c.run("[$q, $n, $ARGS.positional]", "null", args={"q": injected, "n": 2**70}, positional=["é", 1])
+        assert reply.value() == [injected, 2**70, ["é", 1]]
+
+
+def test_non_ascii_is_sent_raw(socket_path):
+    # The frame carries the filter; if it were escaped its byte length would differ, which the
+    # daemon cannot see. So check the encoder itself, then a round trip through the daemon.
+    from jqjail import _wire
+
+    body = _wire.run_request('"é"', "null", None).body
+    assert "é".encode() in body and b"\\u00e9" not in body
+    with jqjail.Client(socket_path) as c:
+        assert c.run('"é" + .', '"ü"').value() == "éü"
+
+
+def test_errors_carry_their_code_limit_and_value(socket_path):
+    with jqjail.Client(socket_path) as c:
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.run("[range(1e9)]", "null")
+        assert e.value.code == "MEMORY_LIMIT"
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.run(".[", "null")
+        assert e.value.code == "COMPILE_ERROR"
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.run(".", "{oops")
+        assert e.value.code == "INVALID_JSON"
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.run("[range(100000)]", "null", max_output_bytes=1000)
+        assert (e.value.code, e.value.limit) == ("OUTPUT_TOO_LARGE", 1000)
+        # The connection is still usable after each of them.
+        assert c.run("1+1", "null").output == "2"
+
+
+def test_hides_put_get_cut_search_list_delete_usage(socket_path):
+    with jqjail.Client(socket_path) as c:
+        put = c.hide_put(ISSUES, source="github", meta={"turn": "7"})
+        entry = put["entry"]
+        assert entry.id.startswith("github-") and entry.meta == {"turn": "7"}
+        assert c.hide_get(entry.id).content == ISSUES.encode()
+        cut = c.hide_cut(entry.id, 2, page_size=100, hint=False)
+        assert (cut.page, cut.offset) == (2, 100)
+        found = c.hide_search(entry.id, "issue 49", page_size=100)
+        assert found["matches"]
+        assert c.run("length", hide_id=entry.id).output == "50"
+        assert c.shape(hide_id=entry.id)["items"]["keys"]["labels"]["type"] == "array"
+        assert entry.id in [e.id for e in c.hide_list()]
+        assert c.hide_usage()["entries"] >= 1
+        assert c.hide_delete(entry.id).id == entry.id
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.hide_get(entry.id)
+        assert e.value.code == "NOT_FOUND"
+
+
+def test_an_oversized_output_becomes_a_hide_and_the_buffer_pages_it(socket_path):
+    with jqjail.Client(socket_path) as c:
+        hidden = c.run("[range(30000)]", "null", on_oversize="hide")
+        assert isinstance(hidden, jqjail.Hidden)
+        assert hidden.first.page == 1 and hidden.first.preface
+        buf = jqjail.HideBuffer(c, 16_384)
+        buf.latest = (hidden.entry.id, hidden.entry.size)
+        first = buf.call_tool("hide_next", {})
+        assert f"[HIDE id={hidden.entry.id} page=1/" in first
+        assert "page=2/" in buf.call_tool("hide_next", {})
+        assert buf.call_tool("hide_search", {"query": "29999"}).startswith("Found '29999' on page")
+        assert buf.call_tool("hide_jump", {"page": 999}).startswith("error: PAGE_OUT_OF_RANGE")
+
+
+def test_the_async_client(socket_path):
+    async def main():
+        async with await jqjail.AsyncClient.connect(socket_path) as c:
+            replies = await asyncio.gather(*(c.run(".[%d].id" % i, ISSUES) for i in range(5)))
+            assert [r.value() for r in replies] == list(range(5))
+            with pytest.raises(jqjail.JqjailError) as e:
+                await c.run("def f: f; f", "null", timeout_ms=200)
+            assert e.value.code == "TIMEOUT"
+            assert (await c.shape('{"a": [1]}'))["keys"]["a"]["length"] == 1
+
+    asyncio.run(main())
+
+
+def test_a_socket_served_by_an_untrusted_uid_is_refused(socket_path, monkeypatch):
+    # The real daemon's uid (read by SO_PEERCRED) is ours or root's, which are always trusted;
+    # trust only some other uid to see the refusal, which comes before anything is sent.
+    monkeypatch.setattr(jqjail._wire, "trusted_uids", lambda: [4242])
+    with pytest.raises(jqjail.ConnectionFailed, match="not trusted"):
+        jqjail.Client(socket_path)
+
+    async def connect():
+        await jqjail.AsyncClient.connect(socket_path)
+
+    with pytest.raises(jqjail.ConnectionFailed, match="not trusted"):
+        asyncio.run(connect())
+
+
+def test_a_lying_daemon_cannot_make_the_client_allocate(tmp_path):
+    path = str(tmp_path / "liar.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+
+    def lie():
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(struct.pack("<I", 0xFFFFFFF0))
+        conn.close()
+
+    t = threading.Thread(target=lie)
+    t.start()
+    with pytest.raises(jqjail.ConnectionFailed, match="over the"):
+        jqjail.Client(path)
+    t.join()
+    server.close()
+
+
+def test_tool_definitions_in_each_format():
+    names = [t["name"] for t in jqjail.definitions()]
+    assert names == ["jq", "json_path", "json_shape", "hide_next", "hide_jump", "hide_search"]
+    assert jqjail.definitions("openai")[0]["function"]["name"] == "jq"
+    assert "input_schema" in jqjail.definitions("anthropic")[0]
