@@ -58,18 +58,29 @@ impl Server {
 
     /// Answers one tool call (blocking: it talks to the daemon).
     pub fn call(&self, name: &str, args: &Map<String, Value>) -> Outcome {
+        let args = Value::Object(args.clone());
+        self.attempt(|state| state.call(name, &args))
+    }
+
+    /// Keeps `text`, a tool result too large for the context, as a hide of this session and
+    /// answers with its ID, its shape (when it is JSON) and page 1 with the hint.
+    pub fn keep(&self, source: &str, text: &str) -> Outcome {
+        self.attempt(|state| state.keep(source, text))
+    }
+
+    /// Runs `work` on the session's state; if the daemon connection is gone (the daemon
+    /// restarted, say), reconnects once and runs it again.
+    fn attempt(&self, work: impl Fn(&mut State) -> Result<String, Failure>) -> Outcome {
         let mut state = match self.state.lock() {
             Ok(state) => state,
             // A panic in an earlier call must not take the session down with it.
             Err(poisoned) => poisoned.into_inner(),
         };
-        let args = Value::Object(args.clone());
-        match state.call(name, &args) {
-            // The connection is gone (the daemon restarted, say): reconnect once and retry.
+        match work(&mut state) {
             Err(Failure::Connection(why)) => match super::cli::connect(state.socket.as_deref()) {
                 Ok(client) => {
                     *state.buffer.client() = client;
-                    state.call(name, &args).map_err(Failure::text)
+                    work(&mut state).map_err(Failure::text)
                 }
                 Err(again) => Err(format!("UNAVAILABLE: {why}; reconnecting: {again}")),
             },
@@ -133,6 +144,25 @@ impl State {
                 "INVALID_REQUEST: there is no tool named `{other}`"
             ))),
         }
+    }
+
+    fn keep(&mut self, source: &str, text: &str) -> Result<String, Failure> {
+        let entry = self.buffer.store(source, text.as_bytes())?;
+        let first = self.buffer.first_cut()?;
+        // Text that is not JSON has no shape; the pages and search still work on it.
+        let shape = match self.buffer.client().shape(Source::Hide(&entry.id)) {
+            Ok(reply) => format!("Shape: {}\n", reply.output),
+            Err(ClientError::Server(_)) => String::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(format!(
+            "The result of {source} is {} bytes, too large to show, so jqjail kept it as hide {id}. \
+             Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
+             hide_jump and hide_search.\n{shape}\n{}",
+            entry.size,
+            format_cut(&first),
+            id = entry.id,
+        ))
     }
 
     /// Runs a jq filter or path query; an output over the limit is kept as a hide and
@@ -243,17 +273,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = crate::tools::list()
-            .into_iter()
-            .map(|(name, description, schema)| {
-                let schema = match schema {
-                    Value::Object(map) => map,
-                    _ => Map::new(),
-                };
-                Tool::new(name, description, Arc::new(schema))
-            })
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(own_tools()))
     }
 
     async fn call_tool(
@@ -261,21 +281,13 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let server = self.clone();
-        let name = request.name.to_string();
-        let args = request.arguments.unwrap_or_default();
-        let outcome = tokio::task::spawn_blocking(move || server.call(&name, &args))
-            .await
-            .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
-        Ok(match outcome {
-            Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-            Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
-        }
-        .into())
+        Ok(call_own(self, request).await.into())
     }
 }
 
-/// `jqjail-mcp [--socket S]` (also `jqjail mcp …`).
+mod upstream;
+
+/// `jqjail-mcp [--socket S] [--upstream [--hide-over BYTES] -- CMD ARGS…]` (also `jqjail mcp …`).
 #[derive(Debug, clap::Parser)]
 #[command(
     name = "jqjail mcp",
@@ -287,6 +299,24 @@ struct McpArgs {
     /// daemon, or a private one, started if need be).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Start the MCP server CMD ARGS… (after `--`) and offer its tools beside jqjail's: a
+    /// result over --hide-over bytes is kept as a hide, and every tool gains a `jq` argument.
+    #[arg(long, requires = "command")]
+    upstream: bool,
+    /// Upstream results longer than this many bytes of text become hides.
+    #[arg(long, value_name = "BYTES", default_value_t = upstream::DEFAULT_HIDE_OVER, requires = "upstream")]
+    hide_over: usize,
+    /// How long an upstream tool call may take, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 300,
+        requires = "upstream"
+    )]
+    upstream_timeout: u64,
+    /// The upstream server's command line (with --upstream).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<std::ffi::OsString>,
 }
 
 /// Runs the MCP server with these arguments (argv\[0\] first).
@@ -302,33 +332,81 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
             };
         }
     };
-    match super::cli::connect(args.socket.as_deref()) {
-        Ok(client) => serve(client, args.socket),
+    if !args.command.is_empty() && !args.upstream {
+        eprintln!("jqjail mcp: a command after `--` needs --upstream");
+        return ExitCode::from(2);
+    }
+    let client = match super::cli::connect(args.socket.as_deref()) {
+        Ok(client) => client,
         Err(e) => {
             eprintln!("jqjail: UNAVAILABLE: {e}");
-            ExitCode::from(8)
+            return ExitCode::from(8);
         }
+    };
+    let server = Server::new(client, args.socket);
+    if args.upstream {
+        let options = upstream::Options {
+            hide_over: args.hide_over,
+            timeout: std::time::Duration::from_secs(args.upstream_timeout),
+        };
+        return upstream::serve(server, &args.command, options);
+    }
+    serve(server)
+}
+
+/// jqjail's own tools, as MCP tools.
+fn own_tools() -> Vec<Tool> {
+    crate::tools::list()
+        .into_iter()
+        .map(|(name, description, schema)| {
+            let schema = match schema {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            Tool::new(name, description, Arc::new(schema))
+        })
+        .collect()
+}
+
+/// Answers a tool call of jqjail's own off the async runtime (it talks to the daemon).
+async fn call_own(server: &Server, request: CallToolRequestParams) -> CallToolResult {
+    let server = server.clone();
+    let name = request.name.to_string();
+    let args = request.arguments.unwrap_or_default();
+    let outcome = tokio::task::spawn_blocking(move || server.call(&name, &args))
+        .await
+        .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
+    result(outcome)
+}
+
+/// A tool's text answer, or its error as a tool error.
+fn result(outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
     }
 }
 
-/// Serves MCP on stdin/stdout until the client closes it.
-pub fn serve(client: Client, socket: Option<PathBuf>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The runtime both servers run on.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("jqjail mcp: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+            ExitCode::FAILURE
+        })
+}
+
+/// Serves MCP on stdin/stdout until the client closes it.
+pub fn serve(server: Server) -> ExitCode {
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
     };
     runtime.block_on(async {
-        let service = match Server::new(client, socket)
-            .serve(rmcp::transport::stdio())
-            .await
-        {
+        let service = match server.serve(rmcp::transport::stdio()).await {
             Ok(service) => service,
             Err(e) => {
                 eprintln!("jqjail mcp: the MCP session did not start: {e}");

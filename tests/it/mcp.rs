@@ -54,3 +54,48 @@ fn the_official_python_sdk_lists_calls_pages_and_gets_tool_errors() {
     assert!(count("OK") >= 10, "{:?}", stats.outcomes);
     assert_eq!(count("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);
 }
+
+/// The filesystem MCP server from npm (`@modelcontextprotocol/server-filesystem`), if
+/// installed: `JQJAIL_TEST_MCP_FILESYSTEM` names its executable (.ci/run installs it).
+fn filesystem_server() -> Option<String> {
+    std::env::var("JQJAIL_TEST_MCP_FILESYSTEM")
+        .ok()
+        .filter(|p| std::path::Path::new(p).is_file())
+}
+
+#[test]
+fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
+    let Some(python) = python_with_mcp() else {
+        eprintln!("skipped: the MCP Python SDK is not installed (see the test above)");
+        return;
+    };
+    let Some(fs_server) = filesystem_server() else {
+        eprintln!(
+            "skipped: @modelcontextprotocol/server-filesystem is not installed (npm install it \
+             and name its executable in JQJAIL_TEST_MCP_FILESYSTEM; .ci/run does both)"
+        );
+        return;
+    };
+    let d = Daemon::start();
+    let out = Command::new(&python)
+        .arg(repo_file("tests/mcp/wrapper_client.py"))
+        .arg(CLI)
+        .arg(&d.socket)
+        .arg(&fs_server)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("official MCP Python SDK through the wrapper: {stdout}");
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(
+        summary["hide_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("readtextfile-")),
+        "{summary}"
+    );
+}

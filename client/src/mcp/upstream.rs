@@ -1,0 +1,377 @@
+//! `jqjail mcp --upstream -- CMD ARGS…`: another MCP server behind jqjail's.
+//!
+//! The upstream server runs as a child over stdio (rmcp's client). Its tools are offered
+//! unchanged beside jqjail's own, with two additions:
+//!
+//! - A result whose text is over `--hide-over` bytes is kept as a hide of the session and
+//!   replaced by its ID, its shape (when the text is JSON) and page 1 with the hint; the
+//!   paging and jq tools then work on it by ID. Smaller results pass through untouched.
+//! - Each upstream tool gains an optional `jq` argument (when its schema has no property of
+//!   that name): it is taken out before the call is forwarded, and the result's text is
+//!   narrowed by the filter in a confined worker, as the `jq` tool would (text that is not
+//!   JSON is a clear tool error).
+//!
+//! Because a result may so become text, an upstream tool's output schema is not offered.
+//!
+//! Upstream failures are tool errors that say so (`UPSTREAM_ERROR`, `UPSTREAM_FAILED`,
+//! `UPSTREAM_TIMEOUT`), never a hang: every call has a deadline, and a dead upstream leaves
+//! jqjail's own tools working. Upstream notifications (log messages, progress, tool list
+//! changes) are relayed to the client.
+
+use super::{Server, call_own, own_tools, result, runtime};
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceError, ServiceExt};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Results longer than this (bytes of text) become hides: well under a model's context.
+pub(super) const DEFAULT_HIDE_OVER: usize = 16_384;
+
+/// The argument every upstream tool gains.
+const JQ_ARG: &str = "jq";
+
+/// How the wrapper treats upstream results.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Options {
+    /// Results over this many bytes of text are kept as hides.
+    pub(super) hide_over: usize,
+    /// The deadline of one upstream call.
+    pub(super) timeout: Duration,
+}
+
+/// The client we serve, once it has made a request: where upstream notifications go.
+type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
+
+/// Relays the upstream server's notifications to our client.
+struct Relay {
+    downstream: Downstream,
+}
+
+impl Relay {
+    fn peer(&self) -> Option<Peer<RoleServer>> {
+        self.downstream.lock().ok().and_then(|p| p.clone())
+    }
+}
+
+impl ClientHandler for Relay {
+    // Logging is deprecated by the newest MCP revision, but upstream servers and clients on
+    // older revisions still use it: relayed as it comes.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(peer) = self.peer() {
+            let _ = peer.notify_logging_message(params).await;
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(peer) = self.peer() {
+            let _ = peer.notify_progress(params).await;
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(peer) = self.peer() {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+}
+
+/// jqjail's tools and the upstream server's, behind one MCP server.
+#[derive(Clone)]
+struct Wrapper {
+    own: Server,
+    upstream: Peer<RoleClient>,
+    options: Options,
+    downstream: Downstream,
+    /// Upstream tools to which the wrapper added the `jq` argument (as last listed).
+    with_jq: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Wrapper {
+    fn remember(&self, context_peer: &Peer<RoleServer>) {
+        if let Ok(mut slot) = self.downstream.lock()
+            && slot.is_none()
+        {
+            *slot = Some(context_peer.clone());
+        }
+    }
+
+    /// The upstream tools as offered: unchanged but for the `jq` argument, and without any
+    /// whose name is one of jqjail's own (reported on stderr).
+    async fn upstream_tools(&self) -> Result<Vec<Tool>, String> {
+        let tools = tokio::time::timeout(self.options.timeout, self.upstream.list_all_tools())
+            .await
+            .map_err(|_| "the upstream server did not list its tools in time".to_string())?
+            .map_err(|e| format!("listing the upstream server's tools: {e}"))?;
+        let ours: HashSet<String> = own_tools().into_iter().map(|t| t.name.into()).collect();
+        let mut with_jq = HashSet::new();
+        let mut offered = Vec::new();
+        for mut tool in tools {
+            if ours.contains(tool.name.as_ref()) {
+                eprintln!(
+                    "jqjail mcp: the upstream tool `{}` has the name of one of jqjail's; it is not offered",
+                    tool.name
+                );
+                continue;
+            }
+            // A result may come back as a hide or narrowed by `jq`, as text: the upstream's
+            // output schema no longer describes it (clients check results against it).
+            tool.output_schema = None;
+            let mut schema = (*tool.input_schema).clone();
+            let properties = schema
+                .entry("properties")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(properties) = properties
+                && !properties.contains_key(JQ_ARG)
+            {
+                properties.insert(
+                    JQ_ARG.into(),
+                    json!({
+                        "type": "string",
+                        "description": "Optional jq filter that jqjail applies to this tool's JSON result, in a sandbox, before it is returned: ask for only what you need (e.g. `.items[] | {id, name}`)."
+                    }),
+                );
+                with_jq.insert(tool.name.to_string());
+                tool.input_schema = Arc::new(schema);
+            }
+            offered.push(tool);
+        }
+        if let Ok(mut known) = self.with_jq.lock() {
+            *known = with_jq;
+        }
+        Ok(offered)
+    }
+
+    /// Forwards a call to the upstream server and treats its result.
+    async fn forward(&self, mut request: CallToolRequestParams) -> CallToolResult {
+        let name = request.name.to_string();
+        // A client may call without listing first; learn which tools got `jq`.
+        let known = self.with_jq.lock().map(|k| !k.is_empty()).unwrap_or(false);
+        if !known && let Err(why) = self.upstream_tools().await {
+            return result(Err(format!("UPSTREAM_FAILED: {why}")));
+        }
+        let ours = self
+            .with_jq
+            .lock()
+            .map(|k| k.contains(&name))
+            .unwrap_or(false);
+        let filter = match (ours, request.arguments.as_mut()) {
+            (true, Some(args)) => match args.remove(JQ_ARG) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(filter)) => Some(filter),
+                Some(_) => {
+                    return result(Err(format!(
+                        "INVALID_REQUEST: `{JQ_ARG}` is a jq filter, as a string"
+                    )));
+                }
+            },
+            _ => None,
+        };
+        let answer = match tokio::time::timeout(
+            self.options.timeout,
+            self.upstream.call_tool(request),
+        )
+        .await
+        {
+            Err(_) => {
+                return result(Err(format!(
+                    "UPSTREAM_TIMEOUT: the upstream tool `{name}` did not answer within {} s",
+                    self.options.timeout.as_secs()
+                )));
+            }
+            Ok(Err(ServiceError::McpError(e))) => {
+                return result(Err(format!(
+                    "UPSTREAM_ERROR: the upstream server refused `{name}`: {}",
+                    e.message
+                )));
+            }
+            Ok(Err(e)) => {
+                return result(Err(format!(
+                    "UPSTREAM_FAILED: the call to the upstream tool `{name}` failed ({e}); \
+                         the upstream server may have exited. jqjail's own tools still work."
+                )));
+            }
+            Ok(Ok(answer)) => answer,
+        };
+        if answer.is_error == Some(true) {
+            // The upstream tool's own error, as it gave it.
+            return answer;
+        }
+        let text: String = answer
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let others: Vec<ContentBlock> = answer
+            .content
+            .iter()
+            .filter(|block| !matches!(block, ContentBlock::Text(_)))
+            .cloned()
+            .collect();
+        let treated = match filter {
+            Some(filter) => {
+                let own = self.own.clone();
+                let args: Map<String, Value> = [
+                    ("filter".into(), filter.into()),
+                    ("input".into(), text.into()),
+                ]
+                .into_iter()
+                .collect();
+                tokio::task::spawn_blocking(move || {
+                    own.call("jq", &args).map_err(|e| {
+                        format!("{e} (the `{JQ_ARG}` filter ran over the result of `{name}`)")
+                    })
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")))
+            }
+            None if text.len() > self.options.hide_over => {
+                let own = self.own.clone();
+                tokio::task::spawn_blocking(move || own.keep(&name, &text))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")))
+            }
+            // Small and unfiltered: exactly as the upstream server gave it.
+            None => return answer,
+        };
+        match treated {
+            Ok(text) => {
+                let mut content = vec![ContentBlock::text(text)];
+                content.extend(others);
+                CallToolResult::success(content)
+            }
+            Err(why) => result(Err(why)),
+        }
+    }
+}
+
+impl ServerHandler for Wrapper {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("jqjail", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "The tools of another MCP server, and jqjail's: a large result is kept as a hide \
+             (read it by ID with jq, json_path, json_shape and the hide_* tools), and every \
+             tool takes an optional `jq` filter to narrow its result.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.remember(&context.peer);
+        let mut tools = own_tools();
+        match self.upstream_tools().await {
+            Ok(upstream) => tools.extend(upstream),
+            // jqjail's own tools stay available; the log says why the others are missing.
+            Err(why) => eprintln!("jqjail mcp: {why}"),
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.remember(&context.peer);
+        let ours = own_tools().iter().any(|t| t.name == request.name);
+        Ok(match ours {
+            true => call_own(&self.own, request).await,
+            false => self.forward(request).await,
+        }
+        .into())
+    }
+}
+
+/// Starts the upstream server and serves both sets of tools on stdin/stdout until the client
+/// closes it.
+pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> ExitCode {
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("jqjail mcp: --upstream needs a command after `--`");
+        return ExitCode::from(2);
+    };
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let mut child = tokio::process::Command::new(program);
+        child.args(args);
+        let transport = match rmcp::transport::TokioChildProcess::new(child) {
+            Ok(transport) => transport,
+            Err(e) => {
+                eprintln!(
+                    "jqjail mcp: cannot start the upstream server {}: {e}",
+                    program.to_string_lossy()
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let downstream: Downstream = Arc::default();
+        let relay = Relay {
+            downstream: downstream.clone(),
+        };
+        let upstream = match relay.serve(transport).await {
+            Ok(upstream) => upstream,
+            Err(e) => {
+                eprintln!("jqjail mcp: the upstream server did not start an MCP session: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let wrapper = Wrapper {
+            own,
+            upstream: upstream.peer().clone(),
+            options,
+            downstream,
+            with_jq: Arc::default(),
+        };
+        let service = match wrapper.serve(rmcp::transport::stdio()).await {
+            Ok(service) => service,
+            Err(e) => {
+                eprintln!("jqjail mcp: the MCP session did not start: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let outcome = service.waiting().await;
+        // Our client is gone: end the upstream session too (its child is killed on drop).
+        let _ = upstream.cancel().await;
+        match outcome {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("jqjail mcp: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
