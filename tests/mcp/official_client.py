@@ -10,7 +10,7 @@ import json
 import re
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 EXPECTED_TOOLS = ["jq", "json_path", "json_shape", "hide_next", "hide_jump", "hide_search"]
@@ -85,12 +85,23 @@ async def main(cli, socket):
             gone = await call(session, "hide_jump", {"hide_id": hide_id, "page": pages + 1}, error=True)
             assert gone.startswith("PAGE_OUT_OF_RANGE: "), gone
 
-            print(json.dumps({
-                "protocol_version": init.protocol_version,
-                "server": init.server_info.name,
-                "tools": names,
-                "hidden_pages": pages,
-            }))
+    # The SDK's high-level client negotiates the newest revision when the server offers it
+    # (discovery instead of the initialize handshake): the same tools and errors there.
+    async with Client(server, mode="auto") as modern:
+        modern_version = modern.protocol_version
+        names = [t.name for t in (await modern.list_tools()).tools]
+        assert names == EXPECTED_TOOLS, names
+        ok = await modern.call_tool("jq", {"filter": ".[1]", "input": "[1, 2]"})
+        assert (ok.content[0].text, bool(ok.is_error)) == ("2", False), ok
+        bad = await modern.call_tool("jq", {"filter": "def f: [f]; f", "input": "null"})
+        assert bad.is_error and bad.content[0].text.startswith("STACK_LIMIT: "), bad
+
+    print(json.dumps({
+        "protocol_version": init.protocol_version,
+        "modern_protocol_version": modern_version,
+        "server": init.server_info.name,
+        "hidden_pages": pages,
+    }))
 
 
 if __name__ == "__main__":
