@@ -107,11 +107,13 @@ struct Args {
     #[arg(conflicts_with = "hide", value_name = "FILE")]
     files: Vec<OsString>,
     /// The words after it (and after the filter) are strings in `$ARGS.positional`, not files.
-    #[arg(long = "args", action = clap::ArgAction::Count)]
-    string_args: u8,
+    // Appended (not counted) so that every occurrence keeps its place on the command line:
+    // `args_override_self` would keep only the last one's.
+    #[arg(long = "args", num_args = 0, default_missing_value = "true", action = clap::ArgAction::Append)]
+    string_args: Vec<bool>,
     /// The words after it (and after the filter) are JSON texts in `$ARGS.positional`.
-    #[arg(long = "jsonargs", action = clap::ArgAction::Count)]
-    json_args: u8,
+    #[arg(long = "jsonargs", num_args = 0, default_missing_value = "true", action = clap::ArgAction::Append)]
+    json_args: Vec<bool>,
     /// Filter a hide of the store instead of a file (the daemon reads it off its disk).
     #[arg(long, value_name = "ID")]
     hide: Option<String>,
@@ -192,40 +194,57 @@ fn slurp(input: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The named arguments of `--arg`, `--argjson`, `--rawfile` and `--slurpfile`, each value as
 /// the JSON text the daemon takes. JSON texts keep their own spelling (big numbers stay exact).
-fn named_args(args: &Args) -> Result<crate::Args, String> {
+fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::Args, String> {
     let mut out = crate::Args::default();
-    let pairs = |list: &[String]| -> Vec<(String, String)> {
-        list.chunks(2)
-            .map(|p| (p[0].clone(), p.get(1).cloned().unwrap_or_default()))
-            .collect()
+    let pair = |list: &[String], i: usize| -> (String, String) {
+        let name = list.get(2 * i).cloned().unwrap_or_default();
+        (name, list.get(2 * i + 1).cloned().unwrap_or_default())
     };
     let read =
         |file: &str| std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"));
-    let mut add = |name: String, text: String| -> Result<(), String> {
+    let mut counts = [0usize; 4];
+    // In command-line order, as jq binds them (and lists them in `$ARGS.named`).
+    for &(_, flag) in order {
+        let i = counts[flag as usize];
+        counts[flag as usize] += 1;
+        let (name, text) = match flag {
+            Flag::Arg => {
+                let (name, value) = pair(&args.arg, i);
+                (name, serde_json::Value::String(value).to_string())
+            }
+            Flag::ArgJson => {
+                let (name, text) = pair(&args.argjson, i);
+                serde_json::from_str::<serde::de::IgnoredAny>(&text)
+                    .map_err(|e| format!("--argjson {name}: not one JSON value: {e}"))?;
+                (name, text)
+            }
+            Flag::RawFile => {
+                let (name, file) = pair(&args.rawfile, i);
+                (name, serde_json::Value::String(read(&file)?).to_string())
+            }
+            Flag::SlurpFile => {
+                let (name, file) = pair(&args.slurpfile, i);
+                let values = slurp(read(&file)?.as_bytes())
+                    .map_err(|why| format!("--slurpfile {name}: {file}: {why}"))?;
+                (name, String::from_utf8(values).unwrap_or_default())
+            }
+        };
         if let Some(problem) = jqjail_protocol::message::arg_name_problem(&name) {
             return Err(problem);
         }
         // The first value of a name counts, as in jq.
         out.named.insert_first(name, text);
-        Ok(())
-    };
-    for (name, value) in pairs(&args.arg) {
-        add(name, serde_json::Value::String(value).to_string())?;
-    }
-    for (name, text) in pairs(&args.argjson) {
-        serde_json::from_str::<serde::de::IgnoredAny>(&text)
-            .map_err(|e| format!("--argjson {name}: not one JSON value: {e}"))?;
-        add(name, text)?;
-    }
-    for (name, file) in pairs(&args.rawfile) {
-        add(name, serde_json::Value::String(read(&file)?).to_string())?;
-    }
-    for (name, file) in pairs(&args.slurpfile) {
-        let values = slurp(read(&file)?.as_bytes())
-            .map_err(|why| format!("--slurpfile {name}: {file}: {why}"))?;
-        add(name, String::from_utf8(values).unwrap_or_default())?;
     }
     Ok(out)
+}
+
+/// The flags that bind a named value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flag {
+    Arg = 0,
+    ArgJson = 1,
+    RawFile = 2,
+    SlurpFile = 3,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -461,6 +480,8 @@ struct Words {
     files: Vec<OsString>,
     /// JSON texts.
     positional: Vec<String>,
+    /// Each named-value flag by its place on the command line.
+    named_order: Vec<(usize, Flag)>,
 }
 
 /// Parses the command line of a filter run, sorting the words after the filter by the
@@ -477,6 +498,18 @@ fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, S
     };
     let (strings, jsons) = (at("string_args"), at("json_args"));
     let mut words = Words::default();
+    for (id, flag) in [
+        ("arg", Flag::Arg),
+        ("argjson", Flag::ArgJson),
+        ("rawfile", Flag::RawFile),
+        ("slurpfile", Flag::SlurpFile),
+    ] {
+        // Two values per occurrence: the first one's place is the flag's.
+        words
+            .named_order
+            .extend(at(id).chunks(2).map(|pair| (pair[0], flag)));
+    }
+    words.named_order.sort_unstable_by_key(|&(at, _)| at);
     for (word, at) in args.files.iter().zip(at("files")) {
         let last_before = |flags: &[usize]| flags.iter().copied().filter(|&f| f < at).max();
         match (last_before(&strings), last_before(&jsons)) {
@@ -512,6 +545,8 @@ struct Printer<W: Write> {
     failed: Option<Exit>,
     /// How many inputs were run.
     inputs: usize,
+    /// Whether the inputs are the values of one stream, cut by the CLI.
+    stream: bool,
 }
 
 /// Why a run stopped before its last input.
@@ -562,7 +597,16 @@ impl<W: Write> Printer<W> {
             Err(ClientError::Server(e)) => {
                 report(e.code.as_str(), &e.message);
                 self.failed = Some(Exit::of(e.code));
-                Ok(())
+                // A value of a stream that does not parse ends the stream, as jq's parse
+                // error does: what follows it cannot be trusted to be cut right.
+                let unparsed = matches!(
+                    e.code,
+                    ErrorCode::InvalidJson | ErrorCode::InputTooDeep | ErrorCode::InputTooLarge
+                );
+                match self.stream && unparsed {
+                    true => Err(Stop::Fatal(Exit::of(e.code))),
+                    false => Ok(()),
+                }
             }
             Err(e) => Err(Stop::Fatal(failed(e))),
         }
@@ -602,7 +646,7 @@ fn print_failed(e: print::PrintError) -> Exit {
 }
 
 fn run(args: Args, words: Words) -> Exit {
-    let mut named = match named_args(&args) {
+    let mut named = match named_args(&args, &words.named_order) {
         Ok(named) => named,
         Err(why) => {
             report("USAGE", &why);
@@ -642,6 +686,7 @@ fn run(args: Args, words: Words) -> Exit {
         last: None,
         failed: None,
         inputs: 0,
+        stream: false,
     };
     let filter = args.filter.as_str();
     let one = |printer: &mut Printer<_>, client: &mut Client, source| {
@@ -699,6 +744,7 @@ fn run(args: Args, words: Words) -> Exit {
             };
         }
     };
+    printer.stream = true;
     for value in values {
         if let Err(Stop::Fatal(exit)) = one(&mut printer, &mut client, Source::Inline(value)) {
             return exit;
@@ -965,12 +1011,21 @@ fn companion_executable(name: &str) -> Result<PathBuf, String> {
     if beside.is_file() {
         return Ok(beside);
     }
+    // Only for an executable that cargo built in this checkout: an installed jqjail never
+    // runs a program its environment names.
+    let built_here = |dir: &Path| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| dir.join("target"));
+        target.is_absolute() && exe.starts_with(&target)
+    };
     if let (Some(cargo), Some(manifest_dir), Some("jqjail")) = (
         std::env::var_os("CARGO"),
-        std::env::var_os("CARGO_MANIFEST_DIR"),
+        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
         std::env::var("CARGO_PKG_NAME").ok().as_deref(),
-    ) {
-        build_companion(name, &cargo, Path::new(&manifest_dir), &exe)?;
+    ) && built_here(&manifest_dir)
+    {
+        build_companion(name, &cargo, &manifest_dir, &exe)?;
         if beside.is_file() {
             return Ok(beside);
         }
@@ -980,7 +1035,9 @@ fn companion_executable(name: &str) -> Result<PathBuf, String> {
         ));
     }
     let on_path = std::env::var_os("PATH").and_then(|path| {
+        // Absolute entries only: an empty or relative one would mean the current directory.
         std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
             .map(|dir| dir.join(name))
             .find(|candidate| candidate.is_file())
     });
@@ -1013,24 +1070,16 @@ fn build_companion(
         other => other,
     };
     let status = Command::new(cargo)
-        .args([
-            "build",
-            "--profile",
-            profile_arg,
-            "--bin",
-            DAEMON_EXECUTABLE,
-        ])
+        .args(["build", "--profile", profile_arg, "--bin", name])
         .arg("--manifest-path")
         .arg(manifest_dir.join("Cargo.toml"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .status()
-        .map_err(|e| format!("running cargo to build {DAEMON_EXECUTABLE}: {e}"))?;
+        .map_err(|e| format!("running cargo to build {name}: {e}"))?;
     match status.success() {
         true => Ok(()),
-        false => Err(format!(
-            "cargo could not build {DAEMON_EXECUTABLE} ({status})"
-        )),
+        false => Err(format!("cargo could not build {name} ({status})")),
     }
 }
 

@@ -208,7 +208,8 @@ pub struct Named(Vec<(String, String)>);
 
 impl Named {
     /// Adds `name` unless it is there already, as jq keeps the first value of a name.
-    /// Returns whether it was added.
+    /// Returns whether it was added. (A scan: for a few names at a time; build many at once
+    /// with `collect`.)
     pub fn insert_first(&mut self, name: String, value: String) -> bool {
         if self.get(&name).is_some() {
             return false;
@@ -249,9 +250,12 @@ impl Named {
 impl FromIterator<(String, String)> for Named {
     /// Keeps the first value of a name given twice.
     fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        let mut seen = std::collections::HashSet::new();
         let mut named = Named::default();
         for (name, value) in pairs {
-            named.insert_first(name, value);
+            if seen.insert(name.clone()) {
+                named.0.push((name, value));
+            }
         }
         named
     }
@@ -287,9 +291,12 @@ impl<'de> Deserialize<'de> for Named {
                 mut map: A,
             ) -> Result<Named, A::Error> {
                 // The capacity is not taken from the peer: entries are pushed as they decode.
+                // Names are checked against a set: a scan per name would make a frame of
+                // many short names quadratic to decode (an attack on the daemon's runtime).
                 let mut named = Named::default();
+                let mut seen = std::collections::HashSet::new();
                 while let Some((name, value)) = map.next_entry::<String, String>()? {
-                    if named.get(&name).is_some() {
+                    if !seen.insert(name.clone()) {
                         return Err(serde::de::Error::custom(format!(
                             "named argument `{name}` is given twice"
                         )));

@@ -909,3 +909,60 @@ fn one_uid_cannot_make_the_daemon_hold_many_whole_frames() {
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
     drop(open);
 }
+
+/// Decoding a request's argument names is linear: one tenant's frame of 80,000 names does not
+/// stall the daemon for another. (The duplicate check was a scan per name, quadratic: the
+/// other tenant's request waited 8.6 s.)
+#[test]
+fn a_frame_of_many_argument_names_does_not_stall_the_daemon() {
+    use jqjail_protocol::{Args, Encoding, Input, Named, Request, RunRequest, Tail};
+    let d = Daemon::start();
+    let mut other = d.client();
+    let first: Vec<char> = ('a'..='z').chain('A'..='Z').chain(['_']).collect();
+    let rest: Vec<char> = ('a'..='z')
+        .chain('A'..='Z')
+        .chain('0'..='9')
+        .chain(['_'])
+        .collect();
+    let mut names = Vec::new();
+    'all: for a in &first {
+        for b in &rest {
+            for c in &rest {
+                names.push(format!("{a}{b}{c}"));
+                if names.len() == 80_000 {
+                    break 'all;
+                }
+            }
+        }
+    }
+    let named: Named = names.into_iter().map(|n| (n, "1".to_string())).collect();
+    assert_eq!(named.len(), 80_000);
+    let frame = Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: ".".into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(1)),
+            args: Args {
+                named,
+                positional: Vec::new(),
+            },
+            outputs: Default::default(),
+        }))
+        .unwrap();
+    assert!(frame.len() < 512 * 1024, "{}", frame.len());
+    let mut attacker = crate::util::begin_stream(&d, &frame);
+    attacker.write_all(b"1").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    let answer = other.run(".", b"2", &Default::default()).unwrap();
+    let waited = start.elapsed();
+    assert_eq!(answer.output, "2");
+    assert!(
+        waited < Duration::from_secs(2),
+        "the other tenant waited {waited:?}"
+    );
+    // The attacker is answered too (its arguments are many, not wrong).
+    let _ = crate::util::read_response(&mut attacker);
+}

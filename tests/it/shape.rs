@@ -115,3 +115,39 @@ fn the_cli_prints_a_shape_of_a_file_stdin_or_a_hide() {
         .unwrap();
     assert!(String::from_utf8_lossy(&pretty.stdout).starts_with("{\n  \"type\": \"array\""));
 }
+
+/// 26 distinct keys nested 4 deep are 456,976 positions in 2.85 MB: the summary tracks at most
+/// 20,000 of them, so it stays within the worker's memory. (It tracked all: MEMORY_LIMIT at a
+/// 273 MiB peak.)
+#[test]
+fn a_document_of_many_distinct_nested_keys_has_a_bounded_shape() {
+    fn level(depth: usize, out: &mut String) {
+        if depth == 0 {
+            out.push('1');
+            return;
+        }
+        out.push('{');
+        for (i, key) in ('a'..='z').enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!("\"{key}{depth}\":"));
+            level(depth - 1, out);
+        }
+        out.push('}');
+    }
+    let mut doc = String::new();
+    level(4, &mut doc);
+    assert!(doc.len() > 2_500_000, "{}", doc.len());
+    let d = Daemon::start();
+    let shape = d
+        .client()
+        .shape(Source::Inline(doc.as_bytes()))
+        .unwrap()
+        .output;
+    assert!(shape.len() <= 4096, "{}", shape.len());
+    assert!(
+        shape.starts_with(r#"{"type":"object","keys":{"a4":"#),
+        "{shape}"
+    );
+}

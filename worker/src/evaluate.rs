@@ -79,7 +79,10 @@ pub fn evaluate_with(
                 });
             }
             let value = parse_input(input, job.max_depth)?;
-            let bound = crate::shape::MAX_SHAPE_BYTES.min(job.max_output_bytes as usize);
+            // In lines mode the newline counts against the output limit too.
+            let newline = usize::from(job.outputs == jqjail_protocol::Outputs::Lines);
+            let bound = crate::shape::MAX_SHAPE_BYTES
+                .min((job.max_output_bytes as usize).saturating_sub(newline));
             let summary = crate::shape::summarize(&value, bound);
             keep(value);
             let summary = summary.ok_or_else(|| EvalError {

@@ -22,6 +22,9 @@ pub const MAX_SHAPE_BYTES: usize = 4096;
 pub const MAX_WALK_DEPTH: usize = 12;
 /// Names tracked per object position.
 pub const MAX_KEYS: usize = 256;
+/// Positions (tracked keys) in the whole summary: the walk's memory does not grow with a
+/// document of many distinct nested keys (26 keys nested 4 deep are 456,976 positions).
+pub const MAX_POSITIONS: usize = 20_000;
 /// Distinct example scalars kept per position.
 const MAX_EXAMPLES: usize = 3;
 /// Characters of an example string (longer ones end in `…`), and bytes of an example number.
@@ -34,7 +37,8 @@ const KEY_CHARS: usize = 64;
 pub fn summarize(value: &Val, max_bytes: usize) -> Option<String> {
     let max_bytes = max_bytes.min(MAX_SHAPE_BYTES);
     let mut root = Acc::default();
-    root.add(value, 0);
+    let mut budget = MAX_POSITIONS;
+    root.add(value, 0, &mut budget);
     let fallback = obj([("type", root.types()), ("truncated", Val::Bool(true))]);
     for shown in DETAILS
         .iter()
@@ -122,7 +126,8 @@ struct Objects {
 }
 
 impl Acc {
-    fn add(&mut self, value: &Val, depth: usize) {
+    /// Merges `value` in; `budget` is how many more positions (keys) may be tracked.
+    fn add(&mut self, value: &Val, depth: usize, budget: &mut usize) {
         match value {
             Val::Null => self.nulls += 1,
             Val::Bool(_) => self.booleans += 1,
@@ -148,7 +153,7 @@ impl Acc {
                 arrays.max_len = arrays.max_len.max(len);
                 if depth < MAX_WALK_DEPTH {
                     for item in items.iter() {
-                        arrays.items.add(item, depth + 1);
+                        arrays.items.add(item, depth + 1, budget);
                     }
                 }
             }
@@ -162,7 +167,8 @@ impl Acc {
                     let name = key_text(k);
                     let at = match objects.index.get(&name) {
                         Some(&at) => at,
-                        None if objects.keys.len() < MAX_KEYS => {
+                        None if objects.keys.len() < MAX_KEYS && *budget > 0 => {
+                            *budget -= 1;
                             objects.keys.push((name.clone(), 0, Acc::default()));
                             objects.index.insert(name, objects.keys.len() - 1);
                             objects.keys.len() - 1
@@ -174,7 +180,7 @@ impl Acc {
                     };
                     let (_, present, acc) = &mut objects.keys[at];
                     *present += 1;
-                    acc.add(v, depth + 1);
+                    acc.add(v, depth + 1, budget);
                 }
             }
         }
@@ -263,7 +269,7 @@ impl Acc {
                             // An optional key: in how many of the objects it is.
                             child = with(child, "present", int(*present));
                         }
-                        (Val::from(truncate(name, KEY_CHARS)), child)
+                        (Val::from(name.clone()), child)
                     });
                 fields.push(("keys", Val::obj(shown.collect())));
             }
@@ -297,11 +303,14 @@ impl Acc {
     }
 }
 
+/// A key's name as shown, cut to [`KEY_CHARS`]: keys that share those characters are one
+/// position (their shapes merge), so no two shown keys collide.
 fn key_text(k: &Val) -> String {
-    match k {
-        Val::TStr(s) | Val::BStr(s) => String::from_utf8_lossy(s).into_owned(),
-        other => format!("{other}"),
-    }
+    let full = match k {
+        Val::TStr(s) | Val::BStr(s) => String::from_utf8_lossy(s),
+        other => std::borrow::Cow::Owned(format!("{other}")),
+    };
+    truncate(&full, KEY_CHARS)
 }
 
 /// `text` cut to `max` characters, ending in `…` when cut.
@@ -412,6 +421,11 @@ mod tests {
         // Deep nesting is walked only so far, and the rendering stays bounded.
         let deep = format!("{}1{}", "[".repeat(500), "]".repeat(500));
         assert!(shape(&deep).len() <= MAX_SHAPE_BYTES);
+        // Keys that share their first 64 characters are one position, shown once.
+        let long = format!(r#"{{"{0}x":1,"{0}y":"s"}}"#, "k".repeat(70));
+        let merged = shape(&long);
+        assert_eq!(merged.matches("kkkk…").count(), 1, "{merged}");
+        assert!(merged.contains(r#""type":["string","number"]"#), "{merged}");
         // Under a tiny bound, only the type is left; under none, nothing.
         let v = jaq_json::read::parse_single(doc.as_bytes()).unwrap();
         assert_eq!(
