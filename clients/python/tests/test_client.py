@@ -152,3 +152,24 @@ def test_tool_definitions_in_each_format():
     assert names == ["jq", "json_path", "json_shape", "hide_next", "hide_jump", "hide_search"]
     assert jqjail.definitions("openai")[0]["function"]["name"] == "jq"
     assert "input_schema" in jqjail.definitions("anthropic")[0]
+
+
+def test_an_interrupted_call_closes_the_connection_instead_of_answering_out_of_step(socket_path):
+    slow = "reduce range(6000000) as $i (0; . + 1) | tostring"  # about 1.5 s
+    c = jqjail.Client(socket_path, timeout=0.3)
+    with pytest.raises(jqjail.ConnectionFailed, match="timed out"):
+        c.run(slow, "null")
+    # Before: this call got the slow filter's answer, and the next one this call's.
+    with pytest.raises(jqjail.ConnectionFailed, match="unusable"):
+        c.run(".b", '{"b": "second"}')
+    c.close()
+
+    async def main():
+        a = await jqjail.AsyncClient.connect(socket_path)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(a.run(slow, "null"), 0.3)
+        with pytest.raises(jqjail.ConnectionFailed, match="unusable"):
+            await a.run(".b", '{"b": "second"}')
+        await a.close()
+
+    asyncio.run(main())

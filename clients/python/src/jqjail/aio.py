@@ -40,6 +40,7 @@ class AsyncClient:
         self.socket_path = path
         self.limits: Optional[Limits] = None
         self.server = ""
+        self._broken: Optional[str] = None
 
     @classmethod
     async def connect(cls, socket_path: "str | os.PathLike[str] | None" = None) -> "AsyncClient":
@@ -86,15 +87,24 @@ class AsyncClient:
 
     async def _call(self, request: Request) -> Any:
         async with self._lock:
+            if self._broken is not None:
+                raise ConnectionFailed(f"this connection is unusable: {self._broken}; connect again")
             try:
-                self._writer.write(frame(request.body))
-                if request.tail:
-                    self._writer.write(request.tail)
-                await self._writer.drain()
-            except OSError as e:
-                raise ConnectionFailed(f"writing to the daemon: {e}") from None
-            variant, fields = decode(await self._read_frame())
-            tail = await self._read_exact(tail_length(variant, fields, self.limits))
+                try:
+                    self._writer.write(frame(request.body))
+                    if request.tail:
+                        self._writer.write(request.tail)
+                    await self._writer.drain()
+                except OSError as e:
+                    raise ConnectionFailed(f"writing to the daemon: {e}") from None
+                variant, fields = decode(await self._read_frame())
+                tail = await self._read_exact(tail_length(variant, fields, self.limits))
+            except BaseException as e:
+                # Cancelled (asyncio.wait_for, say) or failed between a request and its whole
+                # answer: the stream is out of step, so the connection is closed, not reused.
+                self._broken = f"a call was interrupted ({type(e).__name__})"
+                self._writer.close()
+                raise
             return answer(request, variant, fields, tail)
 
     async def run(

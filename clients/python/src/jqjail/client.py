@@ -42,6 +42,7 @@ class Client:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.settimeout(timeout)
+            self._broken: Optional[str] = None
             try:
                 self._sock.connect(self.socket_path)
             except OSError as e:
@@ -81,14 +82,26 @@ class Client:
         return self._read_exact(frame_length(self._read_exact(4)))
 
     def _call(self, request: Request) -> Any:
+        if self._broken is not None:
+            raise ConnectionFailed(f"this connection is unusable: {self._broken}; open a new Client")
         try:
-            self._sock.sendall(frame(request.body))
-            if request.tail:
-                self._sock.sendall(request.tail)
-        except OSError as e:
-            raise ConnectionFailed(f"writing to the daemon: {e}") from None
-        variant, fields = decode(self._read_frame())
-        tail = self._read_exact(tail_length(variant, fields, self.limits))
+            try:
+                self._sock.sendall(frame(request.body))
+                if request.tail:
+                    self._sock.sendall(request.tail)
+            except OSError as e:
+                raise ConnectionFailed(f"writing to the daemon: {e}") from None
+            variant, fields = decode(self._read_frame())
+            tail = self._read_exact(tail_length(variant, fields, self.limits))
+        except BaseException as e:
+            # Interrupted between a request and its whole answer (a timeout, a signal, a lost
+            # connection): the next answer on this stream would be this one's, so the
+            # connection is closed rather than reused out of step.
+            self._broken = f"a call was interrupted ({type(e).__name__}: {e})"
+            self._sock.close()
+            if isinstance(e, (socket.timeout, TimeoutError)):
+                raise ConnectionFailed(f"the daemon did not answer in time: {e}") from None
+            raise
         return answer(request, variant, fields, tail)
 
     def run(
