@@ -104,7 +104,9 @@ struct Args {
     /// The JSON input files, read one after another as one stream of values (as jq does);
     /// standard input if none, or where one is `-`. After `--args` or `--jsonargs` these
     /// words are positional arguments instead.
-    #[arg(conflicts_with = "hide", value_name = "FILE")]
+    // Not `conflicts_with = "hide"`: after `--args` these words are arguments, which a run
+    // over a hide may take; `parse_run` refuses files with --hide once it has sorted them.
+    #[arg(value_name = "FILE")]
     files: Vec<OsString>,
     /// The words after it (and after the filter) are strings in `$ARGS.positional`, not files.
     // Appended (not counted) so that every occurrence keeps its place on the command line:
@@ -530,6 +532,12 @@ fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, S
                 }
             }
         }
+    }
+    if args.hide.is_some() && !words.files.is_empty() {
+        return Err(Err(
+            "--hide filters a hide: it takes no input FILE (positional arguments go after --args)"
+                .to_string(),
+        ));
     }
     Ok((args, words))
 }

@@ -169,6 +169,38 @@ fn a_cli_without_a_daemon_beside_it_finds_one_on_path_or_says_where_it_looked() 
         "{stderr}"
     );
 
+    // Neither the current directory (an empty or relative PATH entry) nor a cargo named by
+    // the environment of an installed CLI is ever run.
+    use std::os::unix::fs::PermissionsExt;
+    let trap = tempfile::tempdir().unwrap();
+    let marker = trap.path().join("ran");
+    for name in ["jqjaild", "cargo"] {
+        let script = trap.path().join(name);
+        std::fs::write(&script, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let tricked = Command::new(&cli)
+        .args(["-n", "1"])
+        .current_dir(trap.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("PATH", ":.:/nonexistent")
+        .env("CARGO", trap.path().join("cargo"))
+        .env("CARGO_MANIFEST_DIR", alone.path())
+        .env("CARGO_PKG_NAME", "jqjail")
+        .env_remove("JQJAIL_SOCKET")
+        .output()
+        .unwrap();
+    assert_eq!(
+        tricked.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&tricked.stderr)
+    );
+    assert!(
+        !marker.exists(),
+        "the CLI ran a program from its cwd or its environment"
+    );
+
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(DAEMON, bin.path().join("jqjaild")).unwrap();
     let found = run(bin.path().as_os_str());

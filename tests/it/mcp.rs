@@ -99,3 +99,32 @@ fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
         "{summary}"
     );
 }
+
+/// A hostile upstream puts about 2 MB in each place of a result (an error's text, a
+/// resource, structured content, an image, a JSON-RPC error message): none of it reaches the
+/// client past the threshold; the large ones are kept as hides. (Before, all five got through
+/// whole.)
+#[test]
+fn the_wrapper_keeps_every_large_upstream_result_out_of_the_context() {
+    let Some(python) = python_with_mcp() else {
+        eprintln!("skipped: the MCP Python SDK is not installed (see the first test here)");
+        return;
+    };
+    let d = Daemon::start();
+    let out = Command::new(&python)
+        .arg(repo_file("tests/mcp/hostile_wrapper_client.py"))
+        .arg(CLI)
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "bytes that reached the client per hostile result: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -3,9 +3,12 @@
 //! The upstream server runs as a child over stdio (rmcp's client). Its tools are offered
 //! unchanged beside jqjail's own, with two additions:
 //!
-//! - A result whose text is over `--hide-over` bytes is kept as a hide of the session and
-//!   replaced by its ID, its shape (when the text is JSON) and page 1 with the hint; the
-//!   paging and jq tools then work on it by ID. Smaller results pass through untouched.
+//! - A result over `--hide-over` bytes, counting every block (text, resources, images) and
+//!   its structured content, is kept as a hide of the session and replaced by its ID, its
+//!   shape (when it is JSON) and page 1 with the hint; the paging and jq tools then work on it
+//!   by ID. A result of text alone is kept as that text, any other as its JSON. An upstream
+//!   error result is kept the same way and stays an error; a JSON-RPC error's message is cut
+//!   to the threshold. Smaller results pass through untouched.
 //! - Each upstream tool gains an optional `jq` argument (when its schema has no property of
 //!   that name): it is taken out before the call is forwarded, and the result's text is
 //!   narrowed by the filter in a confined worker, as the `jq` tool would (text that is not
@@ -201,7 +204,7 @@ impl Wrapper {
             Ok(Err(ServiceError::McpError(e))) => {
                 return result(Err(format!(
                     "UPSTREAM_ERROR: the upstream server refused `{name}`: {}",
-                    e.message
+                    cut(&e.message, self.options.hide_over)
                 )));
             }
             Ok(Err(e)) => {
@@ -212,10 +215,12 @@ impl Wrapper {
             }
             Ok(Ok(answer)) => answer,
         };
-        if answer.is_error == Some(true) {
-            // The upstream tool's own error, as it gave it.
-            return answer;
-        }
+        // Everything the result would put in the context: its blocks of every kind and its
+        // structured content.
+        let structured = answer.structured_content.as_ref().map(Value::to_string);
+        let size = serde_json::to_string(&answer.content).map_or(usize::MAX, |t| t.len())
+            + structured.as_ref().map_or(0, String::len);
+        let failed = answer.is_error == Some(true);
         let text: String = answer
             .content
             .iter()
@@ -225,18 +230,24 @@ impl Wrapper {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let others: Vec<ContentBlock> = answer
-            .content
-            .iter()
-            .filter(|block| !matches!(block, ContentBlock::Text(_)))
-            .cloned()
-            .collect();
+        let only_text = structured.is_none()
+            && answer
+                .content
+                .iter()
+                .all(|block| matches!(block, ContentBlock::Text(_)));
         let treated = match filter {
-            Some(filter) => {
+            // The upstream tool's own error is not filtered: it is passed on (or kept, below).
+            Some(filter) if !failed => {
+                // The filter runs over the text; a result with no text, over its structured
+                // content. Other blocks are left out of a narrowed result.
+                let input = match (text.is_empty(), &structured) {
+                    (true, Some(structured)) => structured.clone(),
+                    _ => text,
+                };
                 let own = self.own.clone();
                 let args: Map<String, Value> = [
                     ("filter".into(), filter.into()),
-                    ("input".into(), text.into()),
+                    ("input".into(), input.into()),
                 ]
                 .into_iter()
                 .collect();
@@ -248,24 +259,43 @@ impl Wrapper {
                 .await
                 .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")))
             }
-            None if text.len() > self.options.hide_over => {
+            _ if size > self.options.hide_over => {
+                // Kept whole: the text alone when that is all there is, else every block and
+                // the structured content as JSON, so nothing large reaches the context.
+                let kept = match only_text {
+                    true => text,
+                    false => json!({
+                        "content": answer.content,
+                        "structuredContent": answer.structured_content,
+                    })
+                    .to_string(),
+                };
                 let own = self.own.clone();
-                tokio::task::spawn_blocking(move || own.keep(&name, &text))
+                let kept = tokio::task::spawn_blocking(move || own.keep(&name, &kept))
                     .await
-                    .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")))
+                    .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")));
+                return match (kept, failed) {
+                    (Ok(text), true) => result(Err(text)),
+                    (kept, _) => result(kept),
+                };
             }
-            // Small and unfiltered: exactly as the upstream server gave it.
-            None => return answer,
+            // Small and unfiltered (or the upstream's own small error): as it was given.
+            _ => return answer,
         };
-        match treated {
-            Ok(text) => {
-                let mut content = vec![ContentBlock::text(text)];
-                content.extend(others);
-                CallToolResult::success(content)
-            }
-            Err(why) => result(Err(why)),
-        }
+        result(treated)
     }
+}
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying how much was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes cut)", &text[..end], text.len() - end)
 }
 
 impl ServerHandler for Wrapper {

@@ -1,0 +1,44 @@
+"""A hostile upstream MCP server (stdio, JSON-RPC by hand, standard library only): each tool
+answers with about 2 MB in a different place of the result, to check that the wrapper keeps
+every large result out of the model's context, whatever its shape."""
+
+import json
+import sys
+
+BIG = "X" * 2_000_000
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small"]
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    rid, method = message["id"], message.get("method")
+    if method == "initialize":
+        result = {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "1"},
+        }
+    elif method == "tools/list":
+        result = {"tools": [{"name": n, "description": n, "inputSchema": {"type": "object", "properties": {}}} for n in TOOLS]}
+    elif method == "tools/call":
+        name = message["params"]["name"]
+        if name == "rpc_error":
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})
+            continue
+        result = {
+            "error_text": {"content": [{"type": "text", "text": BIG}], "isError": True},
+            "resource": {"content": [{"type": "resource", "resource": {"uri": "file:///x", "mimeType": "text/plain", "text": BIG}}]},
+            "structured": {"content": [{"type": "text", "text": "small"}], "structuredContent": {"data": BIG}},
+            "image": {"content": [{"type": "image", "data": "QUFB" * 500_000, "mimeType": "image/png"}]},
+            "small": {"content": [{"type": "text", "text": '{"ok": true}'}]},
+        }[name]
+    else:
+        result = {}
+    send({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -1,0 +1,58 @@
+"""The wrapper in front of tests/mcp/hostile_upstream.py, driven by the official MCP Python
+SDK: no result reaches the client with more than the threshold's worth of upstream data,
+wherever the upstream put it (an error's text, a resource, structured content, an image, a
+JSON-RPC error message), and the large ones are kept as hides that can be read by ID.
+
+Usage: python hostile_wrapper_client.py JQJAIL_CLI SOCKET
+"""
+
+import asyncio
+import json
+import os
+import re
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+HIDE_OVER = 16_384
+# A kept result's answer: the notice, the shape (at most 4 KiB) and page 1 (16 KiB).
+ANSWER_MAX = HIDE_OVER + 4096 + 2048
+
+
+async def main(cli, socket):
+    upstream = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_upstream.py")
+    server = StdioServerParameters(
+        command=cli,
+        args=["mcp", "--socket", socket, "--upstream", "--hide-over", str(HIDE_OVER), "--", sys.executable, upstream],
+    )
+    sizes = {}
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            for name, is_error in [("error_text", True), ("resource", False), ("structured", False), ("image", False)]:
+                result = await asyncio.wait_for(session.call_tool(name, {}), 60)
+                size = len(json.dumps(result.model_dump(mode="json", exclude_none=True)))
+                sizes[name] = size
+                assert size < ANSWER_MAX, f"{name}: {size} bytes reached the client"
+                assert bool(result.is_error) == is_error, (name, result.is_error)
+                text = result.content[0].text
+                assert "kept it as hide" in text, text[:300]
+                hide_id = re.search(r"\[HIDE id=(\S+) page=1/", text).group(1)
+                # The whole result is in the hide, readable by ID: its last page too.
+                pages = int(re.search(r"page=1/(\d+) ", text).group(1))
+                assert pages > 100, pages
+                last = await session.call_tool("hide_jump", {"hide_id": hide_id, "page": pages})
+                assert not last.is_error and f"page={pages}/{pages}" in last.content[0].text, last
+            rpc = await asyncio.wait_for(session.call_tool("rpc_error", {}), 60)
+            sizes["rpc_error"] = len(rpc.content[0].text)
+            assert rpc.is_error and rpc.content[0].text.startswith("UPSTREAM_ERROR: "), rpc.content[0].text[:200]
+            assert sizes["rpc_error"] < ANSWER_MAX, sizes
+            small = await session.call_tool("small", {})
+            assert (small.content[0].text, bool(small.is_error)) == ('{"ok": true}', False), small
+    print(json.dumps(sizes))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
