@@ -103,7 +103,7 @@ fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
 /// A hostile upstream puts about 2 MB in each place of a result (an error's text, a
 /// resource, structured content, an image, a JSON-RPC error message): none of it reaches the
 /// client past the threshold; the large ones are kept as hides. (Before, all five got through
-/// whole.)
+/// whole.) Its log message and tool-list notification reach the client.
 #[test]
 fn the_wrapper_keeps_every_large_upstream_result_out_of_the_context() {
     let Some(python) = python_with_mcp() else {

@@ -6,7 +6,7 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small"]
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty"]
 
 
 def send(message):
@@ -29,6 +29,12 @@ for line in sys.stdin:
         result = {"tools": [{"name": n, "description": n, "inputSchema": {"type": "object", "properties": {}}} for n in TOOLS]}
     elif method == "tools/call":
         name = message["params"]["name"]
+        if name == "chatty":
+            # Notifications while the call runs: a log message, and the tool list changed.
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "hostile", "data": "working on it"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "done"}]}})
+            continue
         if name == "rpc_error":
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})
             continue

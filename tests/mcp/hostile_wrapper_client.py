@@ -27,8 +27,17 @@ async def main(cli, socket):
         args=["mcp", "--socket", socket, "--upstream", "--hide-over", str(HIDE_OVER), "--", sys.executable, upstream],
     )
     sizes = {}
+    logged = []
+    notified = []
+
+    async def on_log(params):
+        logged.append(params.data)
+
+    async def on_message(message):
+        notified.append(type(message).__name__ if not hasattr(message, "root") else type(message.root).__name__)
+
     async with stdio_client(server) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, logging_callback=on_log, message_handler=on_message) as session:
             await session.initialize()
             await session.list_tools()
             for name, is_error in [("error_text", True), ("resource", False), ("structured", False), ("image", False)]:
@@ -51,6 +60,15 @@ async def main(cli, socket):
             assert sizes["rpc_error"] < ANSWER_MAX, sizes
             small = await session.call_tool("small", {})
             assert (small.content[0].text, bool(small.is_error)) == ('{"ok": true}', False), small
+            # The upstream's notifications are relayed to the client.
+            chatty = await session.call_tool("chatty", {})
+            assert chatty.content[0].text == "done", chatty
+            for _ in range(50):
+                if logged and any("ToolListChanged" in n for n in notified):
+                    break
+                await asyncio.sleep(0.1)
+            assert logged == ["working on it"], logged
+            assert any("ToolListChanged" in n for n in notified), notified
     print(json.dumps(sizes))
 
 
