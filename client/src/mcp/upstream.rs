@@ -6,7 +6,8 @@
 //! - A result over `--hide-over` bytes, counting every block (text, resources, images) and
 //!   its structured content, is kept as a hide of the session and replaced by its ID, its
 //!   shape (when it is JSON) and page 1 with the hint; the paging and jq tools then work on it
-//!   by ID. A result of text alone is kept as that text, any other as its JSON. An upstream
+//!   by ID. A result that is text (with at most a structured copy of it) is kept as that
+//!   text, any other as its JSON (`{"content", "structuredContent"}`). An upstream
 //!   error result is kept the same way and stays an error; a JSON-RPC error's message is cut
 //!   to the threshold. Smaller results pass through untouched.
 //! - Each upstream tool gains an optional `jq` argument (when its schema has no property of
@@ -230,11 +231,18 @@ impl Wrapper {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let only_text = structured.is_none()
-            && answer
-                .content
-                .iter()
-                .all(|block| matches!(block, ContentBlock::Text(_)));
+        // Kept as its text when that is all there is to it: only text blocks, and structured
+        // content (if any) no larger than a serialization of that text would be, as the MCP
+        // spec has tools send it (the filesystem server's `{"content": text}`). Anything
+        // else is kept whole, as JSON.
+        let only_text = answer
+            .content
+            .iter()
+            .all(|block| matches!(block, ContentBlock::Text(_)))
+            && !text.is_empty()
+            && structured
+                .as_ref()
+                .is_none_or(|s| s.len() <= 2 * text.len() + 1024);
         let treated = match filter {
             // The upstream tool's own error is not filtered: it is passed on (or kept, below).
             Some(filter) if !failed => {
@@ -260,8 +268,7 @@ impl Wrapper {
                 .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")))
             }
             _ if size > self.options.hide_over => {
-                // Kept whole: the text alone when that is all there is, else every block and
-                // the structured content as JSON, so nothing large reaches the context.
+                // Kept whole, so nothing large reaches the context.
                 let kept = match only_text {
                     true => text,
                     false => json!({
