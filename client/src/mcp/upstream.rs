@@ -219,8 +219,9 @@ impl Wrapper {
         // Everything the result would put in the context: its blocks of every kind and its
         // structured content.
         let structured = answer.structured_content.as_ref().map(Value::to_string);
-        let size = serde_json::to_string(&answer.content).map_or(usize::MAX, |t| t.len())
-            + structured.as_ref().map_or(0, String::len);
+        let size = serde_json::to_string(&answer.content)
+            .map_or(usize::MAX, |t| t.len())
+            .saturating_add(structured.as_ref().map_or(0, String::len));
         let failed = answer.is_error == Some(true);
         let text: String = answer
             .content
