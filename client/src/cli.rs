@@ -179,19 +179,18 @@ struct Args {
     exit_status: bool,
 }
 
-/// The input's JSON values as one array, each value as spelled (`-s`).
-fn slurp(input: &[u8]) -> Result<Vec<u8>, String> {
-    let text = std::str::from_utf8(input).map_err(|e| format!("input is not UTF-8: {e}"))?;
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    while let Some(value) = values.next() {
-        value.map_err(|e| format!("input is not JSON: {e}"))?;
-        let end = values.byte_offset();
-        pieces.push(text[start..end].trim());
-        start = end;
+/// The input's JSON values as one array, each value as spelled (`-s`). The values are cut as
+/// a stream is ([`split_values`]) and checked by the worker, which parses the array strictly.
+fn slurp(input: &[u8]) -> Vec<u8> {
+    let mut array = vec![b'['];
+    for (i, value) in split_values(input).into_iter().enumerate() {
+        if i > 0 {
+            array.push(b',');
+        }
+        array.extend_from_slice(value);
     }
-    Ok(format!("[{}]", pieces.join(",")).into_bytes())
+    array.push(b']');
+    array
 }
 
 /// The named arguments of `--arg`, `--argjson`, `--rawfile` and `--slurpfile`, each value as
@@ -226,8 +225,7 @@ fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::Args, Strin
             }
             Flag::SlurpFile => {
                 let (name, file) = pair(&args.slurpfile, i);
-                let values = slurp(read(&file)?.as_bytes())
-                    .map_err(|why| format!("--slurpfile {name}: {file}: {why}"))?;
+                let values = slurp(read(&file)?.as_bytes());
                 (name, String::from_utf8(values).unwrap_or_default())
             }
         };
@@ -282,7 +280,7 @@ fn failed(e: ClientError) -> Exit {
 }
 
 /// Prints `jqjail: CODE: message` once, with control characters removed.
-fn report(code: &str, message: &str) {
+pub(crate) fn report(code: &str, message: &str) {
     let clean: String = message
         .chars()
         .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
@@ -320,12 +318,9 @@ struct ShapeArgs {
 /// Prints the shape summary of a file, stdin or a hide: keys and types, array lengths, how
 /// many elements have each optional key, a few examples; at most 4 KiB whatever the input.
 fn shape(args: ShapeArgs) -> Exit {
-    let mut client = match connect(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            report("UNAVAILABLE", &e);
-            return Exit::Unavailable;
-        }
+        Err(exit) => return exit,
     };
     let input = match &args.hide {
         Some(_) => Vec::new(),
@@ -359,12 +354,9 @@ fn shape(args: ShapeArgs) -> Exit {
 
 /// Prints the daemon's counters as JSON.
 fn stats(args: StatsArgs) -> Exit {
-    let mut client = match connect(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            report("UNAVAILABLE", &e);
-            return Exit::Unavailable;
-        }
+        Err(exit) => return exit,
     };
     match client.stats() {
         Ok(reply) => {
@@ -467,7 +459,7 @@ fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -
 }
 
 /// Prints clap's message: usage status for an error, success for `--help` and `--version`.
-fn clap_failed(e: clap::Error) -> ExitCode {
+pub(crate) fn clap_failed(e: clap::Error) -> ExitCode {
     let _ = e.print();
     match e.use_stderr() {
         true => Exit::Usage.into(),
@@ -557,12 +549,6 @@ struct Printer<W: Write> {
     stream: bool,
 }
 
-/// Why a run stopped before its last input.
-enum Stop {
-    /// Nothing more can be asked of the daemon, or written.
-    Fatal(Exit),
-}
-
 impl<W: Write> Printer<W> {
     /// Runs the filter over one input and prints its outputs.
     fn one(
@@ -572,14 +558,14 @@ impl<W: Write> Printer<W> {
         source: Source<'_>,
         options: &RunOptions,
         named: &crate::Args,
-    ) -> Result<(), Stop> {
+    ) -> Result<(), Exit> {
         let answer = client.run_with_args(filter, source, options, named);
         self.show(answer)
     }
 
     /// Prints one input's answer. A server error is reported and remembered; the next input
     /// is still run, as in jq.
-    fn show(&mut self, answer: Result<Answer, ClientError>) -> Result<(), Stop> {
+    fn show(&mut self, answer: Result<Answer, ClientError>) -> Result<(), Exit> {
         self.inputs += 1;
         match answer {
             Ok(Answer::Output(reply)) => {
@@ -589,7 +575,7 @@ impl<W: Write> Printer<W> {
                         self.failed = None;
                         Ok(())
                     }
-                    Err(e) => Err(Stop::Fatal(print_failed(e))),
+                    Err(e) => Err(print_failed(e)),
                 }
             }
             // The output was kept as a hide: print its first page as `jqjail hide cut` would.
@@ -600,7 +586,7 @@ impl<W: Write> Printer<W> {
                 self.out
                     .write_all(text.as_bytes())
                     .and_then(|()| self.out.write_all(b"\n"))
-                    .map_err(|e| Stop::Fatal(print_failed(print::PrintError::Io(e))))
+                    .map_err(|e| print_failed(print::PrintError::Io(e)))
             }
             Err(ClientError::Server(e)) => {
                 report(e.code.as_str(), &e.message);
@@ -612,11 +598,20 @@ impl<W: Write> Printer<W> {
                     ErrorCode::InvalidJson | ErrorCode::InputTooDeep | ErrorCode::InputTooLarge
                 );
                 match self.stream && unparsed {
-                    true => Err(Stop::Fatal(Exit::of(e.code))),
+                    true => Err(Exit::of(e.code)),
                     false => Ok(()),
                 }
             }
-            Err(e) => Err(Stop::Fatal(failed(e))),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// The exit status of a run: `result`'s if it stopped early (nothing more could be asked
+    /// of the daemon, or written), else [`Printer::finish`]'s.
+    fn settle(self, result: Result<(), Exit>, exit_status: bool) -> Exit {
+        match result {
+            Ok(()) => self.finish(exit_status),
+            Err(exit) => exit,
         }
     }
 
@@ -662,12 +657,9 @@ fn run(args: Args, words: Words) -> Exit {
         }
     };
     named.positional = words.positional;
-    let mut client = match connect(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            report("UNAVAILABLE", &format!("{e:#}"));
-            return Exit::Unavailable;
-        }
+        Err(exit) => return exit,
     };
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
@@ -701,16 +693,12 @@ fn run(args: Args, words: Words) -> Exit {
         printer.one(client, filter, source, &options, &named)
     };
     if let Some(id) = &args.hide {
-        return match one(&mut printer, &mut client, Source::Hide(id)) {
-            Ok(()) => printer.finish(args.exit_status),
-            Err(Stop::Fatal(exit)) => exit,
-        };
+        let result = one(&mut printer, &mut client, Source::Hide(id));
+        return printer.settle(result, args.exit_status);
     }
     if args.null_input {
-        return match one(&mut printer, &mut client, Source::Inline(b"null")) {
-            Ok(()) => printer.finish(args.exit_status),
-            Err(Stop::Fatal(exit)) => exit,
-        };
+        let result = one(&mut printer, &mut client, Source::Inline(b"null"));
+        return printer.settle(result, args.exit_status);
     }
     let input = match read_inputs(&words.files, client.limits().max_input_bytes) {
         Ok(bytes) => bytes,
@@ -720,17 +708,8 @@ fn run(args: Args, words: Words) -> Exit {
         }
     };
     if args.slurp {
-        let input = match slurp(&input) {
-            Ok(bytes) => bytes,
-            Err(why) => {
-                report(ErrorCode::InvalidJson.as_str(), &why);
-                return Exit::Input;
-            }
-        };
-        return match one(&mut printer, &mut client, Source::Inline(&input)) {
-            Ok(()) => printer.finish(args.exit_status),
-            Err(Stop::Fatal(exit)) => exit,
-        };
+        let result = one(&mut printer, &mut client, Source::Inline(&slurp(&input)));
+        return printer.settle(result, args.exit_status);
     }
     // Most inputs are one value, sent as read. Only if the daemon finds it is not one JSON
     // value is it cut into values, each run on its own as jq runs them.
@@ -746,19 +725,15 @@ fn run(args: Args, words: Words) -> Exit {
         }
         // One value: its answer is in hand.
         answered => {
-            return match printer.show(answered) {
-                Ok(()) => printer.finish(args.exit_status),
-                Err(Stop::Fatal(exit)) => exit,
-            };
+            let result = printer.show(answered);
+            return printer.settle(result, args.exit_status);
         }
     };
     printer.stream = true;
-    for value in values {
-        if let Err(Stop::Fatal(exit)) = one(&mut printer, &mut client, Source::Inline(value)) {
-            return exit;
-        }
-    }
-    printer.finish(args.exit_status)
+    let result = values
+        .into_iter()
+        .try_for_each(|value| one(&mut printer, &mut client, Source::Inline(value)));
+    printer.settle(result, args.exit_status)
 }
 
 /// Cuts a stream of JSON texts into its values without validating them (the worker parses
@@ -791,7 +766,7 @@ fn value_end(bytes: &[u8], start: usize) -> usize {
         }
         match c {
             b'"' => {
-                i = string_end(bytes, i);
+                i = print::string_end(bytes, i);
                 if depth == 0 {
                     return i;
                 }
@@ -803,19 +778,6 @@ fn value_end(bytes: &[u8], start: usize) -> usize {
             _ => {}
         }
         i += 1;
-    }
-    bytes.len()
-}
-
-/// The index after the closing quote of the string whose opening quote is at `open`.
-fn string_end(bytes: &[u8], open: usize) -> usize {
-    let mut i = open + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            _ => i += 1,
-        }
     }
     bytes.len()
 }
@@ -878,6 +840,14 @@ fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, S
         }
     }
     Ok(bytes)
+}
+
+/// [`connect`], reporting a failure as `UNAVAILABLE` with its exit status.
+pub(crate) fn connected(explicit: Option<&Path>) -> Result<Client, Exit> {
+    connect(explicit).map_err(|e| {
+        report("UNAVAILABLE", &e);
+        Exit::Unavailable
+    })
 }
 
 /// Connects to the chosen daemon, starting a private one if that is the only option. Every

@@ -165,10 +165,8 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
             },
             other => return Err(format!("{other} is not a hide tool")),
         };
-        result.map_err(|e| match e.code() {
-            Some(code) => format!("{code}: {e}"),
-            None => e.to_string(),
-        })
+        // A server error reads `CODE: message` already.
+        result.map_err(|e| e.to_string())
     }
 
     /// Makes `cut`'s hide the latest, with `cut` as the last page served of it: for a page

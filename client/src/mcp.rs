@@ -13,7 +13,9 @@
 //! the model can act on it; the server itself never stops on a bad call.
 
 use crate::hide_buffer::{HideBuffer, format_cut};
-use crate::{Answer, Client, ClientError, Lang, OnOversize, RunOptions, Source};
+use crate::{
+    Answer, Client, ClientError, HideCut, HideEntry, Lang, OnOversize, RunOptions, Source,
+};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -57,8 +59,8 @@ impl Server {
     }
 
     /// Answers one tool call (blocking: it talks to the daemon).
-    pub fn call(&self, name: &str, args: &Map<String, Value>) -> Outcome {
-        let args = Value::Object(args.clone());
+    pub fn call(&self, name: &str, args: Map<String, Value>) -> Outcome {
+        let args = Value::Object(args);
         self.attempt(|state| state.call(name, &args))
     }
 
@@ -129,13 +131,8 @@ impl State {
                 self.run(query, Lang::Path, args, &crate::Args::default())
             }
             "json_shape" => {
-                let input = source_text(args)?;
-                let client = self.buffer.client();
-                let reply = match &input {
-                    Input::Inline(text) => client.shape(Source::Inline(text.as_bytes()))?,
-                    Input::Hide(id) => client.shape(Source::Hide(id))?,
-                };
-                Ok(reply.output)
+                let source = source(args)?;
+                Ok(self.buffer.client().shape(source)?.output)
             }
             "hide_next" | "hide_jump" | "hide_search" => {
                 self.buffer.try_call_tool(name, args).map_err(Failure::Tool)
@@ -149,18 +146,23 @@ impl State {
     fn keep(&mut self, source: &str, text: &str) -> Result<String, Failure> {
         let entry = self.buffer.store(source, text.as_bytes())?;
         let first = self.buffer.first_cut()?;
-        // Text that is not JSON has no shape; the pages and search still work on it.
+        self.kept(&format!("The result of {source}"), &entry, &first)
+    }
+
+    /// The answer for a hide kept in place of a result: what it was, its ID, its shape (when
+    /// it is JSON: pages and search work on any text) and page 1 with the hint.
+    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HideCut) -> Result<String, Failure> {
         let shape = match self.buffer.client().shape(Source::Hide(&entry.id)) {
             Ok(reply) => format!("Shape: {}\n", reply.output),
             Err(ClientError::Server(_)) => String::new(),
             Err(e) => return Err(e.into()),
         };
         Ok(format!(
-            "The result of {source} is {} bytes, too large to show, so jqjail kept it as hide {id}. \
+            "{what} is {} bytes, too large to show, so jqjail kept it as hide {id}. \
              Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
              hide_jump and hide_search.\n{shape}\n{}",
             entry.size,
-            format_cut(&first),
+            format_cut(first),
             id = entry.id,
         ))
     }
@@ -174,16 +176,12 @@ impl State {
         args: &Value,
         named: &crate::Args,
     ) -> Result<String, Failure> {
-        let input = source_text(args)?;
         let options = RunOptions {
             lang,
             on_oversize: OnOversize::Hide,
             ..RunOptions::default()
         };
-        let source = match &input {
-            Input::Inline(text) => Source::Inline(text.as_bytes()),
-            Input::Hide(id) => Source::Hide(id),
-        };
+        let source = source(args)?;
         match self
             .buffer
             .client()
@@ -192,35 +190,17 @@ impl State {
             Answer::Output(reply) => Ok(reply.output),
             Answer::Hidden(hidden) => {
                 self.buffer.served(&hidden.first);
-                let id = &hidden.entry.id;
-                let shape = self
-                    .buffer
-                    .client()
-                    .shape(Source::Hide(id))
-                    .map(|r| r.output)
-                    .unwrap_or_else(|e| format!("(no shape: {e})"));
-                Ok(format!(
-                    "The output is {} bytes, over the output limit, so it was kept as hide {id}. \
-                     Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
-                     hide_jump and hide_search.\nShape: {shape}\n\n{}",
-                    hidden.entry.size,
-                    format_cut(&hidden.first)
-                ))
+                self.kept("The output", &hidden.entry, &hidden.first)
             }
         }
     }
 }
 
-enum Input {
-    Inline(String),
-    Hide(String),
-}
-
 /// The document a tool works on: `input` (JSON text) or `hide_id`, exactly one.
-fn source_text(args: &Value) -> Result<Input, Failure> {
+fn source(args: &Value) -> Result<Source<'_>, Failure> {
     match (args.get("input"), args.get("hide_id")) {
-        (Some(Value::String(text)), None) => Ok(Input::Inline(text.clone())),
-        (None, Some(Value::String(id))) => Ok(Input::Hide(id.clone())),
+        (Some(Value::String(text)), None) => Ok(Source::Inline(text.as_bytes())),
+        (None, Some(Value::String(id))) => Ok(Source::Hide(id)),
         (Some(_), Some(_)) => Err(usage("give either `input` or `hide_id`, not both")),
         (None, None) => Err(usage(
             "give the document as `input` (JSON text) or `hide_id`",
@@ -324,24 +304,15 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     use clap::Parser;
     let args = match McpArgs::try_parse_from(args) {
         Ok(args) => args,
-        Err(e) => {
-            let _ = e.print();
-            return match e.use_stderr() {
-                true => ExitCode::from(2),
-                false => ExitCode::SUCCESS,
-            };
-        }
+        Err(e) => return super::cli::clap_failed(e),
     };
     if !args.command.is_empty() && !args.upstream {
         eprintln!("jqjail mcp: a command after `--` needs --upstream");
         return ExitCode::from(2);
     }
-    let client = match super::cli::connect(args.socket.as_deref()) {
+    let client = match super::cli::connected(args.socket.as_deref()) {
         Ok(client) => client,
-        Err(e) => {
-            eprintln!("jqjail: UNAVAILABLE: {e}");
-            return ExitCode::from(8);
-        }
+        Err(exit) => return exit.into(),
     };
     let server = Server::new(client, args.socket);
     if args.upstream {
@@ -373,7 +344,7 @@ async fn call_own(server: &Server, request: CallToolRequestParams) -> CallToolRe
     let server = server.clone();
     let name = request.name.to_string();
     let args = request.arguments.unwrap_or_default();
-    let outcome = tokio::task::spawn_blocking(move || server.call(&name, &args))
+    let outcome = tokio::task::spawn_blocking(move || server.call(&name, args))
         .await
         .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
     result(outcome)

@@ -97,6 +97,16 @@ pub struct StatsReply {
     pub tenants: Vec<TenantStats>,
 }
 
+impl StatsReply {
+    /// How many runs were answered with `code` (`OK` or an error code's name).
+    pub fn outcome(&self, code: &str) -> u64 {
+        self.outcomes
+            .iter()
+            .find(|(c, _)| c == code)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
 /// v1: latency percentiles, microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Latency {

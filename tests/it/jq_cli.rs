@@ -140,6 +140,17 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Whether jqjail's (stdout, status) agrees with jq's: a success (or `-e`'s 1 and 4) must match
+/// exactly; on an error both must fail after the same outputs, the status being jqjail's own
+/// class (README).
+fn agree(theirs: &(String, Option<i32>), ours: &(String, Option<i32>), with_e: bool) -> bool {
+    match theirs.1 {
+        Some(0) => theirs == ours,
+        Some(1 | 4) if with_e => theirs == ours,
+        _ => theirs.0 == ours.0 && ours.1 != Some(0),
+    }
+}
+
 fn run(
     program: &str,
     socket: Option<&std::path::Path>,
@@ -204,15 +215,7 @@ fn the_cli_prints_and_exits_as_jq_does() {
                 }
                 let ours = run(CLI, Some(&d.socket), &args, input);
                 compared += 1;
-                // A success (or `-e`'s 1 and 4) must match exactly. On an error both must
-                // fail after the same outputs; the status is jqjail's own class (README).
-                let with_e = flags.contains(&"-e");
-                let same = match theirs.1 {
-                    Some(0) => theirs == ours,
-                    Some(1 | 4) if with_e => theirs == ours,
-                    _ => theirs.0 == ours.0 && ours.1 != Some(0),
-                };
-                if !same {
+                if !agree(&theirs, &ours, flags.contains(&"-e")) {
                     differences.push(format!(
                         "{name} {args:?}:\n  jq:     {:?} {:?}\n  jqjail: {:?} {:?}",
                         theirs.1, theirs.0, ours.1, ours.0
@@ -229,13 +232,7 @@ fn the_cli_prints_and_exits_as_jq_does() {
         let theirs = run_in("jq", None, args, "[\"stdin\"]", Some(dir.path()));
         let ours = run_in(CLI, Some(&d.socket), args, "[\"stdin\"]", Some(dir.path()));
         compared += 1;
-        let with_e = args.contains(&"-e");
-        let same = match theirs.1 {
-            Some(0) => theirs == ours,
-            Some(1 | 4) if with_e => theirs == ours,
-            _ => theirs.0 == ours.0 && ours.1 != Some(0),
-        };
-        if !same {
+        if !agree(&theirs, &ours, args.contains(&"-e")) {
             differences.push(format!(
                 "{args:?}:\n  jq:     {:?} {:?}\n  jqjail: {:?} {:?}",
                 theirs.1, theirs.0, ours.1, ours.0

@@ -3,33 +3,33 @@
 //! the reason, where that SDK is not installed; .ci/run installs it and names its Python in
 //! `JQJAIL_TEST_PYTHON`.
 
-use crate::util::{CLI, Daemon, repo_file};
+use crate::util::{CLI, Daemon, repo_file, skip};
 use std::process::Command;
 
-/// The Python that has the MCP SDK, if any.
+/// The Python that has the MCP SDK: `JQJAIL_TEST_PYTHON`, which must have it (a CI that names
+/// one and lacks the SDK fails rather than skips), else `python3` if it has it.
 fn python_with_mcp() -> Option<String> {
-    let python = std::env::var("JQJAIL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let named = std::env::var("JQJAIL_TEST_PYTHON").ok();
+    let python = named.clone().unwrap_or_else(|| "python3".into());
     let ok = Command::new(&python)
         .args(["-c", "import mcp.client.stdio"])
         .output()
         .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || named.is_none(),
+        "JQJAIL_TEST_PYTHON={python} has no MCP SDK (`import mcp.client.stdio` failed)"
+    );
     ok.then_some(python)
 }
 
-#[test]
-fn the_official_python_sdk_lists_calls_pages_and_gets_tool_errors() {
-    let Some(python) = python_with_mcp() else {
-        eprintln!(
-            "skipped: the MCP Python SDK is not installed (pip install mcp==2.3.0, and name that \
-             Python in JQJAIL_TEST_PYTHON; .ci/run does both)"
-        );
-        return;
-    };
-    let d = Daemon::start();
-    let out = Command::new(&python)
-        .arg(repo_file("tests/mcp/official_client.py"))
+/// Runs `tests/mcp/SCRIPT` with `python`, the CLI, the daemon's socket and `extra`; fails with
+/// the script's output unless it succeeds; returns its stdout (a JSON summary).
+fn run_script(python: &str, script: &str, d: &Daemon, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(python)
+        .arg(repo_file(&format!("tests/mcp/{script}")))
         .arg(CLI)
         .arg(&d.socket)
+        .args(extra)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -38,60 +38,58 @@ fn the_official_python_sdk_lists_calls_pages_and_gets_tool_errors() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The summary names the protocol version negotiated (the closing notes quote it).
-    eprintln!("official MCP Python SDK: {stdout}");
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    // The summary is printed for the closing notes (protocol versions, sizes).
+    eprintln!("{script}: {stdout}");
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+#[test]
+fn the_official_python_sdk_lists_calls_pages_and_gets_tool_errors() {
+    let Some(python) = python_with_mcp() else {
+        skip(
+            "the MCP Python SDK is not installed (pip install mcp==2.3.0, and name that Python \
+             in JQJAIL_TEST_PYTHON; .ci/run does both where PyPI is reachable)",
+        );
+        return;
+    };
+    let d = Daemon::start();
+    let summary = run_script(&python, "official_client.py", &d, &[]);
     assert_eq!(summary["server"], "jqjail");
     // The daemon counted the work: the MCP server is only a client of it.
     let stats = d.client().stats().unwrap();
-    let count = |code: &str| {
-        stats
-            .outcomes
-            .iter()
-            .find(|(c, _)| c == code)
-            .map_or(0, |(_, n)| *n)
-    };
+    let count = |code: &str| stats.outcome(code);
     assert!(count("OK") >= 10, "{:?}", stats.outcomes);
     assert_eq!(count("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);
 }
 
 /// The filesystem MCP server from npm (`@modelcontextprotocol/server-filesystem`), if
 /// installed: `JQJAIL_TEST_MCP_FILESYSTEM` names its executable (.ci/run installs it).
+/// A name that is no file fails rather than skips.
 fn filesystem_server() -> Option<String> {
-    std::env::var("JQJAIL_TEST_MCP_FILESYSTEM")
-        .ok()
-        .filter(|p| std::path::Path::new(p).is_file())
+    let path = std::env::var("JQJAIL_TEST_MCP_FILESYSTEM").ok()?;
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "JQJAIL_TEST_MCP_FILESYSTEM={path} is not a file"
+    );
+    Some(path)
 }
 
 #[test]
 fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
     let Some(python) = python_with_mcp() else {
-        eprintln!("skipped: the MCP Python SDK is not installed (see the test above)");
+        skip("the MCP Python SDK is not installed (see the first test here)");
         return;
     };
     let Some(fs_server) = filesystem_server() else {
-        eprintln!(
-            "skipped: @modelcontextprotocol/server-filesystem is not installed (npm install it \
-             and name its executable in JQJAIL_TEST_MCP_FILESYSTEM; .ci/run does both)"
+        skip(
+            "@modelcontextprotocol/server-filesystem is not installed (npm install it and name \
+             its executable in JQJAIL_TEST_MCP_FILESYSTEM; .ci/run does both where npm is \
+             reachable)",
         );
         return;
     };
     let d = Daemon::start();
-    let out = Command::new(&python)
-        .arg(repo_file("tests/mcp/wrapper_client.py"))
-        .arg(CLI)
-        .arg(&d.socket)
-        .arg(&fs_server)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("official MCP Python SDK through the wrapper: {stdout}");
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let summary = run_script(&python, "wrapper_client.py", &d, &[&fs_server]);
     assert!(
         summary["hide_id"]
             .as_str()
@@ -107,24 +105,11 @@ fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
 #[test]
 fn the_wrapper_keeps_every_large_upstream_result_out_of_the_context() {
     let Some(python) = python_with_mcp() else {
-        eprintln!("skipped: the MCP Python SDK is not installed (see the first test here)");
+        skip("the MCP Python SDK is not installed (see the first test here)");
         return;
     };
     let d = Daemon::start();
-    let out = Command::new(&python)
-        .arg(repo_file("tests/mcp/hostile_wrapper_client.py"))
-        .arg(CLI)
-        .arg(&d.socket)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!(
-        "bytes that reached the client per hostile result: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    // Bytes that reached the client, per hostile result.
+    let sizes = run_script(&python, "hostile_wrapper_client.py", &d, &[]);
+    assert_eq!(sizes.as_object().map(|s| s.len()), Some(5), "{sizes}");
 }

@@ -1,7 +1,7 @@
 //! Shape summaries through the daemon: computed by a confined worker for an inline input or a
 //! hide, bounded whatever the input, refused with a clear error when misused.
 
-use crate::util::{CLI, Daemon, repo_file};
+use crate::util::{CLI, Daemon, expect_code, repo_file};
 use jqjail_client::{ClientError, ErrorCode, Source};
 use std::process::Command;
 
@@ -49,16 +49,8 @@ fn a_shape_of_an_input_and_of_a_hide_is_the_same_bounded_skeleton() {
     );
 
     // Not JSON, or no such hide: the usual errors.
-    let err = c.shape(Source::Inline(b"{oops")).unwrap_err();
-    assert!(
-        matches!(err, ClientError::Server(ref e) if e.code == ErrorCode::InvalidJson),
-        "{err}"
-    );
-    let err = c.shape(Source::Hide("test-00000000")).unwrap_err();
-    assert!(
-        matches!(err, ClientError::Server(ref e) if e.code == ErrorCode::NotFound),
-        "{err}"
-    );
+    expect_code(c.shape(Source::Inline(b"{oops")), ErrorCode::InvalidJson);
+    expect_code(c.shape(Source::Hide("test-00000000")), ErrorCode::NotFound);
 }
 
 #[test]
@@ -69,11 +61,7 @@ fn a_shape_request_takes_no_filter_and_no_arguments() {
         lang: jqjail_client::Lang::Shape,
         ..Default::default()
     };
-    let err = c.run(".", b"[1]", &options).unwrap_err();
-    assert!(
-        matches!(err, ClientError::Server(ref e) if e.code == ErrorCode::InvalidRequest),
-        "{err}"
-    );
+    expect_code(c.run(".", b"[1]", &options), ErrorCode::InvalidRequest);
     let args = jqjail_client::Args {
         positional: vec!["1".into()],
         ..Default::default()

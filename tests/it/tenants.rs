@@ -200,13 +200,7 @@ fn stats_count_outcomes_and_show_each_tenant_only_itself() {
     }
     c.run(".[", b"1", &RunOptions::default()).unwrap_err();
     let stats = c.stats().unwrap();
-    let count = |code: &str| {
-        stats
-            .outcomes
-            .iter()
-            .find(|(c, _)| c == code)
-            .map_or(0, |(_, n)| *n)
-    };
+    let count = |code: &str| stats.outcome(code);
     assert_eq!(count("OK"), 5);
     assert_eq!(count("COMPILE_ERROR"), 1);
     assert_eq!(stats.latency.count, 6);

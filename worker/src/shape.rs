@@ -14,6 +14,7 @@
 
 use crate::output::write_value;
 use jaq_json::{Num, Val};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The largest summary, in bytes of compact JSON.
@@ -42,7 +43,7 @@ pub fn summarize(value: &Val, max_bytes: usize) -> Option<String> {
     let fallback = obj([("type", root.types()), ("truncated", Val::Bool(true))]);
     for shown in DETAILS
         .iter()
-        .map(|detail| root.render(detail, 0))
+        .map(|detail| root.render(detail, 0, None))
         .chain([fallback])
     {
         let mut out = Vec::new();
@@ -164,11 +165,13 @@ impl Acc {
                     return;
                 }
                 for (k, v) in map.iter() {
+                    // Borrowed for the lookup; a name is copied once, when first tracked.
                     let name = key_text(k);
-                    let at = match objects.index.get(&name) {
+                    let at = match objects.index.get(name.as_ref()) {
                         Some(&at) => at,
                         None if objects.keys.len() < MAX_KEYS && *budget > 0 => {
                             *budget -= 1;
+                            let name = name.into_owned();
                             objects.keys.push((name.clone(), 0, Acc::default()));
                             objects.index.insert(name, objects.keys.len() - 1);
                             objects.keys.len() - 1
@@ -193,7 +196,7 @@ impl Acc {
         }
         let shown = match value {
             Val::TStr(s) | Val::BStr(s) => {
-                Val::from(truncate(&String::from_utf8_lossy(s), EXAMPLE_CHARS))
+                Val::from(truncate(&String::from_utf8_lossy(s), EXAMPLE_CHARS).into_owned())
             }
             other => other.clone(),
         };
@@ -231,7 +234,9 @@ impl Acc {
         ]
     }
 
-    fn render(&self, detail: &Detail, depth: usize) -> Val {
+    /// This position under `detail`; `present` is how many of its parent's objects had it,
+    /// for an optional key.
+    fn render(&self, detail: &Detail, depth: usize, present: Option<u64>) -> Val {
         let mut fields: Vec<(&str, Val)> = vec![("type", self.types())];
         let counts = self.counts();
         if counts.iter().filter(|(_, n)| *n > 0).count() > 1 {
@@ -249,7 +254,7 @@ impl Acc {
             fields.push(("length", length));
             if arrays.items.seen() > 0 {
                 let items = match depth + 1 < detail.depth {
-                    true => arrays.items.render(detail, depth + 1),
+                    true => arrays.items.render(detail, depth + 1, None),
                     false => obj([("type", arrays.items.types())]),
                 };
                 fields.push(("items", items));
@@ -264,12 +269,12 @@ impl Acc {
                     .iter()
                     .take(detail.keys)
                     .map(|(name, present, acc)| {
-                        let mut child = acc.render(detail, depth + 1);
-                        if *present < objects.count {
-                            // An optional key: in how many of the objects it is.
-                            child = with(child, "present", int(*present));
-                        }
-                        (Val::from(name.clone()), child)
+                        // An optional key says in how many of the objects it is.
+                        let optional = (*present < objects.count).then_some(*present);
+                        (
+                            Val::from(name.clone()),
+                            acc.render(detail, depth + 1, optional),
+                        )
                     });
                 fields.push(("keys", Val::obj(shown.collect())));
             }
@@ -295,6 +300,9 @@ impl Acc {
                 .collect::<Vec<_>>();
             fields.push(("examples", Val::Arr(examples.into())));
         }
+        if let Some(present) = present {
+            fields.push(("present", int(present)));
+        }
         obj(fields)
     }
 
@@ -305,19 +313,21 @@ impl Acc {
 
 /// A key's name as shown, cut to [`KEY_CHARS`]: keys that share those characters are one
 /// position (their shapes merge), so no two shown keys collide.
-fn key_text(k: &Val) -> String {
-    let full = match k {
-        Val::TStr(s) | Val::BStr(s) => String::from_utf8_lossy(s),
-        other => std::borrow::Cow::Owned(format!("{other}")),
-    };
-    truncate(&full, KEY_CHARS)
+fn key_text(k: &Val) -> Cow<'_, str> {
+    match k {
+        Val::TStr(s) | Val::BStr(s) => match String::from_utf8_lossy(s) {
+            Cow::Borrowed(text) => truncate(text, KEY_CHARS),
+            Cow::Owned(text) => Cow::Owned(truncate(&text, KEY_CHARS).into_owned()),
+        },
+        other => Cow::Owned(truncate(&other.to_string(), KEY_CHARS).into_owned()),
+    }
 }
 
 /// `text` cut to `max` characters, ending in `…` when cut.
-fn truncate(text: &str, max: usize) -> String {
+fn truncate(text: &str, max: usize) -> Cow<'_, str> {
     match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
+        Some((at, _)) => Cow::Owned(format!("{}…", &text[..at])),
+        None => Cow::Borrowed(text),
     }
 }
 
@@ -332,18 +342,6 @@ fn obj<'a>(fields: impl IntoIterator<Item = (&'a str, Val)>) -> Val {
             .map(|(k, v)| (Val::from(k.to_string()), v))
             .collect(),
     )
-}
-
-/// `value` (an object) with one more field.
-fn with(value: Val, name: &str, field: Val) -> Val {
-    match value {
-        Val::Obj(map) => {
-            let mut map = (*map).clone();
-            map.insert(Val::from(name.to_string()), field);
-            Val::obj(map)
-        }
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ fn lay_out(text: &str, style: &Style, out: &mut impl std::io::Write) -> std::io:
 }
 
 /// The index just past the string that starts at `start` (a `"`).
-fn string_end(bytes: &[u8], start: usize) -> usize {
+pub(super) fn string_end(bytes: &[u8], start: usize) -> usize {
     let mut i = start + 1;
     while i < bytes.len() {
         match bytes[i] {

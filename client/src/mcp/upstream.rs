@@ -106,8 +106,11 @@ struct Wrapper {
     upstream: Peer<RoleClient>,
     options: Options,
     downstream: Downstream,
-    /// Upstream tools to which the wrapper added the `jq` argument (as last listed).
-    with_jq: Arc<Mutex<HashSet<String>>>,
+    /// The names of jqjail's own tools.
+    own_names: Arc<HashSet<String>>,
+    /// Upstream tools to which the wrapper added the `jq` argument, as last listed (`None`
+    /// until the upstream's tools are first listed).
+    with_jq: Arc<Mutex<Option<HashSet<String>>>>,
 }
 
 impl Wrapper {
@@ -126,11 +129,10 @@ impl Wrapper {
             .await
             .map_err(|_| "the upstream server did not list its tools in time".to_string())?
             .map_err(|e| format!("listing the upstream server's tools: {e}"))?;
-        let ours: HashSet<String> = own_tools().into_iter().map(|t| t.name.into()).collect();
         let mut with_jq = HashSet::new();
         let mut offered = Vec::new();
         for mut tool in tools {
-            if ours.contains(tool.name.as_ref()) {
+            if self.own_names.contains(tool.name.as_ref()) {
                 eprintln!(
                     "jqjail mcp: the upstream tool `{}` has the name of one of jqjail's; it is not offered",
                     tool.name
@@ -160,7 +162,7 @@ impl Wrapper {
             offered.push(tool);
         }
         if let Ok(mut known) = self.with_jq.lock() {
-            *known = with_jq;
+            *known = Some(with_jq);
         }
         Ok(offered)
     }
@@ -169,15 +171,14 @@ impl Wrapper {
     async fn forward(&self, mut request: CallToolRequestParams) -> CallToolResult {
         let name = request.name.to_string();
         // A client may call without listing first; learn which tools got `jq`.
-        let known = self.with_jq.lock().map(|k| !k.is_empty()).unwrap_or(false);
-        if !known && let Err(why) = self.upstream_tools().await {
+        let listed = self.with_jq.lock().is_ok_and(|k| k.is_some());
+        if !listed && let Err(why) = self.upstream_tools().await {
             return result(Err(format!("UPSTREAM_FAILED: {why}")));
         }
         let ours = self
             .with_jq
             .lock()
-            .map(|k| k.contains(&name))
-            .unwrap_or(false);
+            .is_ok_and(|k| k.as_ref().is_some_and(|k| k.contains(&name)));
         let filter = match (ours, request.arguments.as_mut()) {
             (true, Some(args)) => match args.remove(JQ_ARG) {
                 None | Some(Value::Null) => None,
@@ -261,7 +262,7 @@ impl Wrapper {
                 .into_iter()
                 .collect();
                 tokio::task::spawn_blocking(move || {
-                    own.call("jq", &args).map_err(|e| {
+                    own.call("jq", args).map_err(|e| {
                         format!("{e} (the `{JQ_ARG}` filter ran over the result of `{name}`)")
                     })
                 })
@@ -343,7 +344,7 @@ impl ServerHandler for Wrapper {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.remember(&context.peer);
-        let ours = own_tools().iter().any(|t| t.name == request.name);
+        let ours = self.own_names.contains(request.name.as_ref());
         Ok(match ours {
             true => call_own(&self.own, request).await,
             false => self.forward(request).await,
@@ -392,6 +393,7 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             upstream: upstream.peer().clone(),
             options,
             downstream,
+            own_names: Arc::new(own_tools().into_iter().map(|t| t.name.into()).collect()),
             with_jq: Arc::default(),
         };
         let service = match wrapper.serve(rmcp::transport::stdio()).await {
