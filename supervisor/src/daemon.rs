@@ -227,15 +227,20 @@ fn run(args: Args) -> anyhow::Result<()> {
         let reload_args = args.clone();
         let reload: crate::server::Reload =
             Box::new(move || reload_args.config().map_err(|e| format!("{e:#}")));
-        let result = serve(
+        // On a runtime thread, not this one: a connection's task is then spawned onto the
+        // thread that accepted it and starts there at once, instead of being handed from the
+        // blocking main thread to a runtime thread that must first be woken (a small request's
+        // handshake was 0.2 ms instead of 0.1).
+        let served = tokio::spawn(serve(
             listener,
             cfg,
             program,
             Some(store),
             shutdown_signal(),
             Some(reload),
-        )
+        ))
         .await;
+        let result = served.context("the listener task failed")?;
         // A socket the service manager passed is its to remove.
         if bound_here {
             let _ = std::fs::remove_file(&args.socket);

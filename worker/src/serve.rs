@@ -69,7 +69,13 @@ fn serve_job(engine: &Engine, mut sock: File, startup: &StartupArgs) -> i32 {
     };
     match Encoding::Bincode.encode(&reply) {
         Ok(body) => match write_frame(&mut sock, &body) {
-            Ok(()) => 0,
+            Ok(()) => {
+                // Exit only once the supervisor closes the socket: the exit's work then comes
+                // after the answer is on its way (`pool::LINGER` in the supervisor).
+                let mut byte = [0u8; 1];
+                while matches!(sock.read(&mut byte), Ok(1)) {}
+                0
+            }
             Err(e) => {
                 eprintln!("jqjail worker: cannot send reply: {e}");
                 EXIT_SETUP
