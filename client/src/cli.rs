@@ -19,7 +19,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The daemon's executable, which the CLI starts as a private daemon: looked for beside the
@@ -83,9 +83,9 @@ impl Exit {
     }
 }
 
-impl From<Exit> for ExitCode {
-    fn from(e: Exit) -> ExitCode {
-        ExitCode::from(e as u8)
+impl From<Exit> for u8 {
+    fn from(e: Exit) -> u8 {
+        e as u8
     }
 }
 
@@ -382,8 +382,8 @@ fn stats(args: StatsArgs) -> Exit {
     }
 }
 
-/// Runs the command line with these arguments (argv\[0\] first).
-pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+/// Runs the command line with these arguments (argv\[0\] first); returns the exit status.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
     let args: Vec<OsString> = args.into_iter().collect();
     // `jqjail tools [openai|anthropic]`: the tool definitions, no daemon needed.
     if args.get(1).is_some_and(|a| a == "tools") {
@@ -451,7 +451,7 @@ fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
 
 /// Parses `args` as `T` and runs `main` with them. A parse failure prints clap's message
 /// and exits with the usage status (`--help` and `--version` print and succeed).
-fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -> ExitCode {
+fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -> u8 {
     match T::try_parse_from(args) {
         Ok(parsed) => main(parsed).into(),
         Err(e) => clap_failed(e),
@@ -459,7 +459,7 @@ fn parse_and_run<T: Parser>(args: Vec<OsString>, main: impl FnOnce(T) -> Exit) -
 }
 
 /// Prints clap's message: usage status for an error, success for `--help` and `--version`.
-pub(crate) fn clap_failed(e: clap::Error) -> ExitCode {
+pub(crate) fn clap_failed(e: clap::Error) -> u8 {
     let _ = e.print();
     match e.use_stderr() {
         true => Exit::Usage.into(),
@@ -959,7 +959,7 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
 }
 
 /// `jqjail mcp ARGS…`: runs `jqjail-mcp ARGS…` in this process's place.
-fn run_mcp(args: Vec<OsString>) -> ExitCode {
+fn run_mcp(args: Vec<OsString>) -> u8 {
     let exe = match companion_executable(MCP_EXECUTABLE) {
         Ok(exe) => exe,
         Err(why) => {

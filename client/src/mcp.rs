@@ -304,7 +304,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     use clap::Parser;
     let args = match McpArgs::try_parse_from(args) {
         Ok(args) => args,
-        Err(e) => return super::cli::clap_failed(e),
+        Err(e) => return ExitCode::from(super::cli::clap_failed(e)),
     };
     if !args.command.is_empty() && !args.upstream {
         eprintln!("jqjail mcp: a command after `--` needs --upstream");
@@ -312,7 +312,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
     }
     let client = match super::cli::connected(args.socket.as_deref()) {
         Ok(client) => client,
-        Err(exit) => return exit.into(),
+        Err(exit) => return ExitCode::from(u8::from(exit)),
     };
     let server = Server::new(client, args.socket);
     if args.upstream {

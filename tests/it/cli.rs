@@ -305,3 +305,46 @@ fn subcommands_take_the_socket_before_or_after_and_say_their_own_names() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "7");
 }
+
+/// The CLI starts without std's runtime (`src/bin/jqjail.rs`), so it opens closed standard
+/// descriptors on /dev/null itself, as std would: else its socket would take a free one, and
+/// with descriptor 1 closed the answer would be written into the socket.
+#[test]
+fn a_cli_started_with_its_standard_descriptors_closed_keeps_its_socket_off_them() {
+    use std::os::unix::process::CommandExt;
+    let d = Daemon::start();
+    let mut command = Command::new(CLI);
+    command
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["-n", "last(range(1e15))", "--timeout", "5s"]);
+    // SAFETY: close(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("running jqjail");
+    let fd_of = |fd: i32| std::fs::read_link(format!("/proc/{}/fd/{fd}", child.id())).ok();
+    // While its request runs, the CLI holds its socket.
+    let connected = wait_until(Duration::from_secs(5), || {
+        (3..16).any(|fd| fd_of(fd).is_some_and(|t| t.to_string_lossy().starts_with("socket:")))
+    });
+    let standard: Vec<_> = (0..3).map(fd_of).collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        connected,
+        "the CLI never held a socket above fd 2: {standard:?}"
+    );
+    for (fd, target) in standard.iter().enumerate() {
+        assert_eq!(
+            target.as_deref(),
+            Some(std::path::Path::new("/dev/null")),
+            "fd {fd}"
+        );
+    }
+}
