@@ -8,10 +8,10 @@
 //! a worker's evaluation (compile, strict scan, jqjail's parser, run, write) without process
 //! or socket, so that jqjail / (c) is the price of the isolation alone (the one difference:
 //! a worker parses into its bump arena, which only a process that exits after one parse can
-//! use, so (c) parses on malloc); (d) one CLI process
-//! per request for `jq`, `gojq` and `jaq` where they are on PATH. Then throughput at
-//! several concurrencies, the daemon's and workers' memory, worker start-up, and the memory
-//! limit's reaction time. It prints a markdown report and writes the numbers as JSON.
+//! use, so (c) parses on malloc); (d) one CLI process per request for `jqjail` (its own CLI),
+//! `jq`, `gojq` and `jaq` where they are on PATH, each after a pause of `CLI_PAUSE`. Then
+//! throughput at several concurrencies, the daemon's and workers' memory, worker start-up, and
+//! the memory limit's reaction time. It prints a markdown report and writes the numbers as JSON.
 //!
 //! The binary is also a jqjail daemon and worker (`jqjail-bench daemon …`), so the daemon it
 //! measures is exactly the code it was built with.
@@ -52,6 +52,9 @@ const FILTERS: [(&str, &str); 6] = [
 /// this binary: `cargo build --release --bin jqjail`), then jq, gojq and jaq from PATH.
 const CLIS: [&str; 4] = [JQJAIL_CLI, "jq", "gojq", "jaq"];
 const JQJAIL_CLI: &str = "jqjail CLI";
+/// The pause before each CLI command (see `measure`): longer than the daemon's work after an
+/// answer, about 3 ms here (`pool::LINGER`, a worker's exit and the next one's start).
+const CLI_PAUSE: Duration = Duration::from_millis(10);
 
 struct Opts {
     smoke: bool,
@@ -429,6 +432,10 @@ fn measure(
                 if *name == JQJAIL_CLI {
                     command.arg("--socket").arg(socket);
                 }
+                // Each command starts on a quiet machine, as one typed or run by an agent
+                // does: what the previous request left to do (jqjail's daemon lets its worker
+                // go and starts the next one after answering) is not on this one's path.
+                std::thread::sleep(CLI_PAUSE);
                 let t = Instant::now();
                 // Each CLI as a user would run it.
                 let _ = command

@@ -174,8 +174,7 @@ impl AsyncClient {
     async fn call<T>(&mut self, call: Call<'_, T>) -> Result<T, ClientError> {
         // The frame, then the tail straight from the caller's buffer.
         let (frame, tail) = call.encode()?;
-        self.stream.write_all(&frame).await?;
-        self.stream.write_all(tail).await?;
+        jqjail_protocol::frame::tokio_io::write_parts(&mut self.stream, &[&frame, tail]).await?;
         self.stream.flush().await?;
         call.expect.answer(self.read_response().await?)
     }

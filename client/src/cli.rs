@@ -657,9 +657,13 @@ fn run(args: Args, words: Words) -> Exit {
         }
     };
     named.positional = words.positional;
-    let mut client = match connected(args.socket.as_deref()) {
+    // The request follows the handshake without waiting for its answer (see `Handshake`).
+    let mut client = match connect(args.socket.as_deref(), Handshake::Pipelined) {
         Ok(c) => c,
-        Err(exit) => return exit,
+        Err(e) => {
+            report("UNAVAILABLE", &e);
+            return Exit::Unavailable;
+        }
     };
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
@@ -700,7 +704,17 @@ fn run(args: Args, words: Words) -> Exit {
         let result = one(&mut printer, &mut client, Source::Inline(b"null"));
         return printer.settle(result, args.exit_status);
     }
-    let input = match read_inputs(&words.files, client.limits().max_input_bytes) {
+    // Small files are read before the daemon's limit is known (the daemon checks it); for
+    // anything else the handshake's answer bounds what is read.
+    let input = match small_files(&words.files).map(|max| read_inputs(&words.files, max)) {
+        Some(Ok(bytes)) => Ok(bytes),
+        // Too large for the guess (a file grew), or no guess: by the daemon's limit.
+        _ => match client.handshake() {
+            Ok(limits) => read_inputs(&words.files, limits.max_input_bytes),
+            Err(e) => return failed(e),
+        },
+    };
+    let input = match input {
         Ok(bytes) => bytes,
         Err((code, message)) => {
             report(code, &message);
@@ -795,6 +809,20 @@ fn write_out(bytes: &[u8]) -> Exit {
     }
 }
 
+/// Inputs read without the daemon's limit in hand: regular files of at most this many bytes
+/// in all (a tail this small is read whole by the daemon).
+const SMALL_FILES: u64 = 256 * 1024;
+
+/// `Some(SMALL_FILES)` when every input is a regular file and they hold at most that many bytes.
+fn small_files(files: &[OsString]) -> Option<u64> {
+    let mut total = 0u64;
+    for file in files {
+        let meta = std::fs::metadata(file).ok().filter(|m| m.is_file())?;
+        total = total.saturating_add(meta.len());
+    }
+    (!files.is_empty() && total <= SMALL_FILES).then_some(SMALL_FILES)
+}
+
 /// Reads the input files one after another (stdin if there are none, and for `-`) as one
 /// stream, as jq does, refusing more than `max` bytes in all without reading past it.
 fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, String)> {
@@ -844,21 +872,36 @@ fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, S
 
 /// [`connect`], reporting a failure as `UNAVAILABLE` with its exit status.
 pub(crate) fn connected(explicit: Option<&Path>) -> Result<Client, Exit> {
-    connect(explicit).map_err(|e| {
+    connect(explicit, Handshake::Awaited).map_err(|e| {
         report("UNAVAILABLE", &e);
         Exit::Unavailable
     })
 }
 
+/// Whether `connect` waits for the handshake's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// Before returning.
+    Awaited,
+    /// With the first call's answer (`Client::connect_pipelined`), saving a round trip, for a
+    /// socket that was named or is the private daemon's. The system daemon's is still awaited:
+    /// a refusal there (a user outside its group) falls back to the private daemon.
+    Pipelined,
+}
+
 /// Connects to the chosen daemon, starting a private one if that is the only option. Every
 /// connection is checked to be the user's own daemon, root's, or a trusted uid's before
 /// anything is sent (`crate::trust`); a socket another user planted is refused with its uid.
-pub(crate) fn connect(explicit: Option<&Path>) -> Result<Client, String> {
+pub(crate) fn connect(explicit: Option<&Path>, handshake: Handshake) -> Result<Client, String> {
+    let connect_to = |path: &Path| match handshake {
+        Handshake::Awaited => Client::connect(path),
+        Handshake::Pipelined => Client::connect_pipelined(path),
+    };
     if let Some(path) = explicit {
-        return Client::connect(path).map_err(|e| e.to_string());
+        return connect_to(path).map_err(|e| e.to_string());
     }
     if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
-        return Client::connect(&path).map_err(|e| format!("{e} (from ${SOCKET_ENV})"));
+        return connect_to(Path::new(&path)).map_err(|e| format!("{e} (from ${SOCKET_ENV})"));
     }
     match Client::connect(SYSTEM_SOCKET) {
         Ok(client) => return Ok(client),
@@ -872,13 +915,13 @@ pub(crate) fn connect(explicit: Option<&Path>) -> Result<Client, String> {
     }
     prepare_private_dir(&private.path)?;
     let socket = private.socket();
-    match Client::connect(&socket) {
+    match connect_to(&socket) {
         Ok(client) => return Ok(client),
         Err(e @ ClientError::Untrusted { .. }) => return Err(e.to_string()),
         Err(_) => {}
     }
     start_private_daemon(&private)?;
-    Client::connect(&socket).map_err(|e| e.to_string())
+    connect_to(&socket).map_err(|e| e.to_string())
 }
 
 /// Makes sure the private directory is ours and closed to others, creating it if need be.

@@ -78,6 +78,11 @@ pub enum ClientError {
     /// The daemon answered with an error: the request was understood and failed.
     #[error("{0}")]
     Server(Box<ErrorReply>),
+    /// The handshake failed: the daemon refused the connection (its answer is inside), or it
+    /// broke. Only a handshake read with a client's first call answers so; `Client::connect`
+    /// returns the inner error itself.
+    #[error("{0}")]
+    Handshake(Box<ClientError>),
     /// A [`HideBuffer`] was asked for its latest hide before one was stored or loaded.
     #[error("no hide has been stored in or loaded into this buffer")]
     NoHide,
@@ -88,6 +93,7 @@ impl ClientError {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ClientError::Server(e) => Some(e.code),
+            ClientError::Handshake(e) => e.code(),
             _ => None,
         }
     }

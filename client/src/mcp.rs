@@ -79,13 +79,15 @@ impl Server {
             Err(poisoned) => poisoned.into_inner(),
         };
         match work(&mut state) {
-            Err(Failure::Connection(why)) => match super::cli::connect(state.socket.as_deref()) {
-                Ok(client) => {
-                    *state.buffer.client() = client;
-                    work(&mut state).map_err(Failure::text)
+            Err(Failure::Connection(why)) => {
+                match super::cli::connect(state.socket.as_deref(), super::cli::Handshake::Awaited) {
+                    Ok(client) => {
+                        *state.buffer.client() = client;
+                        work(&mut state).map_err(Failure::text)
+                    }
+                    Err(again) => Err(format!("UNAVAILABLE: {why}; reconnecting: {again}")),
                 }
-                Err(again) => Err(format!("UNAVAILABLE: {why}; reconnecting: {again}")),
-            },
+            }
             other => other.map_err(Failure::text),
         }
     }

@@ -84,17 +84,36 @@ pub fn prefix(len: usize) -> io::Result<[u8; PREFIX_BYTES]> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame over 4 GiB"))
 }
 
+/// Parts of a message up to this many bytes in all are written with one `write`.
+pub const COALESCE_BYTES: usize = 64 * 1024;
+
+/// Writes `parts` in order: copied together and written at once when they total at most
+/// [`COALESCE_BYTES`], so that the reader is woken once rather than once per part (a
+/// wake-up is the dearest part of a small message, and dearer still in a VM); else one by one.
+/// Only `write` is used: a worker's system-call allowlist has no `writev`.
+pub fn write_parts(w: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
+    match coalesced(parts) {
+        Some(all) => w.write_all(&all),
+        None => parts.iter().try_for_each(|part| w.write_all(part)),
+    }
+}
+
+/// `parts` copied together, when they are small enough (see [`write_parts`]).
+fn coalesced(parts: &[&[u8]]) -> Option<Vec<u8>> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    (total <= COALESCE_BYTES).then(|| parts.concat())
+}
+
 /// Writes one frame.
 pub fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
-    w.write_all(&prefix(body.len())?)?;
-    w.write_all(body)?;
+    write_parts(w, &[&prefix(body.len())?, body])?;
     w.flush()
 }
 
 /// Async versions of the frame functions, for tokio streams.
 #[cfg(feature = "tokio")]
 pub mod tokio_io {
-    use super::{FrameError, PREFIX_BYTES, check, prefix};
+    use super::{FrameError, PREFIX_BYTES, check, coalesced, prefix};
     use std::io;
     use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -124,11 +143,25 @@ pub mod tokio_io {
         parts: &[&[u8]],
     ) -> io::Result<()> {
         let len = parts.iter().map(|p| p.len()).sum();
-        w.write_all(&prefix(len)?).await?;
-        for part in parts {
-            w.write_all(part).await?;
-        }
+        let prefix = prefix(len)?;
+        let mut all = Vec::with_capacity(parts.len() + 1);
+        all.push(&prefix[..]);
+        all.extend_from_slice(parts);
+        write_parts(w, &all).await?;
         w.flush().await
+    }
+
+    /// [`super::write_parts`] for tokio streams.
+    pub async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> io::Result<()> {
+        match coalesced(parts) {
+            Some(all) => w.write_all(&all).await,
+            None => {
+                for part in parts {
+                    w.write_all(part).await?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Writes one frame.

@@ -20,7 +20,7 @@ use crate::explain::{Context, explain};
 use crate::fair::{Refused, Scheduler};
 use crate::spawn::{Child, Exit, Launcher};
 use jqjail_protocol::frame::FrameError;
-use jqjail_protocol::frame::tokio_io::read_frame;
+use jqjail_protocol::frame::tokio_io::{read_frame, write_parts};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
     Job, MAX_READY_FRAME_BYTES, Outcome, Reply, Started, StartupArgs, max_reply_frame_bytes,
@@ -183,11 +183,15 @@ async fn send_job(
 ) -> Result<(), SendError> {
     let prefix = jqjail_protocol::frame::prefix(header.len())
         .map_err(|e| SendError::Source(e.to_string()))?;
-    sock.write_all(&prefix).await.map_err(SendError::Worker)?;
-    sock.write_all(header).await.map_err(SendError::Worker)?;
     match input {
-        JobInput::Bytes(bytes) => sock.write_all(bytes).await.map_err(SendError::Worker)?,
+        // A small job in one write: the worker is woken once.
+        JobInput::Bytes(bytes) => write_parts(sock, &[&prefix, header, bytes])
+            .await
+            .map_err(SendError::Worker)?,
         JobInput::Stream(arriving) => {
+            write_parts(sock, &[&prefix, header])
+                .await
+                .map_err(SendError::Worker)?;
             let mut buf = arriving.buffer(crate::arriving::PUMP_CHUNK);
             loop {
                 let n = arriving

@@ -9,7 +9,8 @@ use crate::config::{Config, TenantOf};
 use crate::explain::Context;
 use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::{Launcher, Program};
-use jqjail_protocol::frame::tokio_io::write_frame;
+use jqjail_protocol::frame::prefix;
+use jqjail_protocol::frame::tokio_io::{write_frame, write_parts};
 use jqjail_protocol::frame::{PREFIX_BYTES, max_request_frame_bytes};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{Job, StartupArgs};
@@ -452,9 +453,14 @@ async fn send<W: AsyncWrite + Unpin>(
     };
     let tail = response.tail();
     let write = async {
-        write_frame(wr, &body).await?;
         match (tail, file) {
+            // A tail in memory goes with its frame (small ones in one write).
+            (Some(tail), None) => {
+                write_parts(wr, &[&prefix(body.len())?, &body, tail.as_bytes()]).await?
+            }
+            (None, _) => write_frame(wr, &body).await?,
             (Some(tail), Some(file)) => {
+                write_frame(wr, &body).await?;
                 let mut from = tokio::fs::File::from_std(file).take(tail.len());
                 let copied = tokio::io::copy(&mut from, wr).await?;
                 if copied != tail.len() {
@@ -466,8 +472,6 @@ async fn send<W: AsyncWrite + Unpin>(
                     )));
                 }
             }
-            (Some(tail), None) => wr.write_all(tail.as_bytes()).await?,
-            (None, _) => {}
         }
         wr.flush().await
     };
