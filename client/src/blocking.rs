@@ -29,19 +29,11 @@ pub struct Client {
 impl Client {
     /// Connects and performs the handshake.
     pub fn connect(path: impl AsRef<Path>) -> Result<Client, ClientError> {
-        let path = path.as_ref();
-        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
-            path: path.to_owned(),
-            source,
+        let mut client = Client::connect_pipelined(path)?;
+        client.handshake().map_err(|e| match e {
+            ClientError::Handshake(inner) => *inner,
+            other => other,
         })?;
-        crate::trust::check_peer(&stream, path)?;
-        let mut client = Client {
-            stream,
-            server: no_server_yet(),
-            socket: path.to_owned(),
-            hello_unread: false,
-        };
-        client.server = client.call(calls::hello())?;
         Ok(client)
     }
 

@@ -348,3 +348,45 @@ fn a_cli_started_with_its_standard_descriptors_closed_keeps_its_socket_off_them(
         );
     }
 }
+
+/// An input over the daemon's limit is refused whichever way the CLI sent it: a small file
+/// goes with the handshake, before the limit is known, and the daemon refuses it; stdin and
+/// larger files wait for the handshake, and the CLI refuses them before sending.
+#[test]
+fn an_input_over_the_daemons_limit_is_refused_whether_or_not_it_was_pipelined() {
+    let d = Daemon::start_with(&["--max-input-bytes", "1000"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.json");
+    std::fs::write(&small, format!("[{}1]", "1,".repeat(1000))).unwrap();
+    let large = dir.path().join("large.json");
+    std::fs::write(&large, format!("[{}1]", "1,".repeat(200_000))).unwrap();
+    for file in [&small, &large] {
+        let out = cli(&["length", file.to_str().unwrap()], &d.socket);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.starts_with("jqjail: INPUT_TOO_LARGE: "), "{stderr}");
+        assert!(stderr.contains("1,000-byte limit"), "{stderr}");
+    }
+    let mut child = Command::new(CLI)
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("length")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&small).unwrap());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("1,000-byte limit"), "{stderr}");
+    // Under the limit, both ways answer.
+    std::fs::write(&small, "[1,2,3]").unwrap();
+    let out = cli(&["length", small.to_str().unwrap()], &d.socket);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
+}
