@@ -813,10 +813,15 @@ fn write_out(bytes: &[u8]) -> Exit {
 /// in all (a tail this small is read whole by the daemon).
 const SMALL_FILES: u64 = 256 * 1024;
 
-/// `Some(SMALL_FILES)` when every input is a regular file and they hold at most that many bytes.
+/// `Some(SMALL_FILES)` when every input is a regular file and they hold at most that many
+/// bytes: then a read that finds more (a file grew) can be done again. Never with stdin (`-`,
+/// whatever a file of that name holds), which cannot be read twice.
 fn small_files(files: &[OsString]) -> Option<u64> {
     let mut total = 0u64;
     for file in files {
+        if file == "-" {
+            return None;
+        }
         let meta = std::fs::metadata(file).ok().filter(|m| m.is_file())?;
         total = total.saturating_add(meta.len());
     }
@@ -911,7 +916,7 @@ pub(crate) fn connect(explicit: Option<&Path>, handshake: Handshake) -> Result<C
     }
     let private = PrivateDir::find();
     for note in &private.skipped {
-        eprintln!("jqjail: {note}");
+        let _ = writeln!(std::io::stderr(), "jqjail: {note}");
     }
     prepare_private_dir(&private.path)?;
     let socket = private.socket();
@@ -1083,7 +1088,8 @@ fn build_companion(
         .and_then(Path::file_name)
         .and_then(|p| p.to_str())
         .unwrap_or("debug");
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "jqjail: {name} is not built yet; building it (cargo build --profile {profile} --bin {name}), once"
     );
     let profile_arg = match profile {

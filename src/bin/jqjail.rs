@@ -9,7 +9,8 @@
 //! - `main` is the C entry point (`#![no_main]`), so std's runtime set-up does not run: of it,
 //!   only what this program relies on is done here. What is skipped is the main thread's stack
 //!   guard discovery (`pthread_getattr_np`, which reads and parses `/proc/self/maps`) and its
-//!   handler naming a stack overflow; an overflow still ends the process, by SIGSEGV.
+//!   handler naming a stack overflow; an overflow still ends the process, by SIGSEGV. A panic
+//!   is caught and exits with std's status for one, 101.
 // (Built as a test, the harness provides `main`.)
 #![cfg_attr(not(test), no_main)]
 
@@ -46,8 +47,16 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     // std::env::args_os works without std's runtime: glibc hands argv to std at load time.
-    let status = jqjail_client::cli::main_with_args(std::env::args_os());
+    // A panic cannot unwind out of a C function: it ends the run with std's status for one.
+    let status = std::panic::catch_unwind(|| {
+        i32::from(jqjail_client::cli::main_with_args(std::env::args_os()))
+    })
+    .unwrap_or(PANICKED);
     // std's runtime would flush stdout at exit; returning from C `main` does not.
     let _ = std::io::stdout().flush();
-    libc::c_int::from(status)
+    status
 }
+
+/// The exit status std gives a program whose main thread panicked.
+#[cfg(not(test))]
+const PANICKED: libc::c_int = 101;

@@ -390,3 +390,38 @@ fn an_input_over_the_daemons_limit_is_refused_whether_or_not_it_was_pipelined() 
     let out = cli(&["length", small.to_str().unwrap()], &d.socket);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
 }
+
+/// Attack (review of the pipelined run): with a small regular file named `-` in the working
+/// directory, the CLI took `-` for that file when guessing whether its inputs were small, read
+/// 256 KiB of stdin, found it too large and read the rest again: the start of stdin was lost
+/// and the run answered for the tail, exit 0.
+#[test]
+fn stdin_as_dash_is_read_once_even_beside_a_file_named_dash() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let d = Daemon::start();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("-"), "1").unwrap();
+    // 588,895 bytes: over the 256 KiB read before the handshake.
+    let input: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    let mut child = Command::new(CLI)
+        .current_dir(cwd.path())
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["-s", "length, first", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "100000\n1\n");
+}
