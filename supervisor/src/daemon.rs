@@ -229,8 +229,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             Box::new(move || reload_args.config().map_err(|e| format!("{e:#}")));
         // On a runtime thread, not this one: a connection's task is then spawned onto the
         // thread that accepted it and starts there at once, instead of being handed from the
-        // blocking main thread to a runtime thread that must first be woken (a small request's
-        // handshake was 0.2 ms instead of 0.1).
+        // blocking main thread to a runtime thread that must first be woken (connect and
+        // handshake measured 0.16 ms p50 that way, 0.12 ms this way).
         let served = tokio::spawn(serve(
             listener,
             cfg,
