@@ -318,7 +318,7 @@ struct ShapeArgs {
 /// Prints the shape summary of a file, stdin or a hide: keys and types, array lengths, how
 /// many elements have each optional key, a few examples; at most 4 KiB whatever the input.
 fn shape(args: ShapeArgs) -> Exit {
-    let mut client = match connected(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref(), Handshake::Awaited) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
@@ -354,7 +354,7 @@ fn shape(args: ShapeArgs) -> Exit {
 
 /// Prints the daemon's counters as JSON.
 fn stats(args: StatsArgs) -> Exit {
-    let mut client = match connected(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref(), Handshake::Awaited) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
@@ -658,12 +658,9 @@ fn run(args: Args, words: Words) -> Exit {
     };
     named.positional = words.positional;
     // The request follows the handshake without waiting for its answer (see `Handshake`).
-    let mut client = match connect(args.socket.as_deref(), Handshake::Pipelined) {
+    let mut client = match connected(args.socket.as_deref(), Handshake::Pipelined) {
         Ok(c) => c,
-        Err(e) => {
-            report("UNAVAILABLE", &e);
-            return Exit::Unavailable;
-        }
+        Err(exit) => return exit,
     };
     let mut options = RunOptions::default();
     options.limits.timeout_ms = args.timeout.map(|t| (t.as_millis() as u64).max(1));
@@ -876,8 +873,8 @@ fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, S
 }
 
 /// [`connect`], reporting a failure as `UNAVAILABLE` with its exit status.
-pub(crate) fn connected(explicit: Option<&Path>) -> Result<Client, Exit> {
-    connect(explicit, Handshake::Awaited).map_err(|e| {
+pub(crate) fn connected(explicit: Option<&Path>, handshake: Handshake) -> Result<Client, Exit> {
+    connect(explicit, handshake).map_err(|e| {
         report("UNAVAILABLE", &e);
         Exit::Unavailable
     })

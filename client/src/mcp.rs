@@ -312,7 +312,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         eprintln!("jqjail mcp: a command after `--` needs --upstream");
         return ExitCode::from(2);
     }
-    let client = match super::cli::connected(args.socket.as_deref()) {
+    let client = match super::cli::connected(args.socket.as_deref(), super::cli::Handshake::Awaited)
+    {
         Ok(client) => client,
         Err(exit) => return ExitCode::from(u8::from(exit)),
     };

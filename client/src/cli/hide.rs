@@ -4,7 +4,7 @@
 //! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
 //! grep, so scripts can branch on it.
 
-use super::{Exit, connected, failed, read_inputs, report, write_out};
+use super::{Exit, Handshake, connected, failed, read_inputs, report, write_out};
 use clap::{Parser, Subcommand};
 use jqjail_protocol::HideSearchRequest;
 use serde_json::{Value, json};
@@ -90,7 +90,7 @@ fn key_value(text: &str) -> Result<(String, String), String> {
 }
 
 pub(super) fn main(args: HideArgs) -> Exit {
-    let mut client = match connected(args.socket.as_deref()) {
+    let mut client = match connected(args.socket.as_deref(), Handshake::Awaited) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
