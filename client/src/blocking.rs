@@ -22,7 +22,9 @@ pub struct Client {
     stream: UnixStream,
     server: HelloReply,
     socket: std::path::PathBuf,
-    /// The handshake was sent and its answer is still to be read (see `connect_pipelined`).
+    /// The handshake is still to be sent, with the first call's frame (see `connect_pipelined`).
+    hello_unsent: bool,
+    /// The handshake's answer is still to be read (see `connect_pipelined`).
     hello_unread: bool,
 }
 
@@ -37,9 +39,10 @@ impl Client {
         Ok(client)
     }
 
-    /// Connects and sends the handshake without waiting for its answer, which is read with
-    /// the first call's: one round trip fewer for a process that makes one call (the CLI).
-    /// Until that call or [`Client::handshake`], `limits` and `server` are not the server's.
+    /// Connects; the handshake goes out in the same write as the first call, and its answer
+    /// is read with that call's: one round trip and one wakeup of the daemon fewer for a
+    /// process that makes one call (the CLI). Until that call or [`Client::handshake`],
+    /// `limits` and `server` are not the server's.
     pub(crate) fn connect_pipelined(path: impl AsRef<Path>) -> Result<Client, ClientError> {
         let path = path.as_ref();
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
@@ -48,19 +51,21 @@ impl Client {
         })?;
         // The peer is checked before a byte is sent, as by `connect`.
         crate::trust::check_peer(&stream, path)?;
-        let mut client = Client {
+        Ok(Client {
             stream,
             server: no_server_yet(),
             socket: path.to_owned(),
+            hello_unsent: true,
             hello_unread: true,
-        };
-        client.send(&calls::hello())?;
-        Ok(client)
+        })
     }
 
     /// Completes a pipelined handshake (a no-op for a client from `connect`); the server's
     /// limits.
     pub(crate) fn handshake(&mut self) -> Result<&Limits, ClientError> {
+        if self.hello_unsent {
+            self.write(&[])?;
+        }
         if self.hello_unread {
             self.hello_unread = false;
             self.server = self
@@ -233,7 +238,22 @@ impl Client {
     /// Writes a request: the frame, then the tail straight from the caller's buffer.
     fn send<T>(&mut self, call: &Call<'_, T>) -> Result<(), ClientError> {
         let (frame, tail) = call.encode()?;
-        jqjail_protocol::frame::write_parts(&mut self.stream, &[&frame, tail])?;
+        self.write(&[&frame, tail])
+    }
+
+    /// Writes `parts`, after the handshake if it is still unsent (small parts go out in one
+    /// write: `write_parts`).
+    fn write(&mut self, parts: &[&[u8]]) -> Result<(), ClientError> {
+        let hello = if self.hello_unsent {
+            self.hello_unsent = false;
+            Some(calls::hello().encode()?.0)
+        } else {
+            None
+        };
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.extend(hello.as_deref());
+        all.extend_from_slice(parts);
+        jqjail_protocol::frame::write_parts(&mut self.stream, &all)?;
         self.stream.flush()?;
         Ok(())
     }
