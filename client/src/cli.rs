@@ -90,7 +90,7 @@ impl From<Exit> for u8 {
 }
 
 /// jqjail: run a jq filter over JSON in a confined worker of a jqjail daemon.
-#[derive(Debug, Parser)]
+#[derive(Debug, PartialEq, Parser)]
 #[command(
     name = "jqjail",
     // As in jq, a flag given twice is simply on.
@@ -413,7 +413,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
         Some("shape") => parse_and_run(args, shape),
         // A program of its own (see `mcp_executable`): it replaces this process.
         Some("mcp") => run_mcp(args),
-        _ => match parse_run(args) {
+        _ => match quick_run(&args).map_or_else(|| parse_run(args), Ok) {
             Ok((args, words)) => run(args, words).into(),
             Err(Ok(e)) => clap_failed(e),
             Err(Err(why)) => {
@@ -469,13 +469,112 @@ pub(crate) fn clap_failed(e: clap::Error) -> u8 {
 
 /// The words after the filter: input files, or values of `$ARGS.positional` once `--args`
 /// (strings) or `--jsonargs` (JSON texts) came before them, whichever came last, as in jq.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Words {
     files: Vec<OsString>,
     /// JSON texts.
     positional: Vec<String>,
     /// Each named-value flag by its place on the command line.
     named_order: Vec<(usize, Flag)>,
+}
+
+/// Parses the commonest command line of a run (the filter, files or `-`, `--socket`, and the
+/// output flags that take no value) without clap: building clap's parser is a tenth of a
+/// small run through the CLI, most of it faulting in clap's code. Anything else, an error
+/// included, is `None` and left to [`parse_run`]. A strict subset of it: the test
+/// `quick_run_agrees_with_clap_wherever_it_answers` checks that clap parses every command
+/// line this one takes to the same [`Args`] and [`Words`].
+fn quick_run(argv: &[OsString]) -> Option<(Args, Words)> {
+    let mut filter = None;
+    let mut files = Vec::new();
+    let mut socket = None;
+    // c r j a S n s e, and --tab.
+    let mut on = [false; 9];
+    let mut words = argv.iter().skip(1);
+    while let Some(word) = words.next() {
+        let bytes = word.as_encoded_bytes();
+        if bytes == b"-" || !bytes.starts_with(b"-") {
+            match filter {
+                None => filter = Some(word.to_str()?.to_owned()),
+                Some(_) => files.push(word.clone()),
+            }
+            continue;
+        }
+        if let Some(long) = bytes.strip_prefix(b"--") {
+            let value = match long {
+                b"socket" => Some(words.next()?.as_encoded_bytes()),
+                _ => long.strip_prefix(b"socket="),
+            };
+            if let Some(value) = value {
+                if value.is_empty() || value.starts_with(b"-") {
+                    return None;
+                }
+                // A path that is not UTF-8 is left to clap.
+                socket = Some(PathBuf::from(std::str::from_utf8(value).ok()?));
+                continue;
+            }
+            let flag = match long {
+                b"compact-output" => 0,
+                b"raw-output" => 1,
+                b"join-output" => 2,
+                b"ascii-output" => 3,
+                b"sort-keys" => 4,
+                b"null-input" => 5,
+                b"slurp" => 6,
+                b"exit-status" => 7,
+                b"tab" => 8,
+                _ => return None,
+            };
+            on[flag] = true;
+            continue;
+        }
+        for short in &bytes[1..] {
+            let flag = b"crjaSnse".iter().position(|f| f == short)?;
+            on[flag] = true;
+        }
+    }
+    let [
+        compact,
+        raw,
+        join,
+        ascii,
+        sort_keys,
+        null_input,
+        slurp,
+        exit_status,
+        tab,
+    ] = on;
+    let args = Args {
+        filter: filter?,
+        files: files.clone(),
+        string_args: Vec::new(),
+        json_args: Vec::new(),
+        hide: None,
+        on_oversize: "error".into(),
+        socket,
+        lang: "jq".into(),
+        timeout: None,
+        max_output: None,
+        arg: Vec::new(),
+        argjson: Vec::new(),
+        rawfile: Vec::new(),
+        slurpfile: Vec::new(),
+        compact,
+        raw,
+        join,
+        ascii,
+        sort_keys,
+        tab,
+        indent: 2,
+        null_input,
+        slurp,
+        exit_status,
+    };
+    let words = Words {
+        files,
+        ..Words::default()
+    };
+    Some((args, words))
 }
 
 /// Parses the command line of a filter run, sorting the words after the filter by the
@@ -857,10 +956,13 @@ fn read_inputs(files: &[OsString], max: u64) -> Result<Vec<u8>, (&'static str, S
                     format!("cannot open {}: {e}", path.display()),
                 )
             })?;
-            if let Ok(meta) = f.metadata()
-                && meta.len() > max
-            {
-                return Err(too_large(meta.len()));
+            if let Ok(meta) = f.metadata() {
+                if meta.len() > max {
+                    return Err(too_large(meta.len()));
+                }
+                // Room for the whole file and the byte that shows it grew: one read, not a
+                // series of doubling ones (`Take` hides the size from `read_to_end`).
+                bytes.reserve(meta.len().saturating_add(1).min(room) as usize);
             }
             f.take(room).read_to_end(&mut bytes)
         };
@@ -1139,6 +1241,119 @@ mod tests {
         assert_eq!(cut("[1, 2"), ["[1, 2"]);
         assert_eq!(cut("] x"), ["]", "x"]);
         assert_eq!(cut("\"open"), ["\"open"]);
+    }
+
+    /// Command-line words for `quick_run_agrees_with_clap_wherever_it_answers`: every word
+    /// `quick_run` knows, forms that are close to them, and words it must leave to clap.
+    const WORDS: &[&str] = &[
+        ".[0]",
+        "f.json",
+        "-",
+        "--",
+        "-c",
+        "-r",
+        "-rcS",
+        "-cx",
+        "-n",
+        "-s",
+        "-e",
+        "-j",
+        "-a",
+        "-S",
+        "--tab",
+        "--compact-output",
+        "--raw-output",
+        "--join-output",
+        "--ascii-output",
+        "--sort-keys",
+        "--null-input",
+        "--slurp",
+        "--exit-status",
+        "--socket",
+        "--socket=S",
+        "--socket=",
+        "--socket=-x",
+        "S",
+        "-1",
+        "--indent",
+        "--args",
+        "--arg",
+        "--bogus",
+        "--compact",
+        "-h",
+        "-V",
+        "--help",
+        "-cV",
+        "--tab=1",
+    ];
+
+    fn check_agreement(words: &[&str]) {
+        let mut argv = vec![OsString::from("jqjail")];
+        argv.extend(words.iter().map(OsString::from));
+        if let Some(quick) = quick_run(&argv) {
+            match parse_run(argv) {
+                Ok(clap) => assert_eq!(quick, clap, "{words:?}"),
+                Err(e) => panic!("{words:?}: quick_run took what clap refuses: {e:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn quick_run_agrees_with_clap_wherever_it_answers() {
+        let n = WORDS.len();
+        // Every command line of up to three words.
+        for len in 0..=3u32 {
+            for mut i in 0..n.pow(len) {
+                let mut words = Vec::new();
+                for _ in 0..len {
+                    words.push(WORDS[i % n]);
+                    i /= n;
+                }
+                check_agreement(&words);
+            }
+        }
+        // And a fixed sample of longer ones (xorshift, so every run checks the same lines).
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = 4 + next() % 5;
+            let words: Vec<&str> = (0..len).map(|_| WORDS[next() as usize % n]).collect();
+            check_agreement(&words);
+        }
+        // It takes the command lines it exists for, rather than always deferring.
+        let taken = |words: &[&str]| {
+            let mut argv = vec![OsString::from("jqjail")];
+            argv.extend(words.iter().map(OsString::from));
+            quick_run(&argv).is_some()
+        };
+        assert!(taken(&["--socket", "S", "-c", ".[0]", "f.json"]));
+        assert!(taken(&["-rcS", ".", "-", "f.json", "--tab", "--socket=S"]));
+        assert!(!taken(&["--indent", "3", ".", "f.json"]));
+        assert!(!taken(&["--", "-1"]));
+    }
+
+    #[test]
+    fn quick_run_leaves_words_that_are_not_utf8_to_clap() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(vec![b'f', 0xff]);
+        let argv = |words: Vec<OsString>| {
+            let mut argv = vec![OsString::from("jqjail")];
+            argv.extend(words);
+            argv
+        };
+        // A file may be any bytes; clap takes it too.
+        let files = argv(vec![".".into(), odd.clone()]);
+        assert_eq!(quick_run(&files), parse_run(files.clone()).ok());
+        // A filter must be text, and a socket path that is not is clap's to judge.
+        assert_eq!(quick_run(&argv(vec![odd.clone()])), None);
+        let mut socket = OsString::from("--socket=");
+        socket.push(&odd);
+        assert_eq!(quick_run(&argv(vec![socket, ".".into()])), None);
     }
 
     #[test]
