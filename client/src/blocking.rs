@@ -63,16 +63,20 @@ impl Client {
     /// Completes a pipelined handshake (a no-op for a client from `connect`); the server's
     /// limits.
     pub(crate) fn handshake(&mut self) -> Result<&Limits, ClientError> {
-        if self.hello_unsent {
-            self.write(&[])?;
-        }
+        let sent = if self.hello_unsent {
+            self.write(&[])
+        } else {
+            Ok(())
+        };
         if self.hello_unread {
             self.hello_unread = false;
+            // Read even if the write failed: a refusal explains a write to a closed connection.
             self.server = self
                 .read_response()
                 .and_then(|response| calls::hello().expect.answer(response))
                 .map_err(|e| ClientError::Handshake(Box::new(e)))?;
         }
+        sent?;
         Ok(&self.server.limits)
     }
 

@@ -479,8 +479,8 @@ struct Words {
 }
 
 /// Parses the commonest command line of a run (the filter, files or `-`, `--socket`, and the
-/// output flags that take no value) without clap: building clap's parser is a tenth of a
-/// small run through the CLI, most of it faulting in clap's code. Anything else, an error
+/// output flags that take no value) without clap: building clap's parser and parsing with it
+/// took 0.19 ms of a 2 ms run through the CLI, timed in the CLI. Anything else, an error
 /// included, is `None` and left to [`parse_run`]. A strict subset of it: the test
 /// `quick_run_agrees_with_clap_wherever_it_answers` checks that clap parses every command
 /// line this one takes to the same [`Args`] and [`Words`].
