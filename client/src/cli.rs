@@ -1285,6 +1285,10 @@ mod tests {
         "--help",
         "-cV",
         "--tab=1",
+        "",
+        "-é",
+        "--socket=a=b",
+        "---c",
     ];
 
     fn check_agreement(words: &[&str]) {
