@@ -22,10 +22,18 @@ pub struct Client {
     stream: UnixStream,
     server: HelloReply,
     socket: std::path::PathBuf,
-    /// The handshake is still to be sent, with the first call's frame (see `connect_pipelined`).
-    hello_unsent: bool,
-    /// The handshake's answer is still to be read (see `connect_pipelined`).
-    hello_unread: bool,
+    hello: Hello,
+}
+
+/// Where a connection's handshake stands (see `Client::connect_pipelined`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hello {
+    /// Still to be sent, in the first call's write.
+    Unsent,
+    /// Sent; its answer is still to be read, before the first call's.
+    Unread,
+    /// Answered: `server` holds the server's reply.
+    Done,
 }
 
 impl Client {
@@ -55,21 +63,20 @@ impl Client {
             stream,
             server: no_server_yet(),
             socket: path.to_owned(),
-            hello_unsent: true,
-            hello_unread: true,
+            hello: Hello::Unsent,
         })
     }
 
     /// Completes a pipelined handshake (a no-op for a client from `connect`); the server's
     /// limits.
     pub(crate) fn handshake(&mut self) -> Result<&Limits, ClientError> {
-        let sent = if self.hello_unsent {
+        let sent = if self.hello == Hello::Unsent {
             self.write(&[])
         } else {
             Ok(())
         };
-        if self.hello_unread {
-            self.hello_unread = false;
+        if self.hello == Hello::Unread {
+            self.hello = Hello::Done;
             // Read even if the write failed: a refusal explains a write to a closed connection.
             self.server = self
                 .read_response()
@@ -248,8 +255,8 @@ impl Client {
     /// Writes `parts`, after the handshake if it is still unsent (small parts go out in one
     /// write: `write_parts`).
     fn write(&mut self, parts: &[&[u8]]) -> Result<(), ClientError> {
-        let hello = if self.hello_unsent {
-            self.hello_unsent = false;
+        let hello = if self.hello == Hello::Unsent {
+            self.hello = Hello::Unread;
             Some(calls::hello().encode()?.0)
         } else {
             None

@@ -1291,9 +1291,15 @@ mod tests {
         "---c",
     ];
 
+    /// `jqjail` followed by `words`.
+    fn argv_of<W: Into<OsString>>(words: impl IntoIterator<Item = W>) -> Vec<OsString> {
+        std::iter::once(OsString::from("jqjail"))
+            .chain(words.into_iter().map(Into::into))
+            .collect()
+    }
+
     fn check_agreement(words: &[&str]) {
-        let mut argv = vec![OsString::from("jqjail")];
-        argv.extend(words.iter().map(OsString::from));
+        let argv = argv_of(words.iter().copied());
         if let Some(quick) = quick_run(&argv) {
             match parse_run(argv) {
                 Ok(clap) => assert_eq!(quick, clap, "{words:?}"),
@@ -1330,11 +1336,7 @@ mod tests {
             check_agreement(&words);
         }
         // It takes the command lines it exists for, rather than always deferring.
-        let taken = |words: &[&str]| {
-            let mut argv = vec![OsString::from("jqjail")];
-            argv.extend(words.iter().map(OsString::from));
-            quick_run(&argv).is_some()
-        };
+        let taken = |words: &[&str]| quick_run(&argv_of(words.iter().copied())).is_some();
         assert!(taken(&["--socket", "S", "-c", ".[0]", "f.json"]));
         assert!(taken(&["-rcS", ".", "-", "f.json", "--tab", "--socket=S"]));
         assert!(!taken(&["--indent", "3", ".", "f.json"]));
@@ -1345,19 +1347,16 @@ mod tests {
     fn quick_run_leaves_words_that_are_not_utf8_to_clap() {
         use std::os::unix::ffi::OsStringExt;
         let odd = OsString::from_vec(vec![b'f', 0xff]);
-        let argv = |words: Vec<OsString>| {
-            let mut argv = vec![OsString::from("jqjail")];
-            argv.extend(words);
-            argv
-        };
-        // A file may be any bytes; clap takes it too.
-        let files = argv(vec![".".into(), odd.clone()]);
-        assert_eq!(quick_run(&files), parse_run(files.clone()).ok());
+        // A file may be any bytes; both parsers take it, the same way.
+        let files = argv_of([OsString::from("."), odd.clone()]);
+        let quick = quick_run(&files).expect("quick_run takes a file that is not UTF-8");
+        assert_eq!(quick, parse_run(files).unwrap());
+        assert_eq!(quick.1.files, std::slice::from_ref(&odd));
         // A filter must be text, and a socket path that is not is clap's to judge.
-        assert_eq!(quick_run(&argv(vec![odd.clone()])), None);
+        assert_eq!(quick_run(&argv_of([odd.clone()])), None);
         let mut socket = OsString::from("--socket=");
         socket.push(&odd);
-        assert_eq!(quick_run(&argv(vec![socket, ".".into()])), None);
+        assert_eq!(quick_run(&argv_of([socket, ".".into()])), None);
     }
 
     #[test]

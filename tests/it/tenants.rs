@@ -77,6 +77,18 @@ fn unknown_uids_can_be_refused() {
         stderr.starts_with("jqjail: UNAVAILABLE: PERMISSION_DENIED: uid 65534 is not a tenant"),
         "{stderr}"
     );
+    // The same with a small file, whose run the CLI writes together with its hello: the
+    // refusal is what it reports, not the connection the daemon closed after it.
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), b"1").unwrap();
+    std::fs::set_permissions(input.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (status, stdout, stderr) = cli_as_nobody(&d, &[".", input.path().to_str().unwrap()], b"");
+    assert_eq!(status, Some(8), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with("jqjail: UNAVAILABLE: PERMISSION_DENIED: uid 65534 is not a tenant"),
+        "{stderr}"
+    );
     // The named tenant is served.
     assert_eq!(d.ok(".", "1"), "1");
     assert!(d.log().contains("connection refused"));
