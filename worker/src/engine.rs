@@ -13,17 +13,18 @@
 //!   kept (bounded) so that `halt_error` can report it;
 //! - `halt` ends the run with the outputs so far; `halt_error` becomes an error.
 
+use crate::jq::Jv;
 use crate::output::{WriteError, write_value};
 use jaq_core::load::{self, Arena, File, Loader};
 use jaq_core::native::{Fun, v};
-use jaq_core::{Compiler, Ctx, Vars, data};
+use jaq_core::{Compiler, Ctx, Vars};
 use jaq_json::Val;
 use jqjail_protocol::ErrorCode;
 use jqjail_protocol::Outputs;
 use jqjail_protocol::limits::grouped;
 use std::cell::RefCell;
 
-type Data = data::JustLut<Val>;
+type Data = crate::jq::Data;
 
 /// The definitions jqjail adds to (and overrides in) jaq's standard library.
 const SANDBOX_DEFS: &str = r#"
@@ -32,17 +33,43 @@ def input: error("input is not available in jqjail: a filter sees exactly one in
 def inputs: empty;
 def input_filename: null;
 def localtime: gmtime;
-def strflocaltime($fmt): strftime($fmt);
+def strflocaltime($f):
+  if type == "number" or _is_bdt then strftime($f)
+  else error("strflocaltime/1 requires parsed datetime inputs") end;
 "#;
 
-/// Natives removed from jaq's set; `SANDBOX_DEFS` or [`sandbox_natives`] replace them.
-const REMOVED_NATIVES: [&str; 5] = [
-    "env",
-    "localtime",
-    "strflocaltime",
-    "stderr_empty",
-    "strptime",
+/// jaq's definitions that jqjail's natives replace (a definition would shadow a native).
+const DROPPED_DEFS: [(&str, usize); 5] = [
+    ("tonumber", 0),
+    ("nan", 0),
+    ("infinite", 0),
+    ("@sh", 0),
+    ("delpaths", 1),
 ];
+
+/// `defs` and a definition of jq's `builtins`: the name and arity of every definition and
+/// native a filter can call, but those whose name starts with `_` (jqjail's and jaq's
+/// helpers) and the `@formats`.
+fn with_builtins(
+    mut defs: Vec<load::parse::Def<&'static str>>,
+) -> Vec<load::parse::Def<&'static str>> {
+    let mut names: Vec<String> = defs
+        .iter()
+        .map(|d| (d.name, d.args.len()))
+        .chain(natives().map(|(name, args, _)| (name, args.len())))
+        .filter(|(name, _)| !name.starts_with(['_', '@']))
+        .map(|(name, arity)| format!("{name}/{arity}"))
+        .collect();
+    names.sort();
+    names.dedup();
+    let list: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    // Parsed definitions borrow their text for the program's life; one engine is built per
+    // process (tests build a few), so the text is leaked once rather than owned.
+    let text: &'static str =
+        Box::leak(format!("def builtins: [{}];", list.join(",")).into_boxed_str());
+    defs.extend(load::parse(text, |p| p.defs()).expect("the builtins list is valid jq"));
+    defs
+}
 
 /// The longest message text kept from a filter (`error(…)`, `halt_error`).
 const MAX_MESSAGE_BYTES: usize = 4096;
@@ -106,11 +133,16 @@ impl Engine {
     pub fn new() -> Self {
         let sandbox = load::parse(SANDBOX_DEFS, |p| p.defs())
             .expect("SANDBOX_DEFS is valid jq (checked by a unit test)");
+        let jq = load::parse(crate::jq::DEFS, |p| p.defs())
+            .expect("jq/defs.jq is valid jq (checked by a unit test)");
         let defs: Vec<_> = jaq_core::defs()
             .chain(jaq_std::defs())
             .chain(jaq_json::defs())
+            .filter(|d| !DROPPED_DEFS.contains(&(d.name, d.args.len())))
+            .chain(jq)
             .chain(sandbox)
             .collect();
+        let defs = with_builtins(defs);
         let calls = defs
             .iter()
             .map(|d| {
@@ -165,6 +197,9 @@ impl Engine {
     /// Compiles `code` with `$ENV`, `$ARGS` and `$NAME` for each of `names` defined, refusing
     /// module and data imports.
     pub fn compile_with(&self, code: &str, names: &[&str]) -> Result<Compiled, EvalError> {
+        let desugared =
+            crate::jq::desugar::desugar(code).map_err(|why| compile_error(vec![why]))?;
+        let code = &*desugared;
         let arena = Arena::default();
         let loader = Loader::new(self.reachable(code).into_iter().cloned());
         let modules = loader
@@ -248,16 +283,17 @@ impl Engine {
         let filter = &filter.0;
         let env = Val::obj(Default::default());
         let vars = [env, args].into_iter().chain(named);
+        let vars = vars.map(Jv);
         let ctx = Ctx::<Data>::new(&filter.lut, Vars::new(vars));
         let mut answer = Answer::new(max_output_bytes, outputs);
-        for item in filter.id.run((ctx, input)) {
+        for item in filter.id.run((ctx, Jv(input))) {
             let value = match item {
                 Ok(value) => value,
                 Err(exn) => match exn.get_err() {
                     Ok(err) => {
                         return Err(EvalError::new(
                             ErrorCode::RuntimeError,
-                            format!("filter error: {}", message_text(err.into_val())),
+                            format!("filter error: {}", message_text(err.into_val().0)),
                         ));
                     }
                     Err(exn) => match exn.get_halt() {
@@ -280,7 +316,7 @@ impl Engine {
                     },
                 },
             };
-            answer.push(value)?;
+            answer.push(value.0)?;
         }
         answer.finish()
     }
@@ -514,21 +550,17 @@ fn called<'a>(t: &load::parse::Term<&'a str>, out: &mut Vec<&'a str>) {
 }
 
 fn natives() -> impl Iterator<Item = Fun<Data>> {
-    jaq_core::funs::<Data>()
-        .chain(jaq_std::funs())
-        .chain(jaq_json::funs())
-        .filter(|(name, _, _)| !REMOVED_NATIVES.contains(name))
-        .chain(sandbox_natives())
+    crate::jq::natives().chain(sandbox_natives())
 }
 
 fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
     let stderr_empty: jaq_core::RunPtr<Data> = |cv| {
-        let text = message_text(cv.1);
+        let text = message_text(cv.1.0);
         LAST_STDERR.with(|m| *m.borrow_mut() = Some(text));
         Box::new(core::iter::empty())
     };
     let strptime: jaq_core::RunPtr<Data> =
-        |cv| jaq_core::native::unary(cv, |v, fmt| strptime_utc(&v, &fmt));
+        |cv| jaq_core::native::unary(cv, |v, fmt| strptime_utc(&v.0, &fmt.0).map(Jv));
     [
         jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty)),
         jaq_core::native::run::<Data>(("strptime", v(1), strptime)),
@@ -539,26 +571,26 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
 /// jq's `strptime`: parses `text` with `fmt` into a broken-down time, in UTC unless the text
 /// carries an offset. Unlike jaq-std's, it resolves time zones against an empty database, so
 /// it never opens the system's zoneinfo files (which the worker's allowlist forbids).
-fn strptime_utc(text: &Val, fmt: &Val) -> jaq_core::ValR<Val> {
+fn strptime_utc(text: &Val, fmt: &Val) -> Result<Val, crate::jq::val::Error> {
     use jiff::fmt::strtime::BrokenDownTime;
     use jiff::tz::{Offset, TimeZoneDatabase};
     let as_str = |v: &Val| match v {
         Val::TStr(s) => std::str::from_utf8(s)
             .map(str::to_owned)
-            .map_err(|_| jaq_core::Error::str("strptime/1: string is not valid UTF-8")),
-        other => Err(jaq_core::Error::str(format!(
+            .map_err(|_| crate::jq::val::err("strptime/1: string is not valid UTF-8")),
+        other => Err(crate::jq::val::err(format!(
             "strptime/1 requires string input and format, got a {}",
             crate::output::type_name(other)
         ))),
     };
     let (text, fmt) = (as_str(text)?, as_str(fmt)?);
-    let mut parsed = BrokenDownTime::parse(&fmt, &text).map_err(jaq_core::Error::str)?;
+    let mut parsed = BrokenDownTime::parse(&fmt, &text).map_err(crate::jq::val::err)?;
     if parsed.offset().is_none() && parsed.iana_time_zone().is_none() {
         parsed.set_offset(Some(Offset::UTC));
     }
     let dt = parsed
         .to_zoned_with(&TimeZoneDatabase::none())
-        .map_err(jaq_core::Error::str)?
+        .map_err(crate::jq::val::err)?
         .datetime();
     let int = |n: i64| Val::Num(jaq_json::Num::Int(n as isize));
     let second = if dt.subsec_nanosecond() > 0 {
@@ -650,6 +682,11 @@ fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
 /// "line L, column C" of a slice of `code` (found by address), or "the end" for an empty slice
 /// at the end.
 fn position(code: &str, part: &str) -> String {
+    let (base, at) = (code.as_ptr() as usize, part.as_ptr() as usize);
+    if at < base || at > base + code.len() {
+        // A name in the library's text, not the filter's.
+        return format!("jqjail's library (`{part}`)");
+    }
     let start = load::span(code, part).start.min(code.len());
     if start == code.len() {
         return "the end of the filter".into();
@@ -788,16 +825,13 @@ mod tests {
         );
     }
 
+    /// jq writes NaN as `null` and the infinities as the largest doubles, in the output and
+    /// in `tojson` alike.
     #[test]
-    fn non_json_output_is_refused() {
-        assert_eq!(
-            eval("nan", "null").unwrap_err().code,
-            ErrorCode::NonJsonOutput
-        );
-        assert_eq!(
-            eval("infinite", "null").unwrap_err().code,
-            ErrorCode::NonJsonOutput
-        );
+    fn nan_and_infinite_print_as_jq_prints_them() {
+        assert_eq!(eval("nan", "null").unwrap(), "null");
+        assert_eq!(eval("infinite", "null").unwrap(), "1.7976931348623157e+308");
+        assert_eq!(eval("[nan] | tojson", "null").unwrap(), r#""[null]""#);
     }
 
     #[test]

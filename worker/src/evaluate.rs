@@ -154,6 +154,11 @@ fn parse_args(
 
 /// Checks the input strictly (UTF-8, RFC 8259, depth) and parses it into a jaq value.
 fn parse_input(input: &Bytes, max_depth: u32) -> Result<jaq_json::Val, EvalError> {
+    // jq reads past a UTF-8 byte order mark at the start, as editors on some systems write.
+    let input = &match input.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(_) => input.slice(3..),
+        None => input.clone(),
+    };
     let parsed = crate::alloc::with_parse_arena(input.len(), || value::parse(input, max_depth));
     parsed.map_err(|refusal| match refusal {
         Refusal::Scan(e) => {

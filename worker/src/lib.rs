@@ -14,6 +14,7 @@ pub mod engine;
 pub mod enter;
 pub mod evaluate;
 pub mod isolate;
+pub mod jq;
 pub mod json;
 pub mod output;
 pub mod path;

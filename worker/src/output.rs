@@ -132,36 +132,10 @@ fn write_scalar(out: &mut Vec<u8>, v: &Val, limit: usize) -> Result<(), WriteErr
     }
 }
 
+/// A number as jq writes it (`jq::number`): NaN as `null`, the infinities as the largest
+/// doubles, integers exact.
 fn number(out: &mut Vec<u8>, n: &Num, limit: usize) -> Result<(), WriteError> {
-    let text = match n {
-        Num::Float(x) if x.is_nan() => {
-            return Err(WriteError::NonJson(
-                "NaN has no JSON form; map it first, e.g. `if isnan then null else . end`".into(),
-            ));
-        }
-        Num::Float(x) if x.is_infinite() => {
-            return Err(WriteError::NonJson(format!(
-                "{} has no JSON form; map it first, e.g. `if isinfinite then null else . end`",
-                if *x > 0.0 { "Infinity" } else { "-Infinity" }
-            )));
-        }
-        // A decimal keeps the literal it was parsed from; a literal that is not a JSON number
-        // (only possible through a non-JSON source) is written as the float it denotes.
-        Num::Dec(text) if !is_json_number(text.as_bytes()) => match text.parse::<f64>() {
-            Ok(x) => return number(out, &Num::Float(x), limit),
-            Err(_) => {
-                return Err(WriteError::NonJson(format!(
-                    "the number `{text}` has no JSON form"
-                )));
-            }
-        },
-        other => other.to_string(),
-    };
-    push(out, text.as_bytes(), limit)
-}
-
-fn is_json_number(text: &[u8]) -> bool {
-    crate::json::number(text, 0) == Ok(text.len())
+    push(out, crate::jq::number::num_text(n).as_bytes(), limit)
 }
 
 /// Writes a JSON string. Invalid UTF-8 (which jaq text strings may hold after `@base64d` or
@@ -255,9 +229,7 @@ mod tests {
             r#"{"a":{"b":[1,"x"]},"c":null}"#,
             "12345678901234567890",
             "123456789012345678901234567890",
-            "1.50",
             "-1",
-            "1e100",
             r#""quote\" backslash\\ nl\n tab\t ctl\u0001 del\u007f é""#,
         ] {
             assert_eq!(text(&parse(s)), s);
@@ -266,22 +238,36 @@ mod tests {
 
     #[test]
     fn refuses_non_json_values() {
-        for (v, word) in [
-            (Val::Num(Num::Float(f64::NAN)), "NaN"),
-            (Val::Num(Num::Float(f64::INFINITY)), "Infinity"),
-            (Val::byte_str(b"ab".to_vec()), "byte string"),
-        ] {
-            let mut out = Vec::new();
-            match write_value(&mut out, &v, 1000) {
-                Err(WriteError::NonJson(msg)) => assert!(msg.contains(word), "{msg}"),
-                other => panic!("{other:?}"),
-            }
+        let bytes = Val::byte_str(b"ab".to_vec());
+        match write_value(&mut Vec::new(), &bytes, 1000) {
+            Err(WriteError::NonJson(msg)) => assert!(msg.contains("byte string"), "{msg}"),
+            other => panic!("{other:?}"),
         }
         let obj = Val::obj([(Val::from(1usize), Val::Null)].into_iter().collect());
         assert!(matches!(
             write_value(&mut Vec::new(), &obj, 1000),
             Err(WriteError::NonJson(_))
         ));
+    }
+
+    /// Numbers are written as jq writes them: non-integer literals as the double they denote,
+    /// NaN as null, the infinities as the largest doubles; integers keep every digit.
+    #[test]
+    fn numbers_as_jq_writes_them() {
+        for (input, jq) in [
+            ("1.50", "1.5"),
+            ("1e100", "1e+100"),
+            ("1E3", "1000"),
+            ("0.00001", "1e-05"),
+        ] {
+            assert_eq!(text(&parse(input)), jq, "{input}");
+        }
+        assert_eq!(text(&Val::Num(Num::Float(f64::NAN))), "null");
+        assert_eq!(
+            text(&Val::Num(Num::Float(f64::NEG_INFINITY))),
+            "-1.7976931348623157e+308"
+        );
+        assert_eq!(text(&Val::Num(Num::Float(5.0))), "5");
     }
 
     #[test]

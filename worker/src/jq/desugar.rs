@@ -1,0 +1,388 @@
+//! jq syntax that jaq's parser lacks, rewritten into syntax it has, on the filter's tokens
+//! before jaq sees the text. A filter without any of it is returned unchanged (borrowed).
+//!
+//! - `$__loc__` becomes `{"file":"<top-level>","line":N}`, N the line it is on.
+//! - `$name: pattern` in an object pattern becomes `"name": $name, "name": pattern`.
+//! - `TERM as P1 ?// P2 ?// … | BODY` becomes
+//!   `TERM as $__jqjail_alt | . as $__jqjail_dot | try (ALT1) catch ($__jqjail_dot | try …)`,
+//!   where ALTi is `$__jqjail_alt as Pi | null as $v | … | (BODY)` with every variable of
+//!   the other patterns bound to `null`: jq's meaning, where an error in a pattern or in
+//!   the body moves on to the next alternative and the last one's error is the error.
+//!
+//! The rewrite copies the body once per alternative, so its output is bounded: past
+//! [`MAX_EXPANDED`] bytes the filter is refused rather than grown.
+
+use std::borrow::Cow;
+
+/// The longest text a rewrite may produce.
+pub const MAX_EXPANDED: usize = 256 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tok {
+    /// A name or keyword (`as`, `if`, `map`, `@csv`).
+    Word,
+    /// A variable (`$x`).
+    Var,
+    /// Opens a group: `(`, `[`, `{`, `if`, or `\(` inside a string.
+    Open,
+    /// Closes a group: `)`, `]`, `}`, `end`.
+    Close,
+    /// `?//`.
+    Alt,
+    /// Anything else: punctuation, numbers, string text.
+    Other,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Token {
+    tok: Tok,
+    start: usize,
+    end: usize,
+}
+
+/// The tokens of `code` that matter here; string text and comments are skipped. A filter
+/// that does not lex is left to jaq, which says why.
+fn tokens(code: &str) -> Option<Vec<Token>> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    // For each open group, whether it is a string interpolation (whose `)` resumes the string).
+    let mut groups: Vec<bool> = Vec::new();
+    let mut i = 0;
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let push = |out: &mut Vec<Token>, tok, start, end| out.push(Token { tok, start, end });
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        match c {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i = string_rest(b, i + 1, &mut groups, &mut out)?;
+            }
+            b'(' | b'[' | b'{' => {
+                groups.push(false);
+                push(&mut out, Tok::Open, start, i + 1);
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                let interpolation = groups.pop()?;
+                push(&mut out, Tok::Close, start, i + 1);
+                i += 1;
+                if interpolation {
+                    i = string_rest(b, i, &mut groups, &mut out)?;
+                }
+            }
+            b'?' if b[i..].starts_with(b"?//") => {
+                push(&mut out, Tok::Alt, start, i + 3);
+                i += 3;
+            }
+            b'$' => {
+                i += 1;
+                while i < b.len() && (word(b[i]) || b[i] == b':' && b.get(i + 1) == Some(&b':')) {
+                    i += if b[i] == b':' { 2 } else { 1 };
+                }
+                push(&mut out, Tok::Var, start, i);
+            }
+            c if word(c) || c == b'@' => {
+                i += 1;
+                while i < b.len() && (word(b[i]) || b[i] == b':' && b.get(i + 1) == Some(&b':')) {
+                    i += if b[i] == b':' { 2 } else { 1 };
+                }
+                let tok = match &code[start..i] {
+                    "if" => {
+                        groups.push(false);
+                        Tok::Open
+                    }
+                    "end" => {
+                        groups.pop()?;
+                        Tok::Close
+                    }
+                    _ => Tok::Word,
+                };
+                push(&mut out, tok, start, i);
+            }
+            _ => {
+                push(&mut out, Tok::Other, start, i + 1);
+                i += 1;
+            }
+        }
+    }
+    groups.is_empty().then_some(out)
+}
+
+/// Skips string text from `i` (just inside the quotes or after an interpolation's `)`) to
+/// the closing quote, or to an interpolation's `\(`, which opens a group.
+fn string_rest(
+    b: &[u8],
+    mut i: usize,
+    groups: &mut Vec<bool>,
+    out: &mut Vec<Token>,
+) -> Option<usize> {
+    while i < b.len() {
+        match b[i] {
+            b'"' => return Some(i + 1),
+            b'\\' if b.get(i + 1) == Some(&b'(') => {
+                groups.push(true);
+                out.push(Token {
+                    tok: Tok::Open,
+                    start: i,
+                    end: i + 2,
+                });
+                return Some(i + 2);
+            }
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Rewrites what jaq cannot parse, or says why it cannot be rewritten.
+pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
+    if !code.contains('$') && !code.contains('.') {
+        return Ok(Cow::Borrowed(code));
+    }
+    let mut text = Cow::Borrowed(code);
+    // Each pass rewrites one construct; every pass removes one, so this ends.
+    loop {
+        let Some(toks) = tokens(&text) else {
+            return Ok(text);
+        };
+        let Some(next) = rewrite_once(&text, &toks)? else {
+            return Ok(text);
+        };
+        if next.len() > MAX_EXPANDED {
+            return Err(format!(
+                "the filter's `?//` alternatives expand to over {MAX_EXPANDED} bytes"
+            ));
+        }
+        text = Cow::Owned(next);
+    }
+}
+
+/// The text with the first construct rewritten, or `None` where there is none.
+fn rewrite_once(code: &str, toks: &[Token]) -> Result<Option<String>, String> {
+    let text = |t: &Token| &code[t.start..t.end];
+    for (n, t) in toks.iter().enumerate() {
+        if t.tok == Tok::Var && text(t) == "$__loc__" {
+            let line = code[..t.start].matches('\n').count() + 1;
+            let loc = format!("{{\"file\":\"<top-level>\",\"line\":{line}}}");
+            return Ok(Some(splice(code, t.start, t.end, &loc)));
+        }
+        // `.5` is jq's number 0.5; jaq reads only `0.5`.
+        if t.tok == Tok::Other
+            && text(t) == "."
+            && code.as_bytes().get(t.end).is_some_and(u8::is_ascii_digit)
+            && !code[..t.start]
+                .bytes()
+                .next_back()
+                .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Ok(Some(splice(code, t.start, t.end, "0.")));
+        }
+        if t.tok == Tok::Word
+            && text(t) == "as"
+            && let Some(out) = rewrite_as(code, toks, n)?
+        {
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
+
+fn splice(code: &str, start: usize, end: usize, with: &str) -> String {
+    let mut out = String::with_capacity(code.len() + with.len());
+    out.push_str(&code[..start]);
+    out.push_str(with);
+    out.push_str(&code[end..]);
+    out
+}
+
+/// The index just past the pattern starting at token `i`.
+fn pattern_end(toks: &[Token], i: usize) -> Option<usize> {
+    match toks.get(i)?.tok {
+        Tok::Var => Some(i + 1),
+        Tok::Open => {
+            let mut depth = 0usize;
+            for (j, t) in toks.iter().enumerate().skip(i) {
+                match t.tok {
+                    Tok::Open => depth += 1,
+                    Tok::Close => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Rewrites the patterns after the `as` at token `n`: `$name:` shorthands, then `?//`.
+fn rewrite_as(code: &str, toks: &[Token], n: usize) -> Result<Option<String>, String> {
+    let text = |t: &Token| &code[t.start..t.end];
+    let mut patterns = Vec::new();
+    let mut i = n + 1;
+    loop {
+        let Some(end) = pattern_end(toks, i) else {
+            return Ok(None);
+        };
+        patterns.push((i, end));
+        // `$name: pattern` inside an object pattern.
+        for j in i..end {
+            if toks[j].tok == Tok::Var && toks.get(j + 1).is_some_and(|t| text(t) == ":") && j > i {
+                let name = &text(&toks[j])[1..];
+                let with = format!("\"{name}\": ${name}, \"{name}\":");
+                return Ok(Some(splice(code, toks[j].start, toks[j + 1].end, &with)));
+            }
+        }
+        match toks.get(end) {
+            Some(t) if t.tok == Tok::Alt => i = end + 1,
+            _ => break,
+        }
+    }
+    if patterns.len() == 1 {
+        return Ok(None);
+    }
+    let after = patterns.last().expect("two patterns or more").1;
+    match toks.get(after) {
+        Some(t) if text(t) == "|" => {}
+        _ => {
+            return Err(
+                "`?//` (destructuring alternatives) is supported by jqjail only in `TERM as P1 ?// P2 | BODY`, not in reduce or foreach"
+                    .to_string(),
+            );
+        }
+    }
+    // The body runs to the end of the enclosing group.
+    let mut depth = 0usize;
+    let mut body_end = code.len();
+    for t in &toks[after + 1..] {
+        match t.tok {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => {
+                body_end = t.start;
+                break;
+            }
+            Tok::Close => depth -= 1,
+            Tok::Other | Tok::Word
+                if depth == 0 && matches!(text(t), ";" | "then" | "elif" | "else") =>
+            {
+                body_end = t.start;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let body = &code[toks[after].end..body_end];
+    let vars_of = |(s, e): (usize, usize)| -> Vec<&str> {
+        toks[s..e]
+            .iter()
+            .filter(|t| t.tok == Tok::Var)
+            .map(text)
+            .collect()
+    };
+    let mut all: Vec<&str> = Vec::new();
+    for p in &patterns {
+        for v in vars_of(*p) {
+            if !all.contains(&v) {
+                all.push(v);
+            }
+        }
+    }
+    let alt = |p: (usize, usize)| {
+        let own = vars_of(p);
+        let mut s = format!(
+            "$__jqjail_alt as {} | ",
+            &code[toks[p.0].start..toks[p.1 - 1].end]
+        );
+        for v in all.iter().filter(|v| !own.contains(v)) {
+            s.push_str(&format!("null as {v} | "));
+        }
+        s.push('(');
+        s.push_str(body);
+        s.push(')');
+        s
+    };
+    let mut nested = alt(*patterns.last().expect("two patterns or more"));
+    for p in patterns.iter().rev().skip(1) {
+        nested = format!("try ({}) catch ($__jqjail_dot | {nested})", alt(*p));
+    }
+    let with = format!("as $__jqjail_alt | . as $__jqjail_dot | {nested}");
+    Ok(Some(splice(code, toks[n].start, body_end, &with)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_filters_are_borrowed_unchanged() {
+        for f in [
+            ".a",
+            ".[] as $x | $x",
+            "\"a ?// b\"",
+            ".a? // 1",
+            ". as [$a, $b] | $a",
+        ] {
+            assert_eq!(desugar(f).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn loc_names_its_line() {
+        assert_eq!(
+            desugar("1,\n$__loc__").unwrap(),
+            "1,\n{\"file\":\"<top-level>\",\"line\":2}"
+        );
+        assert_eq!(
+            desugar(r#""\($__loc__)""#).unwrap(),
+            r#""\({"file":"<top-level>","line":1})""#
+        );
+    }
+
+    #[test]
+    fn numbers_may_start_with_a_point() {
+        assert_eq!(desugar("select(. > .5)").unwrap(), "select(. > 0.5)");
+        assert_eq!(desugar("1.5 + .25").unwrap(), "1.5 + 0.25");
+        assert_eq!(
+            desugar(".a.b, .[0], .. , \".5\"").unwrap(),
+            ".a.b, .[0], .. , \".5\""
+        );
+    }
+
+    #[test]
+    fn object_pattern_shorthand() {
+        assert_eq!(
+            desugar(". as {$a, $b:[$c]} | $b").unwrap(),
+            r#". as {$a, "b": $b, "b":[$c]} | $b"#
+        );
+    }
+
+    #[test]
+    fn alternatives_become_try_catch() {
+        let out = desugar(".[] as [$a] ?// $b | [$a, $b]").unwrap();
+        assert_eq!(
+            out,
+            ".[] as $__jqjail_alt | . as $__jqjail_dot | try ($__jqjail_alt as [$a] | null as $b | ( [$a, $b])) catch ($__jqjail_dot | $__jqjail_alt as $b | null as $a | ( [$a, $b]))"
+        );
+    }
+
+    #[test]
+    fn expansion_is_bounded() {
+        // Each level copies the body three times: 3^14 copies of the innermost.
+        let mut f = String::from("1");
+        for _ in 0..14 {
+            f = format!(". as [$a] ?// $a ?// {{a:$a}} | ({f})");
+        }
+        assert!(desugar(&f).unwrap_err().contains("expand"));
+    }
+}

@@ -1,0 +1,527 @@
+//! The natives jqjail defines: jq's behaviour where jaq's natives differ (messages included),
+//! and jq builtins jaq lacks that are better written in Rust than in jq (`delpaths`,
+//! `@csv`, `@tsv`, `@sh`, `@base32d`).
+
+use crate::jq::Data;
+use crate::jq::val::{Jv, ValR, describe, dump, err, indices_of, kind, num_f64};
+use jaq_core::RunPtr;
+use jaq_core::native::{Fun, bome, run, unary, v};
+use jaq_json::{Map, Num, Rc, Val};
+
+/// The nesting limit of `fromjson`, the input limit's default (SPEC §3).
+const FROMJSON_MAX_DEPTH: u32 = 1000;
+
+/// jqjail's natives.
+pub fn funs() -> impl Iterator<Item = Fun<Data>> {
+    let table: [(&'static str, usize, RunPtr<Data>); 22] = [
+        ("_jqjail_uri", 0, |cv| bome(uri(&cv.1.0))),
+        ("length", 0, |cv| bome(length(&cv.1.0))),
+        ("utf8bytelength", 0, |cv| {
+            bome(match &cv.1.0 {
+                Val::TStr(s) => Ok(Jv::from(s.len())),
+                other => Err(err(format_args!(
+                    "{} only strings have UTF-8 byte length",
+                    describe(other)
+                ))),
+            })
+        }),
+        ("keys_unsorted", 0, |cv| bome(keys(&cv.1.0))),
+        ("has", 1, |cv| unary(cv, |v, k| has(&v.0, &k.0))),
+        ("contains", 1, |cv| {
+            unary(cv, |a, b| contains(&a.0, &b.0).map(Jv::from))
+        }),
+        ("indices", 1, |cv| unary(cv, |v, i| indices(&v.0, &i.0))),
+        ("tojson", 0, |cv| bome(Ok(Jv::from(dump(&cv.1.0))))),
+        ("fromjson", 0, |cv| bome(fromjson(&cv.1.0))),
+        ("tonumber", 0, |cv| bome(tonumber(cv.1))),
+        ("ltrimstr", 1, |cv| unary(cv, |v, p| Ok(trim(v, &p, true)))),
+        ("rtrimstr", 1, |cv| unary(cv, |v, p| Ok(trim(v, &p, false)))),
+        ("startswith", 1, |cv| {
+            unary(cv, |v, p| fix(&v, &p, "startswith", <[u8]>::starts_with))
+        }),
+        ("endswith", 1, |cv| {
+            unary(cv, |v, p| fix(&v, &p, "endswith", <[u8]>::ends_with))
+        }),
+        ("delpaths", 1, |cv| unary(cv, delpaths)),
+        ("bsearch", 1, |cv| unary(cv, |a, x| bsearch(&a.0, &x.0))),
+        ("infinite", 0, |_| bome(Ok(Jv::from(f64::INFINITY)))),
+        ("nan", 0, |_| bome(Ok(Jv::from(f64::NAN)))),
+        ("@csv", 0, |cv| bome(row(&cv.1.0, Sep::Csv))),
+        ("@tsv", 0, |cv| bome(row(&cv.1.0, Sep::Tsv))),
+        ("@sh", 0, |cv| bome(sh(&cv.1.0))),
+        ("@base32d", 0, |cv| bome(base32d(&cv.1.0))),
+    ];
+    table
+        .into_iter()
+        .map(|(name, arity, f)| run::<Data>((name, v(arity), f)))
+        .chain(std::iter::once(run::<Data>(("@base32", v(0), |cv| {
+            bome(base32(cv.1))
+        }))))
+}
+
+fn length(v: &Val) -> ValR {
+    Ok(match v {
+        Val::Null => Jv::from(0usize),
+        Val::Bool(_) => return Err(err(format_args!("{} has no length", describe(v)))),
+        Val::Num(n) => match n {
+            Num::Int(i) => Jv(Val::Num(Num::Int(i.abs()))),
+            other => Jv::from(num_f64(other).abs()),
+        },
+        Val::TStr(s) | Val::BStr(s) => Jv::from(s.iter().filter(|b| (**b as i8) >= -0x40).count()),
+        Val::Arr(a) => Jv::from(a.len()),
+        Val::Obj(o) => Jv::from(o.len()),
+    })
+}
+
+fn keys(v: &Val) -> ValR {
+    match v {
+        Val::Obj(o) => Ok(Jv(Val::Arr(Rc::new(o.keys().cloned().collect())))),
+        Val::Arr(a) => Ok((0..a.len()).map(Jv::from).collect()),
+        other => Err(err(format_args!("{} has no keys", describe(other)))),
+    }
+}
+
+fn has(v: &Val, k: &Val) -> ValR {
+    match (v, k) {
+        (Val::Obj(o), Val::TStr(_)) => Ok(Jv::from(o.contains_key(k))),
+        (Val::Arr(a), Val::Num(n)) => {
+            let i = num_f64(n);
+            Ok(Jv::from(i >= 0.0 && i < a.len() as f64))
+        }
+        _ => Err(err(format_args!(
+            "Cannot check whether {} has a {} key",
+            kind(v),
+            kind(k)
+        ))),
+    }
+}
+
+fn contains(a: &Val, b: &Val) -> Result<bool, crate::jq::val::Error> {
+    Ok(match (a, b) {
+        (Val::Obj(x), Val::Obj(y)) => {
+            for (k, yv) in y.iter() {
+                match x.get(k) {
+                    Some(xv) if contains(xv, yv)? => {}
+                    _ => return Ok(false),
+                }
+            }
+            true
+        }
+        (Val::Arr(x), Val::Arr(y)) => {
+            for yv in y.iter() {
+                let mut found = false;
+                for xv in x.iter() {
+                    if kind(xv) == kind(yv) && contains(xv, yv)? {
+                        found = true;
+                        break;
+                    }
+                }
+                if !found {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        (Val::TStr(x), Val::TStr(y)) => memchr::memmem::find(x, y).is_some(),
+        _ if kind(a) == kind(b) => a == b,
+        _ => {
+            return Err(err(format_args!(
+                "{} and {} cannot have their containment checked",
+                describe(a),
+                describe(b)
+            )));
+        }
+    })
+}
+
+fn indices(v: &Val, i: &Val) -> ValR {
+    Ok(Jv(match (v, i) {
+        (Val::Null, _) => Val::Null,
+        (Val::Arr(a), Val::Arr(b)) => indices_of(a, b),
+        (Val::Arr(a), x) => indices_of(a, std::slice::from_ref(x)),
+        (Val::TStr(s), Val::TStr(sub)) => {
+            if sub.is_empty() {
+                Val::Null
+            } else {
+                // Character offsets, as jq 1.7 gives them.
+                let found = memchr::memmem::find_iter(s, sub.as_ref()).map(|at| {
+                    let chars = s[..at].iter().filter(|b| (**b as i8) >= -0x40).count();
+                    Val::from(chars)
+                });
+                Val::Arr(Rc::new(found.collect()))
+            }
+        }
+        (t, k) => {
+            return Err(err(format_args!(
+                "Cannot index {} with {}",
+                kind(t),
+                kind(k)
+            )));
+        }
+    }))
+}
+
+fn fromjson(v: &Val) -> ValR {
+    let Val::TStr(s) = v else {
+        return Err(err(format_args!(
+            "{} only strings can be parsed",
+            describe(v)
+        )));
+    };
+    let text = String::from_utf8_lossy(s);
+    // jq reads NaN, which JSON has no word for.
+    match text.trim() {
+        "nan" | "NaN" | "-nan" | "-NaN" => return Ok(Jv::from(f64::NAN)),
+        _ => {}
+    }
+    let bytes = bytes::Bytes::copy_from_slice(s);
+    crate::value::parse(&bytes, FROMJSON_MAX_DEPTH)
+        .map(Jv)
+        .map_err(|refusal| {
+            let why = match refusal {
+                crate::value::Refusal::Scan(crate::json::ScanError::TooDeep { limit, .. }) => {
+                    format!("Exceeds depth limit for parsing ({limit} levels)")
+                }
+                crate::value::Refusal::Scan(e) => e.describe(&bytes),
+                crate::value::Refusal::Jaq(e) => e.to_string(),
+            };
+            err(format_args!("{why} (while parsing '{text}')"))
+        })
+}
+
+fn tonumber(v: Jv) -> ValR {
+    match &v.0 {
+        Val::Num(_) => Ok(v),
+        Val::TStr(s) => {
+            let trimmed = s.trim_ascii();
+            let bytes = bytes::Bytes::copy_from_slice(trimmed);
+            match crate::value::parse(&bytes, 1) {
+                Ok(n @ Val::Num(_)) => Ok(Jv(n)),
+                _ => Err(err(format_args!(
+                    "{} cannot be parsed as a number",
+                    describe(&v.0)
+                ))),
+            }
+        }
+        other => Err(err(format_args!(
+            "{} cannot be parsed as a number",
+            describe(other)
+        ))),
+    }
+}
+
+/// `ltrimstr`/`rtrimstr`: jq passes anything that is not a string with the affix through.
+fn trim(v: Jv, affix: &Jv, prefix: bool) -> Jv {
+    let (Val::TStr(s), Val::TStr(a)) = (&v.0, &affix.0) else {
+        return v;
+    };
+    let rest = if prefix {
+        s[..].strip_prefix(&a[..])
+    } else {
+        s[..].strip_suffix(&a[..])
+    };
+    match rest {
+        Some(rest) => Jv(Val::TStr(Box::new(s.slice_ref(rest)))),
+        None => v,
+    }
+}
+
+fn fix(v: &Jv, p: &Jv, name: &str, test: fn(&[u8], &[u8]) -> bool) -> ValR {
+    match (&v.0, &p.0) {
+        (Val::TStr(s), Val::TStr(p)) => Ok(Jv::from(test(s, p))),
+        _ => Err(err(format_args!("{name}() requires string inputs"))),
+    }
+}
+
+/// A path as a list of keys, or jq's error.
+fn path_of(p: &Val) -> Result<&[Val], crate::jq::val::Error> {
+    match p {
+        Val::Arr(a) => Ok(a),
+        _ => Err(err("Path must be specified as an array")),
+    }
+}
+
+/// `delpaths(PATHS)`: every path deleted at once, as jq does (so `del(.[0,2])` deletes the
+/// first and the third element, not the first and then the third of what is left).
+fn delpaths(v: Jv, paths: Jv) -> ValR {
+    let Val::Arr(paths) = &paths.0 else {
+        return Err(err("Paths must be specified as an array"));
+    };
+    let mut paths: Vec<&[Val]> = paths.iter().map(path_of).collect::<Result<_, _>>()?;
+    if paths.is_empty() {
+        return Ok(v);
+    }
+    paths.sort();
+    if paths[0].is_empty() {
+        return Ok(Jv(Val::Null));
+    }
+    delete_sorted(v.0, &paths, 0).map(Jv)
+}
+
+/// Deletes `paths` (sorted, each longer than `depth`, all sharing their first `depth` keys)
+/// from `v`, the value at that shared prefix.
+fn delete_sorted(mut v: Val, paths: &[&[Val]], depth: usize) -> Result<Val, crate::jq::val::Error> {
+    let mut whole = Vec::new();
+    let mut i = 0;
+    while i < paths.len() {
+        let key = &paths[i][depth];
+        let mut j = i;
+        while j < paths.len() && &paths[j][depth] == key {
+            j += 1;
+        }
+        if paths[i..j].iter().any(|p| p.len() == depth + 1) {
+            whole.push(key.clone());
+        } else {
+            let child = Jv(v.clone()).index_path(key)?;
+            if !matches!(child, Val::Null) {
+                let new = delete_sorted(child, &paths[i..j], depth + 1)?;
+                v = set_child(v, key, new)?;
+            }
+        }
+        i = j;
+    }
+    delete_keys(v, &whole)
+}
+
+impl Jv {
+    fn index_path(self, key: &Val) -> Result<Val, crate::jq::val::Error> {
+        <Jv as jaq_core::ValT>::index(self, &Jv(key.clone())).map(|v| v.0)
+    }
+}
+
+fn set_child(v: Val, key: &Val, new: Val) -> Result<Val, crate::jq::val::Error> {
+    use jaq_core::ValT;
+    let new = Jv(new);
+    Jv(v)
+        .map_index(&Jv(key.clone()), jaq_core::path::Opt::Essential, |_| {
+            std::iter::once(Ok(new.clone()))
+        })
+        .map(|v| v.0)
+        .map_err(|e| match e.get_err() {
+            Ok(e) => e,
+            Err(_) => err("path update raised a control-flow exception"),
+        })
+}
+
+/// Deletes the children at `keys` from `v` at once.
+fn delete_keys(v: Val, keys: &[Val]) -> Result<Val, crate::jq::val::Error> {
+    if keys.is_empty() {
+        return Ok(v);
+    }
+    match v {
+        Val::Null => Ok(Val::Null),
+        Val::Obj(mut o) => {
+            let map: &mut Map = Rc::make_mut(&mut o);
+            for k in keys {
+                match k {
+                    Val::TStr(_) => {
+                        map.shift_remove(k);
+                    }
+                    other => {
+                        return Err(err(format_args!(
+                            "Cannot delete {} field of object",
+                            kind(other)
+                        )));
+                    }
+                }
+            }
+            Ok(Val::Obj(o))
+        }
+        Val::Arr(a) => {
+            let len = a.len();
+            let mut gone = vec![false; len];
+            for k in keys {
+                match k {
+                    Val::Num(n) => {
+                        let mut i = num_f64(n).trunc();
+                        if i < 0.0 {
+                            i += len as f64;
+                        }
+                        if i >= 0.0 && i < len as f64 {
+                            gone[i as usize] = true;
+                        }
+                    }
+                    Val::Obj(o) => {
+                        let start = o.get(&Val::from("start".to_string())).cloned().map(Jv);
+                        let end = o.get(&Val::from("end".to_string())).cloned().map(Jv);
+                        let (s, e) =
+                            crate::jq::val::slice_bounds_pub(len, start.as_ref(), end.as_ref())?;
+                        gone[s..e].iter_mut().for_each(|g| *g = true);
+                    }
+                    other => {
+                        return Err(err(format_args!(
+                            "Cannot delete {} element of array",
+                            kind(other)
+                        )));
+                    }
+                }
+            }
+            let kept = a
+                .iter()
+                .zip(gone)
+                .filter(|(_, g)| !g)
+                .map(|(x, _)| x.clone());
+            Ok(Val::Arr(Rc::new(kept.collect())))
+        }
+        other => Err(err(format_args!(
+            "Cannot delete fields from {}",
+            kind(&other)
+        ))),
+    }
+}
+
+fn bsearch(a: &Val, x: &Val) -> ValR {
+    match a {
+        Val::Arr(a) => Ok(Jv::from(match a.binary_search_by(|y| y.cmp(x)) {
+            Ok(i) => i as isize,
+            Err(i) => -1 - i as isize,
+        })),
+        other => Err(err(format_args!(
+            "{} cannot be searched from",
+            describe(other)
+        ))),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Sep {
+    Csv,
+    Tsv,
+}
+
+/// `@csv` and `@tsv`: one row from an array of scalars.
+fn row(v: &Val, sep: Sep) -> ValR {
+    let name = if sep == Sep::Csv { "csv" } else { "tsv" };
+    let Val::Arr(items) = v else {
+        return Err(err(format_args!(
+            "{} cannot be {name}-formatted, only an array can be",
+            describe(v)
+        )));
+    };
+    let mut out = String::new();
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(if sep == Sep::Csv { ',' } else { '\t' });
+        }
+        match x {
+            Val::Null => {}
+            Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Val::Num(n) => crate::jq::number::write_num(&mut out, n),
+            Val::TStr(s) | Val::BStr(s) => {
+                let s = String::from_utf8_lossy(s);
+                if sep == Sep::Csv {
+                    out.push('"');
+                    out.push_str(&s.replace('"', "\"\""));
+                    out.push('"');
+                } else {
+                    for c in s.chars() {
+                        match c {
+                            '\\' => out.push_str("\\\\"),
+                            '\t' => out.push_str("\\t"),
+                            '\n' => out.push_str("\\n"),
+                            '\r' => out.push_str("\\r"),
+                            c => out.push(c),
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(err(format_args!(
+                    "{} is not valid in a csv row",
+                    describe(other)
+                )));
+            }
+        }
+    }
+    Ok(Jv::from(out))
+}
+
+/// `@sh`: a string quoted for a POSIX shell, or an array of scalars each quoted and joined
+/// by spaces.
+fn sh(v: &Val) -> ValR {
+    let items: &[Val] = match v {
+        Val::Arr(a) => a,
+        other => std::slice::from_ref(other),
+    };
+    let mut words = Vec::with_capacity(items.len());
+    for x in items {
+        words.push(match x {
+            Val::TStr(s) | Val::BStr(s) => {
+                format!("'{}'", String::from_utf8_lossy(s).replace('\'', "'\\''"))
+            }
+            Val::Arr(_) | Val::Obj(_) => {
+                return Err(err(format_args!(
+                    "{} can not be escaped for shell",
+                    describe(x)
+                )));
+            }
+            scalar => dump(scalar),
+        });
+    }
+    Ok(Jv::from(words.join(" ")))
+}
+
+const BASE32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+fn base32(v: Jv) -> ValR {
+    let s = <Jv as jaq_core::ValT>::into_string(v);
+    let Val::TStr(bytes) = &s.0 else {
+        unreachable!("into_string gives a string")
+    };
+    let mut out = String::new();
+    for chunk in bytes.chunks(5) {
+        let mut buf = [0u8; 5];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        let bits = u64::from_be_bytes([0, 0, 0, buf[0], buf[1], buf[2], buf[3], buf[4]]);
+        let chars = (chunk.len() * 8).div_ceil(5);
+        for i in 0..8 {
+            if i < chars {
+                out.push(BASE32[((bits >> (35 - 5 * i)) & 31) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    Ok(Jv::from(out))
+}
+
+fn base32d(v: &Val) -> ValR {
+    let text = match v {
+        Val::TStr(s) => s.clone(),
+        other => Box::new(bytes::Bytes::from(dump(other))),
+    };
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u64, 0u32);
+    for &c in text.iter().take_while(|c| **c != b'=') {
+        let Some(d) = BASE32.iter().position(|b| *b == c.to_ascii_uppercase()) else {
+            return Err(err(format_args!(
+                "{} is not valid base32 data",
+                describe(v)
+            )));
+        };
+        acc = (acc << 5) | d as u64;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Ok(Jv(Val::utf8_str(out)))
+}
+
+/// `@uri`: every byte percent-encoded but jq 1.6's unreserved ones (`A-Za-z0-9-_.!~*'()`).
+fn uri(v: &Val) -> ValR {
+    let Val::TStr(s) = v else {
+        return Err(err(format_args!("{} cannot be URI-encoded", describe(v))));
+    };
+    let mut out = String::with_capacity(s.len());
+    for &b in s.iter() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(Jv::from(out))
+}
