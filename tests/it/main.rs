@@ -13,6 +13,7 @@ mod contract;
 mod hide;
 mod hostile;
 mod jq_cli;
+mod jq_idioms;
 mod json_client;
 mod lifecycle;
 mod limits;
