@@ -34,8 +34,8 @@ pub type ValX<'a> = jaq_core::ValX<'a, Jv>;
 /// The largest integer a double holds exactly; integer arithmetic past it is done in doubles.
 const EXACT: i64 = 1 << 53;
 
-/// The largest array index an update may create, as jq's `int` index.
-const MAX_INDEX: f64 = i32::MAX as f64;
+/// The largest array index an update may create: jq's limit (`INT_MAX >> 2`).
+const MAX_INDEX: f64 = (i32::MAX >> 2) as f64;
 
 /// An error with a message.
 pub fn err(msg: impl fmt::Display) -> Error {
@@ -155,11 +155,7 @@ fn write_index(len: usize, n: &Num) -> Result<usize, Error> {
         return Err(err("Out of bounds negative array index"));
     }
     if f > MAX_INDEX {
-        return Err(err(format_args!(
-            "array index {} is over the {}-element limit of an update",
-            crate::jq::number::num_text(n),
-            MAX_INDEX
-        )));
+        return Err(err("Array index too large"));
     }
     Ok(f as usize)
 }
