@@ -213,20 +213,11 @@ fn tool(program: &str, filter: &str, input: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn installed(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn idioms_get_jqs_answer_or_an_error_never_another_answer() {
     let in_ci = std::env::var_os("CI").is_some();
     for program in ["jq", "gojq"] {
-        if !installed(program) {
+        if !crate::util::installed(program) {
             assert!(!in_ci, "{program} is not installed; .ci/run installs it");
             crate::util::skip(&format!(
                 "{program} is not installed (Debian package `{program}`; .ci/run installs it)"

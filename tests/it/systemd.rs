@@ -7,15 +7,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The units with ExecStart pointing at the binary under test.
 fn units_in(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let socket = dir.join("jqjail.socket");
@@ -33,7 +24,7 @@ fn units_in(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 
 #[test]
 fn units_verify_and_their_exposure_is_at_most_1_0() {
-    if !have("systemd-analyze") {
+    if !crate::util::installed("systemd-analyze") {
         eprintln!("skipped: systemd-analyze is not installed (Debian package `systemd`)");
         return;
     }
@@ -73,7 +64,7 @@ fn units_verify_and_their_exposure_is_at_most_1_0() {
 
 #[test]
 fn socket_activation_and_readiness_for_real() {
-    if !have("systemd-socket-activate") {
+    if !crate::util::installed("systemd-socket-activate") {
         eprintln!("skipped: systemd-socket-activate is not installed (Debian package `systemd`)");
         return;
     }

@@ -145,6 +145,16 @@ impl Drop for Daemon {
     }
 }
 
+/// Whether `tool --version` runs and succeeds.
+pub fn installed(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Says that a test skipped and why, on the real stderr: the harness captures `eprintln!` of a
 /// passing test, which would let a skip pass unseen.
 pub fn skip(why: &str) {

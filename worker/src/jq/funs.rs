@@ -3,7 +3,9 @@
 //! `@csv`, `@tsv`, `@sh`, `@base32d`).
 
 use crate::jq::Data;
-use crate::jq::val::{Jv, ValR, describe, dump, err, indices_of, kind, num_f64};
+use crate::jq::val::{
+    Jv, ValR, char_count, describe, dump, err, indices_of, kind, num_f64, slice_bounds, slice_key,
+};
 use jaq_core::RunPtr;
 use jaq_core::native::{Fun, bome, run, unary, v};
 use jaq_json::{Map, Num, Rc, Val};
@@ -28,7 +30,7 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
         ("keys_unsorted", 0, |cv| bome(keys(&cv.1.0))),
         ("has", 1, |cv| unary(cv, |v, k| has(&v.0, &k.0))),
         ("contains", 1, |cv| {
-            unary(cv, |a, b| contains(&a.0, &b.0).map(Jv::from))
+            unary(cv, |a, b| contains_top(&a.0, &b.0))
         }),
         ("indices", 1, |cv| unary(cv, |v, i| indices(&v.0, &i.0))),
         ("tojson", 0, |cv| bome(Ok(Jv::from(dump(&cv.1.0))))),
@@ -67,7 +69,7 @@ fn length(v: &Val) -> ValR {
             Num::Int(i) => Jv(Val::Num(Num::Int(i.abs()))),
             other => Jv::from(num_f64(other).abs()),
         },
-        Val::TStr(s) | Val::BStr(s) => Jv::from(s.iter().filter(|b| (**b as i8) >= -0x40).count()),
+        Val::TStr(s) | Val::BStr(s) => Jv::from(char_count(s)),
         Val::Arr(a) => Jv::from(a.len()),
         Val::Obj(o) => Jv::from(o.len()),
     })
@@ -96,42 +98,30 @@ fn has(v: &Val, k: &Val) -> ValR {
     }
 }
 
-fn contains(a: &Val, b: &Val) -> Result<bool, crate::jq::val::Error> {
-    Ok(match (a, b) {
-        (Val::Obj(x), Val::Obj(y)) => {
-            for (k, yv) in y.iter() {
-                match x.get(k) {
-                    Some(xv) if contains(xv, yv)? => {}
-                    _ => return Ok(false),
-                }
-            }
-            true
-        }
-        (Val::Arr(x), Val::Arr(y)) => {
-            for yv in y.iter() {
-                let mut found = false;
-                for xv in x.iter() {
-                    if kind(xv) == kind(yv) && contains(xv, yv)? {
-                        found = true;
-                        break;
-                    }
-                }
-                if !found {
-                    return Ok(false);
-                }
-            }
-            true
-        }
+/// `a | contains(b)` at the top: values of different kinds are jq's error.
+fn contains_top(a: &Val, b: &Val) -> ValR {
+    if kind(a) != kind(b) {
+        return Err(err(format_args!(
+            "{} and {} cannot have their containment checked",
+            describe(a),
+            describe(b)
+        )));
+    }
+    Ok(Jv::from(contains(a, b)))
+}
+
+/// jq's containment: a substring, every element of `b` in some element of `a`, every key of
+/// `b` in `a` with a containing value, or else equality (so, below the top, values of
+/// different kinds are simply not contained).
+fn contains(a: &Val, b: &Val) -> bool {
+    match (a, b) {
+        (Val::Obj(x), Val::Obj(y)) => y
+            .iter()
+            .all(|(k, yv)| x.get(k).is_some_and(|xv| contains(xv, yv))),
+        (Val::Arr(x), Val::Arr(y)) => y.iter().all(|yv| x.iter().any(|xv| contains(xv, yv))),
         (Val::TStr(x), Val::TStr(y)) => memchr::memmem::find(x, y).is_some(),
-        _ if kind(a) == kind(b) => a == b,
-        _ => {
-            return Err(err(format_args!(
-                "{} and {} cannot have their containment checked",
-                describe(a),
-                describe(b)
-            )));
-        }
-    })
+        _ => a == b,
+    }
 }
 
 fn indices(v: &Val, i: &Val) -> ValR {
@@ -144,10 +134,8 @@ fn indices(v: &Val, i: &Val) -> ValR {
                 Val::Null
             } else {
                 // Character offsets, as jq 1.7 gives them.
-                let found = memchr::memmem::find_iter(s, sub.as_ref()).map(|at| {
-                    let chars = s[..at].iter().filter(|b| (**b as i8) >= -0x40).count();
-                    Val::from(chars)
-                });
+                let found = memchr::memmem::find_iter(s, sub.as_ref())
+                    .map(|at| Val::from(char_count(&s[..at])));
                 Val::Arr(Rc::new(found.collect()))
             }
         }
@@ -265,7 +253,8 @@ fn delete_sorted(mut v: Val, paths: &[&[Val]], depth: usize) -> Result<Val, crat
     let mut i = 0;
     while i < paths.len() {
         let key = &paths[i][depth];
-        let mut j = i;
+        // The group of paths under `key`: `key` itself may be NaN, which equals nothing.
+        let mut j = i + 1;
         while j < paths.len() && &paths[j][depth] == key {
             j += 1;
         }
@@ -342,10 +331,8 @@ fn delete_keys(v: Val, keys: &[Val]) -> Result<Val, crate::jq::val::Error> {
                         }
                     }
                     Val::Obj(o) => {
-                        let start = o.get(&Val::from("start".to_string())).cloned().map(Jv);
-                        let end = o.get(&Val::from("end".to_string())).cloned().map(Jv);
-                        let (s, e) =
-                            crate::jq::val::slice_bounds_pub(len, start.as_ref(), end.as_ref())?;
+                        let (start, end) = slice_key(o);
+                        let (s, e) = slice_bounds(len, start.as_ref(), end.as_ref())?;
                         gone[s..e].iter_mut().for_each(|g| *g = true);
                     }
                     other => {

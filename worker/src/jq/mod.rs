@@ -61,3 +61,80 @@ pub fn natives() -> impl Iterator<Item = jaq_core::native::Fun<Data>> {
         .chain(aliases)
         .chain(funs::funs())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Engine;
+
+    fn eval(filter: &str, input: &str) -> String {
+        let engine = Engine::new();
+        let compiled = engine.compile(filter).unwrap();
+        let input = jaq_json::read::parse_single(input.as_bytes()).unwrap();
+        match engine.run(&compiled, input, 100_000) {
+            Ok(out) => out,
+            Err(e) => format!("error: {}", e.message),
+        }
+    }
+
+    /// A NaN key equals nothing, itself included: deleting it once looped for ever.
+    #[test]
+    fn deleting_a_nan_index_ends_and_deletes_nothing() {
+        assert_eq!(eval("del(.[nan])", "[1,2,3]"), "[1,2,3]");
+        assert_eq!(eval("del(.[nan,nan], .[0])", "[1,2,3]"), "[2,3]");
+    }
+
+    /// Only the top of `contains` compares kinds; below it, another kind is not contained.
+    #[test]
+    fn containment_errors_only_at_the_top() {
+        assert_eq!(eval(r#"contains({"a":"x"})"#, r#"{"a":1}"#), "false");
+        assert_eq!(eval(r#"contains(["x"])"#, "[1,2]"), "false");
+        assert!(eval(r#"contains("x")"#, "[1]").contains("cannot have their containment"));
+    }
+
+    #[test]
+    fn repetition_past_jqs_limit_is_jqs_error() {
+        assert_eq!(
+            eval(r#""abc" * 1000000000"#, "null"),
+            "error: filter error: Repeat string result too long"
+        );
+        assert_eq!(
+            eval(r#""ab" * 2.5, "ab" * 0.5, "ab" * 0"#, "null"),
+            r#"["abab","ab",null]"#
+        );
+    }
+
+    /// Messages name a value by its first bytes, however large it is.
+    #[test]
+    fn messages_show_a_bounded_part_of_a_value() {
+        assert_eq!(
+            eval("[range(100000)] - 1", "null"),
+            "error: filter error: array ([0,1,2,3,4,...) and number (1) cannot be subtracted"
+        );
+        assert_eq!(
+            eval("{} - 1", "null"),
+            "error: filter error: object ({}) and number (1) cannot be subtracted"
+        );
+    }
+
+    #[test]
+    fn integer_literals_stay_exact_under_negation() {
+        assert_eq!(
+            eval("-12345678901234567890", "null"),
+            "-12345678901234567890"
+        );
+        assert_eq!(eval("[range(5)] - [range(1; 4)]", "null"), "[0,4]");
+    }
+
+    /// An update changes the child it takes in place: the value held once stays held once.
+    #[test]
+    fn deep_updates_build_the_same_value() {
+        assert_eq!(
+            eval("reduce range(3) as $i (.; .a[$i].b = $i)", "{}"),
+            r#"{"a":[{"b":0},{"b":1},{"b":2}]}"#
+        );
+        assert_eq!(
+            eval(".a.b |= . + 1", r#"{"a":{"b":1,"c":2}}"#),
+            r#"{"a":{"b":2,"c":2}}"#
+        );
+    }
+}

@@ -46,30 +46,19 @@ fn unwrap_rc<T: Clone>(rc: Rc<T>) -> T {
     Rc::try_unwrap(rc).unwrap_or_else(|rc| (*rc).clone())
 }
 
-/// jq's name of a value's kind.
-pub fn kind(v: &Val) -> &'static str {
-    match v {
-        Val::Null => "null",
-        Val::Bool(_) => "boolean",
-        Val::Num(_) => "number",
-        Val::TStr(_) | Val::BStr(_) => "string",
-        Val::Arr(_) => "array",
-        Val::Obj(_) => "object",
-    }
-}
+pub use crate::output::type_name as kind;
 
 /// A value as jq names it in messages: its kind and its text cut to 11 bytes (`array
 /// ([1,2,3])`, `string ("1,2,3,4,5,...)`).
 pub fn describe(v: &Val) -> String {
-    let text = dump(v);
-    let shown = if text.len() > 14 {
-        let mut cut = 11;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...", &text[..cut])
+    // Only the first 14 bytes can be shown: the writer stops there, however large `v` is.
+    let mut out = Vec::new();
+    let whole = crate::output::write_value(&mut out, v, 14).is_ok();
+    let shown = if whole {
+        String::from_utf8_lossy(&out).into_owned()
     } else {
-        text
+        out.truncate(11);
+        format!("{}...", String::from_utf8_lossy(&out))
     };
     format!("{} ({shown})", kind(v))
 }
@@ -90,7 +79,10 @@ pub fn num_f64(n: &Num) -> f64 {
     match n {
         Num::Int(i) => *i as f64,
         Num::Float(f) => *f,
-        other => other.to_string().parse().unwrap_or(f64::NAN),
+        other => {
+            let v = Val::Num(other.clone());
+            <Val as jaq_std::ValT>::as_f64(&v).unwrap_or(f64::NAN)
+        }
     }
 }
 
@@ -109,12 +101,6 @@ fn exact_int(n: &Num) -> Option<i64> {
     }
 }
 
-/// A double as jaq's number: an integral one that a double holds exactly stays integral, so
-/// that it indexes arrays and prints without a fraction either way.
-fn from_f64(f: f64) -> Val {
-    Val::Num(Num::Float(f))
-}
-
 /// The result of an integer operation, exact where both operands and the result are within
 /// ±2^53 (where a double would give the same), else the double operation's.
 fn arith(l: &Num, r: &Num, int: fn(i64, i64) -> Option<i64>, float: fn(f64, f64) -> f64) -> Val {
@@ -123,7 +109,7 @@ fn arith(l: &Num, r: &Num, int: fn(i64, i64) -> Option<i64>, float: fn(f64, f64)
     {
         return Val::Num(Num::Int(c as isize));
     }
-    from_f64(float(num_f64(l), num_f64(r)))
+    Val::from(float(num_f64(l), num_f64(r)))
 }
 
 /// Where an index lands in an array of `len`, reading: jq's integer index, negative from the
@@ -162,8 +148,12 @@ fn write_index(len: usize, n: &Num) -> Result<usize, Error> {
 
 /// jq's slice bounds `[from, upto)` of a sequence of `len`: null is the start or the end,
 /// negative counts from the end, out-of-range clips, a fractional end rounds up.
-fn slice_bounds(len: usize, range: &Range<&Jv>) -> Result<(usize, usize), Error> {
-    let bound = |b: Option<&&Jv>, default: f64| match b.map(|b| &b.0) {
+pub fn slice_bounds(
+    len: usize,
+    start: Option<&Jv>,
+    end: Option<&Jv>,
+) -> Result<(usize, usize), Error> {
+    let bound = |b: Option<&Jv>, default: f64| match b.map(|b| &b.0) {
         None | Some(Val::Null) => Ok(default),
         Some(Val::Num(n)) => Ok(num_f64(n)),
         Some(_) => Err(err(
@@ -171,8 +161,8 @@ fn slice_bounds(len: usize, range: &Range<&Jv>) -> Result<(usize, usize), Error>
         )),
     };
     let n = len as f64;
-    let mut from = bound(range.start.as_ref(), 0.0)?;
-    let mut upto = bound(range.end.as_ref(), n)?;
+    let mut from = bound(start, 0.0)?;
+    let mut upto = bound(end, n)?;
     if from < 0.0 {
         from += n;
     }
@@ -191,13 +181,10 @@ fn slice_bounds(len: usize, range: &Range<&Jv>) -> Result<(usize, usize), Error>
     Ok((start.min(len), end.clamp(start.min(len), len)))
 }
 
-/// [`slice_bounds`] for `delpaths`' slice keys.
-pub fn slice_bounds_pub(
-    len: usize,
-    start: Option<&Jv>,
-    end: Option<&Jv>,
-) -> Result<(usize, usize), Error> {
-    slice_bounds(len, &(start..end))
+/// The bounds of a slice key (`{"start": …, "end": …}`, the path of `.[s:e]`).
+pub fn slice_key(o: &Map) -> (Option<Jv>, Option<Jv>) {
+    let get = |k: &str| o.get(&Val::from(k.to_string())).cloned().map(Jv);
+    (get("start"), get("end"))
 }
 
 /// The byte range of the characters `[from, upto)` of a UTF-8 string.
@@ -217,7 +204,8 @@ fn char_range(s: &[u8], from: usize, upto: usize) -> (usize, usize) {
     (start, end)
 }
 
-fn char_count(s: &[u8]) -> usize {
+/// The characters of a UTF-8 string (bytes that do not continue a character).
+pub fn char_count(s: &[u8]) -> usize {
     s.iter().filter(|b| (**b as i8) >= -0x40).count()
 }
 
@@ -250,11 +238,7 @@ impl Jv {
             (Val::Arr(a), Val::Num(n)) => read_index(a.len(), n).map(|i| a[i].clone()),
             (Val::Null, Val::TStr(_) | Val::Num(_) | Val::Obj(_)) => None,
             (Val::Arr(_) | Val::TStr(_), Val::Obj(o)) => {
-                let (start, end) = (
-                    o.get(&Val::from("start".to_string())),
-                    o.get(&Val::from("end".to_string())),
-                );
-                let (start, end) = (start.cloned().map(Jv), end.cloned().map(Jv));
+                let (start, end) = slice_key(o);
                 return self
                     .clone()
                     .range(start.as_ref()..end.as_ref())
@@ -269,11 +253,11 @@ impl Jv {
         match self.0 {
             Val::Null => Ok(Jv(Val::Null)),
             Val::Arr(a) => {
-                let (s, e) = slice_bounds(a.len(), &range)?;
+                let (s, e) = slice_bounds(a.len(), range.start, range.end)?;
                 Ok(Jv(Val::Arr(Rc::new(a[s..e].to_vec()))))
             }
             Val::TStr(b) => {
-                let (s, e) = slice_bounds(char_count(&b), &range)?;
+                let (s, e) = slice_bounds(char_count(&b), range.start, range.end)?;
                 let (s, e) = char_range(&b, s, e);
                 Ok(Jv(Val::TStr(Box::new(b.slice(s..e)))))
             }
@@ -324,7 +308,7 @@ impl From<usize> for Jv {
 
 impl From<f64> for Jv {
     fn from(f: f64) -> Self {
-        Jv(from_f64(f))
+        Jv(Val::from(f))
     }
 }
 
@@ -357,19 +341,15 @@ fn math_error(l: &Val, r: &Val, what: &str) -> Error {
 }
 
 /// `l * r` for a string and a number: jq repeats the string, at least once for a positive
-/// count and `null` for a count of zero or less.
+/// count, and gives `null` for a count of zero or less; past `i32::MAX` bytes it is jq 1.7's
+/// error (jq 1.6 tried and ran out of memory).
 fn repeat(s: &bytes::Bytes, n: f64) -> ValR {
     if n.is_nan() || n <= 0.0 {
         return Ok(Jv(Val::Null));
     }
     let copies = if n < 1.0 { 1.0 } else { n.trunc() };
-    let len = s.len() as f64 * copies;
-    // The worker's heap limit stops far smaller strings; this only keeps the size in range.
-    if len > (1u64 << 32) as f64 {
-        return Err(err(format_args!(
-            "repeating a {}-byte string {copies} times is over 4 GiB",
-            s.len()
-        )));
+    if s.len() as f64 * copies > f64::from(i32::MAX) {
+        return Err(err("Repeat string result too long"));
     }
     Ok(Jv::str(s.repeat(copies as usize)))
 }
@@ -417,6 +397,7 @@ impl std::ops::Sub for Jv {
         Ok(Jv(match (self.0, rhs.0) {
             (Val::Num(a), Val::Num(b)) => arith(&a, &b, i64::checked_sub, |a, b| a - b),
             (Val::Arr(mut a), Val::Arr(b)) => {
+                let b: std::collections::BTreeSet<&Val> = b.iter().collect();
                 Rc::make_mut(&mut a).retain(|x| !b.contains(x));
                 Val::Arr(a)
             }
@@ -456,7 +437,7 @@ impl std::ops::Div for Jv {
                         "cannot be divided because the divisor is zero",
                     ));
                 }
-                Ok(Jv(from_f64(num_f64(&a) / d)))
+                Ok(Jv(Val::from(num_f64(&a) / d)))
             }
             (Val::TStr(a), Val::TStr(b)) => Ok(split(&a, &b)),
             (a, b) => Err(math_error(&a, &b, "cannot be divided")),
@@ -516,7 +497,7 @@ impl std::ops::Rem for Jv {
                 Ok(Jv(if (-EXACT..=EXACT).contains(&r) {
                     Val::Num(Num::Int(r as isize))
                 } else {
-                    from_f64(r as f64)
+                    Val::from(r as f64)
                 }))
             }
             (a, b) => Err(math_error(&a, &b, "cannot be divided")),
@@ -528,10 +509,9 @@ impl std::ops::Neg for Jv {
     type Output = ValR;
     fn neg(self) -> ValR {
         match self.0 {
-            Val::Num(n) => match n {
-                Num::Int(i) if exact_int(&Num::Int(i)).is_some() => Ok(Jv(Val::Num(Num::Int(-i)))),
-                other => Ok(Jv(from_f64(-num_f64(&other)))),
-            },
+            // An integer literal stays exact (`-12345678901234567890`); jaq negates it exactly.
+            Val::Num(n @ (Num::Int(_) | Num::BigInt(_))) => Ok(Jv(Val::Num(-n))),
+            Val::Num(other) => Ok(Jv(Val::from(-num_f64(&other)))),
             other => Err(err(format_args!("{} cannot be negated", describe(&other)))),
         }
     }
@@ -629,19 +609,17 @@ impl jaq_core::ValT for Jv {
         if let Val::Obj(o) = &index.0
             && matches!(self.0, Val::Arr(_) | Val::Null | Val::TStr(_))
         {
-            let (start, end) = (
-                o.get(&Val::from("start".to_string())),
-                o.get(&Val::from("end".to_string())),
-            );
-            let (start, end) = (start.cloned().map(Jv), end.cloned().map(Jv));
+            let (start, end) = slice_key(o);
             return self.map_range(start.as_ref()..end.as_ref(), opt, f);
         }
         let fail = |v: Jv, e: Error| opt.fail(v, |_| Exn::from(e));
         match (self.0, &index.0) {
             (Val::Obj(mut o), Val::TStr(_)) => {
                 let map = Rc::make_mut(&mut o);
-                let old = map.get(&index.0).cloned().unwrap_or(Val::Null);
-                match first(f(Jv(old)))? {
+                // Taken, not cloned: the child stays uniquely owned, so an update below it
+                // changes it in place instead of copying it.
+                let old = map.get_mut(&index.0).map(std::mem::take);
+                match first(f(Jv(old.unwrap_or_default())))? {
                     Some(y) => {
                         map.insert(index.0.clone(), y);
                     }
@@ -664,9 +642,9 @@ impl jaq_core::ValT for Jv {
                     Ok(i) => i,
                     Err(e) => return fail(Jv(Val::Arr(a)), e),
                 };
-                let old = a.get(i).cloned().unwrap_or(Val::Null);
                 let items = Rc::make_mut(&mut a);
-                match first(f(Jv(old)))? {
+                let old = items.get_mut(i).map(std::mem::take);
+                match first(f(Jv(old.unwrap_or_default())))? {
                     Some(y) => {
                         if i >= items.len() {
                             items.resize(i + 1, Val::Null);
@@ -709,7 +687,7 @@ impl jaq_core::ValT for Jv {
                 return opt.fail(Jv(other), |_| Exn::from(e));
             }
         };
-        let (s, e) = match slice_bounds(a.len(), &range) {
+        let (s, e) = match slice_bounds(a.len(), range.start, range.end) {
             Ok(b) => b,
             Err(e) => return opt.fail(Jv(Val::Arr(a)), |_| Exn::from(e)),
         };
