@@ -520,6 +520,7 @@ async fn probe_on(
         max_output_bytes: 1000,
         args: Default::default(),
         outputs: Default::default(),
+        inputs: Default::default(),
     };
     let header = Encoding::Bincode.encode(&job).unwrap();
     let _ = write_frame_parts(&mut sock, &[&header]).await;

@@ -17,6 +17,7 @@ fn main() {
         max_output_bytes: 1 << 20,
         args: Default::default(),
         outputs: Default::default(),
+        inputs: Default::default(),
     };
     let mut t = Vec::new();
     for _ in 0..iters {

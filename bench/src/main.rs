@@ -387,6 +387,7 @@ fn measure(
         max_output_bytes: BENCH_MAX_OUTPUT,
         args: Default::default(),
         outputs: Default::default(),
+        inputs: Default::default(),
     };
     let mut cell = Cell {
         input: input_name,

@@ -180,10 +180,13 @@ struct Args {
 }
 
 /// The input's JSON values as one array, each value as spelled (`-s`). The values are cut as
-/// a stream is ([`split_values`]) and checked by the worker, which parses the array strictly.
+/// a stream is ([`jqjail_protocol::values::split_values`]) and checked by the worker, which parses the array strictly.
 fn slurp(input: &[u8]) -> Vec<u8> {
     let mut array = vec![b'['];
-    for (i, value) in split_values(input).into_iter().enumerate() {
+    for (i, value) in jqjail_protocol::values::split_values(input)
+        .into_iter()
+        .enumerate()
+    {
         if i > 0 {
             array.push(b',');
         }
@@ -796,7 +799,10 @@ fn run(args: Args, words: Words) -> Exit {
         let result = one(&mut printer, &mut client, Source::Hide(id));
         return printer.settle(result, args.exit_status);
     }
-    if args.null_input {
+    // `input` and `inputs` read the inputs' values: so jq's `-n` reads them only for a filter
+    // that calls either, as jq reads them only then.
+    let reads_inputs = calls_input(filter);
+    if args.null_input && !reads_inputs {
         let result = one(&mut printer, &mut client, Source::Inline(b"null"));
         return printer.settle(result, args.exit_status);
     }
@@ -817,8 +823,20 @@ fn run(args: Args, words: Words) -> Exit {
             return Exit::Input;
         }
     };
+    let input = match args.slurp {
+        true => slurp(&input),
+        false => input,
+    };
+    if args.null_input {
+        let source = Source::Values {
+            values: &input,
+            null_input: true,
+        };
+        let result = one(&mut printer, &mut client, source);
+        return printer.settle(result, args.exit_status);
+    }
     if args.slurp {
-        let result = one(&mut printer, &mut client, Source::Inline(&slurp(&input)));
+        let result = one(&mut printer, &mut client, Source::Inline(&input));
         return printer.settle(result, args.exit_status);
     }
     // Most inputs are one value, sent as read. Only if the daemon finds it is not one JSON
@@ -826,10 +844,20 @@ fn run(args: Args, words: Words) -> Exit {
     let whole = client.run_with_args(filter, Source::Inline(&input), &options, &named);
     let values = match whole {
         Err(ClientError::Server(e)) if e.code == ErrorCode::InvalidJson => {
-            let values = split_values(&input);
+            let values = jqjail_protocol::values::split_values(&input);
             if values.len() == 1 {
                 report(e.code.as_str(), &e.message);
                 return Exit::of(e.code);
+            }
+            // A filter that reads values with `input` runs over the stream in one worker,
+            // once per value left unread, as jq runs it.
+            if reads_inputs {
+                let source = Source::Values {
+                    values: &input,
+                    null_input: false,
+                };
+                let result = one(&mut printer, &mut client, source);
+                return printer.settle(result, args.exit_status);
             }
             values
         }
@@ -846,50 +874,20 @@ fn run(args: Args, words: Words) -> Exit {
     printer.settle(result, args.exit_status)
 }
 
-/// Cuts a stream of JSON texts into its values without validating them (the worker parses
-/// each one strictly): a value ends where its brackets close outside strings, a string at its
-/// closing quote, anything else at whitespace or where a bracket or quote begins the next.
-/// Bytes that are no value still form a piece, so the worker names what is wrong with them.
-fn split_values(bytes: &[u8]) -> Vec<&[u8]> {
-    let mut pieces = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_whitespace() {
-            i += 1;
-            continue;
+/// Whether `filter` may call `input` or `inputs`: either word, not part of a longer name.
+/// Where the word is only text (a string, a field), the stream still runs as jq runs it,
+/// in one worker.
+fn calls_input(filter: &str) -> bool {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let b = filter.as_bytes();
+    filter.match_indices("input").any(|(at, _)| {
+        let mut end = at + 5;
+        if b.get(end) == Some(&b's') {
+            end += 1;
         }
-        let end = value_end(bytes, i);
-        pieces.push(&bytes[i..end]);
-        i = end;
-    }
-    pieces
-}
-
-/// Where the value that begins at `start` ends (see [`split_values`]).
-fn value_end(bytes: &[u8], start: usize) -> usize {
-    let mut depth = 0usize;
-    let mut i = start;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if depth == 0 && i > start && (c.is_ascii_whitespace() || matches!(c, b'[' | b'{' | b'"')) {
-            return i;
-        }
-        match c {
-            b'"' => {
-                i = print::string_end(bytes, i);
-                if depth == 0 {
-                    return i;
-                }
-                continue;
-            }
-            b'[' | b'{' => depth += 1,
-            b']' | b'}' if depth <= 1 => return i + 1,
-            b']' | b'}' => depth -= 1,
-            _ => {}
-        }
-        i += 1;
-    }
-    bytes.len()
+        let before = at.checked_sub(1).map(|i| b[i]);
+        !before.is_some_and(|c| word(c) || c == b'$') && !b.get(end).is_some_and(|c| word(*c))
+    })
 }
 
 /// Writes to stdout; a closed stdout (`| head`) is not an error.
@@ -1220,27 +1218,6 @@ mod tests {
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
-    fn a_stream_is_cut_into_its_values() {
-        let cut = |text: &str| -> Vec<String> {
-            split_values(text.as_bytes())
-                .into_iter()
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-                .collect()
-        };
-        assert_eq!(
-            cut(" 1 2\n[3, [4]]{\"a\":\"]}\\\"\"}"),
-            ["1", "2", "[3, [4]]", r#"{"a":"]}\""}"#]
-        );
-        assert_eq!(cut("1[2]\"s\"true"), ["1", "[2]", "\"s\"", "true"]);
-        assert_eq!(cut(""), Vec::<String>::new());
-        assert_eq!(cut(" \n\t"), Vec::<String>::new());
-        // What is no value still forms pieces, for the worker to refuse with its position.
-        assert_eq!(cut("[1, 2"), ["[1, 2"]);
-        assert_eq!(cut("] x"), ["]", "x"]);
-        assert_eq!(cut("\"open"), ["\"open"]);
     }
 
     /// Command-line words for `quick_run_agrees_with_clap_wherever_it_answers`: every word

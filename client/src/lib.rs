@@ -163,6 +163,15 @@ pub enum Source<'a> {
     Inline(&'a [u8]),
     /// A hide of this tenant, read by the daemon off its disk.
     Hide(&'a str),
+    /// Zero or more JSON texts sent with the request, read by `input` and `inputs`: the
+    /// filter runs once on `null` (`null_input`, jq's `-n`), else once per value they left
+    /// unread.
+    Values {
+        /// The texts.
+        values: &'a [u8],
+        /// jq's `-n`.
+        null_input: bool,
+    },
 }
 
 /// One request (its tail, if any, borrowed from the caller's buffer) and the answer it
@@ -323,6 +332,10 @@ pub(crate) mod calls {
                 input: match source {
                     Source::Inline(input) => Input::Inline(Tail::from(input)),
                     Source::Hide(id) => Input::Hide(id.into()),
+                    Source::Values { values, null_input } => Input::Values {
+                        values: Tail::from(values),
+                        null_input,
+                    },
                 },
             }),
             expect: Expect {

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod message;
 pub mod syscalls;
 pub mod tail;
+pub mod values;
 pub mod worker;
 
 pub use codec::{CodecError, Encoding};

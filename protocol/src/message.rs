@@ -354,6 +354,17 @@ pub enum Input<'a> {
     Inline(Tail<'a>),
     /// v1: a hide of the caller's tenant, by ID: read by the daemon off its own disk.
     Hide(String),
+    /// v2, added for jq's `input` and `inputs`: zero or more JSON texts of this many bytes in
+    /// all, separated by whitespace, sent raw after the frame as `inline` is. The filter reads
+    /// them with `input` and `inputs`. With `null_input` it runs once with `.` null (jq's
+    /// `-n`); without, once for each value that `input` and `inputs` have not read, as jq
+    /// runs a stream.
+    Values {
+        /// The texts' length.
+        values: Tail<'a>,
+        /// Whether the filter runs once on `null` rather than on each value.
+        null_input: bool,
+    },
 }
 
 /// v1: the language of a filter.
@@ -451,7 +462,7 @@ impl<'a> Request<'a> {
     pub fn tail(&self) -> Option<&Tail<'a>> {
         match self {
             Request::Run(RunRequest {
-                input: Input::Inline(tail),
+                input: Input::Inline(tail) | Input::Values { values: tail, .. },
                 ..
             }) => Some(tail),
             Request::HidePut(put) => Some(&put.content),
@@ -463,7 +474,7 @@ impl<'a> Request<'a> {
     pub fn tail_mut(&mut self) -> Option<&mut Tail<'a>> {
         match self {
             Request::Run(RunRequest {
-                input: Input::Inline(tail),
+                input: Input::Inline(tail) | Input::Values { values: tail, .. },
                 ..
             }) => Some(tail),
             Request::HidePut(put) => Some(&mut put.content),

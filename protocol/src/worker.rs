@@ -96,6 +96,22 @@ pub struct Job {
     pub args: crate::message::Args,
     /// The form of the answer text.
     pub outputs: crate::message::Outputs,
+    /// What the input bytes are: one value, or a stream of values for `input` and `inputs`.
+    pub inputs: Inputs,
+}
+
+/// What a job's input bytes are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Inputs {
+    /// Exactly one JSON value, the filter's input.
+    #[default]
+    One,
+    /// Zero or more JSON values that `input` and `inputs` read; with `null_input` the filter
+    /// runs once on `null`, else once per value they have not read.
+    Values {
+        /// jq's `-n`.
+        null_input: bool,
+    },
 }
 
 /// The worker's answer, with what it cost so far. The supervisor answers its client from

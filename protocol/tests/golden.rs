@@ -80,6 +80,35 @@ fn run_request() {
     );
 }
 
+/// A run over a stream of values for `input` and `inputs`: `Input::Values` is variant 2, its
+/// tail's length then `null_input`; older clients, which never send it, are unaffected.
+#[test]
+fn run_request_over_values() {
+    let input = b"1 2";
+    let msg = Request::Run(RunRequest {
+        filter: ".".into(),
+        input: Input::Values {
+            values: Tail::from(&input[..]),
+            null_input: true,
+        },
+        lang: Lang::Jq,
+        limits: LimitOverrides::default(),
+        on_oversize: OnOversize::Error,
+        args: Args::default(),
+        outputs: Default::default(),
+    });
+    // variant 1, filter ".", lang Jq, three None limits, on_oversize Error; then
+    // Input::Values (2): a tail of 3 bytes, null_input true; no arguments; collapsed.
+    let bincode = [
+        0x01, 0x01, b'.', 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x01, 0x00, 0x00, 0x00,
+    ];
+    both(
+        &bincode,
+        r#"{"run":{"filter":".","lang":"jq","limits":{"max_output_bytes":null,"timeout_ms":null,"max_depth":null},"on_oversize":"error","input":{"values":{"values":3,"null_input":true}},"args":{"named":{},"positional":[]},"outputs":"collapsed"}}"#,
+        |enc, golden| request_with_tail(enc, &msg, golden, input),
+    );
+}
+
 #[test]
 fn json_run_request_with_optional_fields_left_out() {
     let text = br#"{"run":{"filter":".","input":{"inline":3}}}"#;

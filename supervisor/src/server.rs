@@ -765,7 +765,7 @@ async fn with_tail(
                     return error(e);
                 }
             };
-            let parts = RunParts::of(run);
+            let (parts, _pending) = RunParts::of(run);
             run_and_record(
                 parts,
                 Source::Input(JobInput::Stream(tail)),
@@ -853,11 +853,12 @@ async fn answer(
     shared: &Shared,
 ) -> Reply {
     match request {
-        Request::Run(mut run) => {
-            let input = std::mem::replace(&mut run.input, Input::Hide(String::new()));
-            let parts = RunParts::of(run);
+        Request::Run(run) => {
+            let (parts, input) = RunParts::of(run);
             let source = match &input {
-                Input::Inline(text) => Source::Input(JobInput::Bytes(text.as_bytes())),
+                Input::Inline(text) | Input::Values { values: text, .. } => {
+                    Source::Input(JobInput::Bytes(text.as_bytes()))
+                }
                 Input::Hide(id) => Source::Hide(id),
             };
             run_and_record(parts, source, shared, tenant).await.into()
@@ -911,18 +912,28 @@ struct RunParts {
     on_oversize: OnOversize,
     args: jqjail_protocol::Args,
     outputs: jqjail_protocol::Outputs,
+    inputs: jqjail_protocol::worker::Inputs,
 }
 
 impl RunParts {
-    fn of(run: jqjail_protocol::RunRequest<'_>) -> RunParts {
-        RunParts {
+    /// The run's parts, and its input apart.
+    fn of(run: jqjail_protocol::RunRequest<'_>) -> (RunParts, Input<'_>) {
+        let inputs = match run.input {
+            Input::Values { null_input, .. } => {
+                jqjail_protocol::worker::Inputs::Values { null_input }
+            }
+            Input::Inline(_) | Input::Hide(_) => jqjail_protocol::worker::Inputs::One,
+        };
+        let parts = RunParts {
             filter: run.filter,
             lang: run.lang,
             limits: run.limits,
             on_oversize: run.on_oversize,
             args: run.args,
             outputs: run.outputs,
-        }
+            inputs,
+        };
+        (parts, run.input)
     }
 }
 
@@ -1067,6 +1078,7 @@ async fn run_input(
     let job = Job {
         args: run.args,
         outputs,
+        inputs: run.inputs,
         filter: run.filter,
         lang: run.lang,
         input_bytes: input_len,

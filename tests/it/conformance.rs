@@ -73,6 +73,7 @@ fn in_process(engine: &Engine, case: &Case) -> Result<String, String> {
         max_output_bytes: 100_000,
         args: Default::default(),
         outputs: jqjail_protocol::Outputs::Lines,
+        inputs: Default::default(),
     };
     evaluate(engine, &job, &Bytes::copy_from_slice(case.input.as_bytes()))
         .map_err(|e| format!("{}: {}", e.code, e.message))

@@ -28,6 +28,7 @@ const FILTERS: &[&str] = &[
     "empty",
     "null",
     "false",
+    "[inputs]",
     "$ARGS.named | keys",
     // In command-line order, as jq lists them (x before j).
     "$ARGS.named",
@@ -58,6 +59,26 @@ const COMMAND_LINES: &[&[&str]] = &[
     &["-c", ".", "one.json", "two.json"],
     &["-c", ".", "half1.json", "half2.json"],
     &["-c", "-s", ".", "two.json", "one.json"],
+    // `input` and `inputs` read the files' values: with `-n` in one run over `null`, without
+    // once per value they left unread (issue 24's `reduce inputs` example).
+    &[
+        "-n",
+        "reduce inputs as $x (0; . + 1)",
+        "one.json",
+        "two.json",
+    ],
+    &["-c", "-n", "[inputs]", "two.json", "one.json"],
+    &["-c", "-n", "input, [inputs | type]", "two.json", "one.json"],
+    &[
+        "-c",
+        "[., input]",
+        "one.json",
+        "two.json",
+        "one.json",
+        "two.json",
+    ],
+    &["-c", "[inputs]", "two.json", "one.json"],
+    &["-c", "-n", "-s", "[inputs]", "two.json", "one.json"],
     &["-c", ".", "one.json", "-", "two.json"],
     &["-c", "-e", ".", "two.json", "falsy.json"],
     &["-c", "-e", ".a | select(. > 5)", "one.json"],

@@ -548,6 +548,7 @@ fn paths_agree_with_the_equivalent_jq_filter() {
             max_output_bytes: 100_000,
             args: Default::default(),
             outputs: Default::default(),
+            inputs: Default::default(),
         };
         let bytes = Bytes::copy_from_slice(input.as_bytes());
         let by_path = evaluate(&engine, &job(&query, Lang::Path), &bytes);

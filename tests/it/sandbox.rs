@@ -31,14 +31,72 @@ fn env_and_dollar_env_leak_nothing() {
     assert_eq!(d.ok("env.HOME", "null"), "null");
 }
 
+/// One input value: `input` and `inputs` find nothing more, as in jq, and never read the
+/// worker's stdin or a file.
 #[test]
 fn input_and_inputs_see_nothing_more() {
     let d = Daemon::start();
     assert_eq!(d.ok("[inputs]", "1"), "[]");
     assert_eq!(d.ok("[., inputs]", "1"), "[1]");
     let msg = d.err("input", "1", ErrorCode::RuntimeError);
-    assert!(msg.contains("input is not available"), "{msg}");
+    assert!(msg.contains("No more inputs"), "{msg}");
     assert_eq!(d.ok("input_filename", "1"), "null");
+}
+
+/// A run over a stream of values: `input` and `inputs` read the request's own values, with
+/// `.` null (jq's `-n`) or once per value they left unread; each value is parsed as strictly
+/// as an input, and the path language takes no stream.
+#[test]
+fn input_and_inputs_read_the_requests_values() {
+    use jqjail_client::{ClientError, RunOptions, Source};
+    let d = Daemon::start();
+    let mut client = d.client();
+    let mut run = |filter: &str, values: &str, null_input: bool, options: &RunOptions| {
+        let source = Source::Values {
+            values: values.as_bytes(),
+            null_input,
+        };
+        client.run_with_args(filter, source, options, &Default::default())
+    };
+    let output = |r: Result<jqjail_client::Answer, ClientError>| match r {
+        Ok(jqjail_client::Answer::Output(reply)) => reply.output,
+        other => panic!("{other:?}"),
+    };
+    let lines = RunOptions {
+        outputs: jqjail_client::Outputs::Lines,
+        ..RunOptions::default()
+    };
+    let plain = RunOptions::default();
+    assert_eq!(
+        output(run(
+            "reduce inputs as $x (0; . + $x)",
+            "1 2 3",
+            true,
+            &plain
+        )),
+        "6"
+    );
+    assert_eq!(
+        output(run("[., input]", "1 2 3 4", false, &lines)),
+        "[1,2]\n[3,4]\n"
+    );
+    assert_eq!(output(run("[inputs]", "", true, &plain)), "[]");
+    assert_eq!(output(run(".", "1 [2]", false, &lines)), "1\n[2]\n");
+    match run("[inputs]", "1 {\"a\":} 3", true, &plain) {
+        Err(ClientError::Server(e)) => {
+            assert_eq!(e.code, ErrorCode::InvalidJson);
+            assert!(e.message.starts_with("input value 2: "), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    let path = RunOptions {
+        lang: jqjail_client::Lang::Path,
+        ..RunOptions::default()
+    };
+    match run("[0]", "[1]", false, &path) {
+        Err(ClientError::Server(e)) => assert_eq!(e.code, ErrorCode::InvalidRequest),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

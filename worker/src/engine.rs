@@ -3,7 +3,8 @@
 //! The sandbox, in one place:
 //! - `env` and `$ENV` are the empty object (the native `env` is removed, and the worker's
 //!   environment is empty anyway);
-//! - `input` fails with a clear error and `inputs` yields nothing (one input per request);
+//! - `input` and `inputs` read the request's own values (none past a one-value input), never
+//!   a file or the worker's stdin;
 //! - `include`/`import` fail (the loader reads no files) and data imports are refused before
 //!   compiling (jaq would otherwise panic or bind the wrong value);
 //! - `localtime` and `strflocaltime` are UTC (`gmtime`, `strftime`), and `strptime` resolves
@@ -29,8 +30,6 @@ type Data = crate::jq::Data;
 /// The definitions jqjail adds to (and overrides in) jaq's standard library.
 const SANDBOX_DEFS: &str = r#"
 def env: {};
-def input: error("input is not available in jqjail: a filter sees exactly one input value");
-def inputs: empty;
 def input_filename: null;
 def localtime: gmtime;
 def strflocaltime($f):
@@ -75,6 +74,9 @@ fn with_builtins(
 const MAX_MESSAGE_BYTES: usize = 4096;
 
 thread_local! {
+    /// The values `input` and `inputs` have yet to read (a worker runs one job, on one
+    /// thread; [`Engine::run_with`] fills it and empties it).
+    static INPUTS: RefCell<std::collections::VecDeque<Val>> = RefCell::default();
     /// The last value passed to `stderr` (and so to `halt_error`), cut to MAX_MESSAGE_BYTES.
     static LAST_STDERR: RefCell<Option<String>> = const { RefCell::new(None) };
 }
@@ -261,7 +263,7 @@ impl Engine {
         );
         self.run_with(
             filter,
-            input,
+            RunInput::One(input),
             no_args,
             Vec::new(),
             Outputs::Collapsed,
@@ -270,22 +272,60 @@ impl Engine {
     }
 
     /// [`Engine::run`] with `$ARGS` and the named values, in the order of the names the
-    /// filter was compiled with.
+    /// filter was compiled with, over one input or over a stream of them.
     pub fn run_with(
         &self,
         filter: &Compiled,
-        input: Val,
+        input: RunInput,
         args: Val,
         named: Vec<Val>,
         outputs: Outputs,
         max_output_bytes: u64,
     ) -> Result<String, EvalError> {
-        let filter = &filter.0;
         let env = Val::obj(Default::default());
-        let vars = [env, args].into_iter().chain(named);
-        let vars = vars.map(Jv);
-        let ctx = Ctx::<Data>::new(&filter.lut, Vars::new(vars));
+        let vars: Vec<Jv> = [env, args].into_iter().chain(named).map(Jv).collect();
         let mut answer = Answer::new(max_output_bytes, outputs);
+        let (first, rest, each) = match input {
+            RunInput::One(v) => (Some(v), Vec::new(), false),
+            RunInput::Values { values, null_input } => {
+                (null_input.then_some(Val::Null), values, !null_input)
+            }
+        };
+        INPUTS.with(|i| *i.borrow_mut() = rest.into());
+        let result = (|| {
+            if let Some(v) = first
+                && self.run_one(filter, &vars, v, &mut answer)? == Run::Halted
+            {
+                return Ok(());
+            }
+            // As jq runs a stream: each value that `input` and `inputs` left unread.
+            while each && let Some(v) = INPUTS.with(|i| i.borrow_mut().pop_front()) {
+                if self.run_one(filter, &vars, v, &mut answer)? == Run::Halted {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        // Values never freed, as the input is not (see `evaluate`).
+        INPUTS.with(|i| {
+            std::mem::take(&mut *i.borrow_mut())
+                .into_iter()
+                .for_each(std::mem::forget)
+        });
+        result?;
+        answer.finish()
+    }
+
+    /// Runs the filter once over `input`, into `answer`.
+    fn run_one(
+        &self,
+        filter: &Compiled,
+        vars: &[Jv],
+        input: Val,
+        answer: &mut Answer,
+    ) -> Result<Run, EvalError> {
+        let filter = &filter.0;
+        let ctx = Ctx::<Data>::new(&filter.lut, Vars::new(vars.iter().cloned()));
         for item in filter.id.run((ctx, Jv(input))) {
             let value = match item {
                 Ok(value) => value,
@@ -297,7 +337,7 @@ impl Engine {
                         ));
                     }
                     Err(exn) => match exn.get_halt() {
-                        Ok(0) => break,
+                        Ok(0) => return Ok(Run::Halted),
                         Ok(status) => {
                             let said = LAST_STDERR
                                 .with(|m| m.borrow_mut().take())
@@ -318,8 +358,30 @@ impl Engine {
             };
             answer.push(value.0)?;
         }
-        answer.finish()
+        Ok(Run::Done)
     }
+}
+
+/// What a run reads.
+pub enum RunInput {
+    /// One value: the filter's input; `input` and `inputs` find nothing more.
+    One(Val),
+    /// A stream of values that `input` and `inputs` read; with `null_input` the filter runs
+    /// once on `null` (jq's `-n`), else once per value they left unread.
+    Values {
+        /// The values, in order.
+        values: Vec<Val>,
+        /// jq's `-n`.
+        null_input: bool,
+    },
+}
+
+/// How one run of the filter ended.
+#[derive(PartialEq, Eq)]
+enum Run {
+    Done,
+    /// `halt`: the whole request ends, with the outputs so far.
+    Halted,
 }
 
 /// `$ARGS` of a run without arguments: `{"positional": [], "named": {}}`, as in jq.
@@ -561,9 +623,26 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
     };
     let strptime: jaq_core::RunPtr<Data> =
         |cv| jaq_core::native::unary(cv, |v, fmt| strptime_utc(&v.0, &fmt.0).map(Jv));
+    // `input` and `inputs` read the request's own values, never the worker's stdin.
+    let input: jaq_core::RunPtr<Data> = |_| {
+        let next = INPUTS.with(|i| i.borrow_mut().pop_front());
+        jaq_core::native::bome(
+            next.map(Jv)
+                .ok_or_else(|| crate::jq::val::err("No more inputs")),
+        )
+    };
+    let inputs: jaq_core::RunPtr<Data> = |_| {
+        Box::new(std::iter::from_fn(|| {
+            INPUTS
+                .with(|i| i.borrow_mut().pop_front())
+                .map(|v| Ok(Jv(v)))
+        }))
+    };
     [
         jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty)),
         jaq_core::native::run::<Data>(("strptime", v(1), strptime)),
+        jaq_core::native::run::<Data>(("input", v(0), input)),
+        jaq_core::native::run::<Data>(("inputs", v(0), inputs)),
     ]
     .into_iter()
 }

@@ -141,6 +141,7 @@ pub(crate) fn warm_up(engine: &Engine) {
         max_output_bytes: 4096,
         args: Default::default(),
         outputs: Default::default(),
+        inputs: Default::default(),
     };
     let input =
         Bytes::from_static(br#"[{"id":1,"title":"Warm Up","labels":["a","b"],"body":"x\u00e9"}]"#);

@@ -2,11 +2,11 @@
 //! write the output. What a worker does between reading its job and replying, and what tests
 //! and the benchmark call to evaluate exactly as a worker does.
 
-use crate::engine::{Engine, EvalError};
+use crate::engine::{Engine, EvalError, RunInput};
 use crate::json::ScanError;
 use crate::value::{self, Refusal};
 use bytes::Bytes;
-use jqjail_protocol::worker::Job;
+use jqjail_protocol::worker::{Inputs, Job};
 use jqjail_protocol::{ErrorCode, Lang};
 
 /// Compiles, checks the input, parses it and runs the filter: the whole evaluation of one job.
@@ -29,6 +29,9 @@ pub fn evaluate_with(
     input: &Bytes,
     keep: impl FnOnce(jaq_json::Val),
 ) -> Result<String, EvalError> {
+    if let Inputs::Values { null_input } = job.inputs {
+        return evaluate_values(engine, job, input, null_input, keep);
+    }
     match job.lang {
         Lang::Jq if job.args.is_empty() => {
             let filter = engine.compile(&job.filter)?;
@@ -37,7 +40,7 @@ pub fn evaluate_with(
             // past the end of the run, so that nothing frees it.
             let result = engine.run_with(
                 &filter,
-                value.clone(),
+                RunInput::One(value.clone()),
                 crate::engine::no_args(),
                 Vec::new(),
                 job.outputs,
@@ -54,7 +57,7 @@ pub fn evaluate_with(
             let (args, named) = parse_args(&job.args, job.max_depth)?;
             let result = engine.run_with(
                 &filter,
-                value.clone(),
+                RunInput::One(value.clone()),
                 args,
                 named,
                 job.outputs,
@@ -108,6 +111,58 @@ pub fn evaluate_with(
             crate::engine::render(answer, job.outputs, job.max_output_bytes)
         }
     }
+}
+
+/// A jq run over a stream of values that `input` and `inputs` read: each value parsed as
+/// strictly as a single input (one parse arena for them all), the filter run once on `null`
+/// (`null_input`) or once per value left unread.
+fn evaluate_values(
+    engine: &Engine,
+    job: &Job,
+    input: &Bytes,
+    null_input: bool,
+    keep: impl FnOnce(jaq_json::Val),
+) -> Result<String, EvalError> {
+    if job.lang != Lang::Jq {
+        return Err(EvalError {
+            code: ErrorCode::InvalidRequest,
+            message: format!(
+                "a stream of input values is for jq filters, not for the {:?} language",
+                job.lang
+            )
+            .to_lowercase(),
+            limit: None,
+            actual: None,
+        });
+    }
+    let names: Vec<&str> = job.args.named.names().collect();
+    let filter = engine.compile_with(&job.filter, &names)?;
+    let values = crate::alloc::with_parse_arena(input.len(), || {
+        jqjail_protocol::values::split_values(input)
+            .into_iter()
+            .enumerate()
+            .map(|(i, piece)| {
+                parse_input(&input.slice_ref(piece), job.max_depth).map_err(|e| EvalError {
+                    message: format!("input value {}: {}", i + 1, e.message),
+                    ..e
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let (args, named) = parse_args(&job.args, job.max_depth)?;
+    let result = engine.run_with(
+        &filter,
+        RunInput::Values {
+            values: values.clone(),
+            null_input,
+        },
+        args,
+        named,
+        job.outputs,
+        job.max_output_bytes,
+    );
+    keep(jaq_json::Val::Arr(values.into()));
+    result
 }
 
 /// Parses a run's arguments as strictly as an input: `$ARGS` and the named values in name

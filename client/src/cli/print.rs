@@ -109,7 +109,7 @@ fn lay_out(text: &str, style: &Style, out: &mut impl std::io::Write) -> std::io:
         let b = bytes[i];
         match b {
             b'"' => {
-                let end = string_end(bytes, i);
+                let end = jqjail_protocol::values::string_end(bytes, i);
                 out.write_all(&bytes[i..end])?;
                 i = end;
                 continue;
@@ -149,19 +149,6 @@ fn lay_out(text: &str, style: &Style, out: &mut impl std::io::Write) -> std::io:
         i += 1;
     }
     Ok(())
-}
-
-/// The index just past the string that starts at `start` (a `"`).
-pub(super) fn string_end(bytes: &[u8], start: usize) -> usize {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            _ => i += 1,
-        }
-    }
-    bytes.len()
 }
 
 /// `text` with every non-ASCII character as a `\uXXXX` escape (two for characters beyond the
@@ -250,7 +237,7 @@ impl<'a> Parser<'a> {
         let start = self.at;
         match self.bytes.get(self.at) {
             Some(b'"') => {
-                self.at = string_end(self.bytes, self.at);
+                self.at = jqjail_protocol::values::string_end(self.bytes, self.at);
                 Ok(Tree::Scalar(self.text(start)))
             }
             Some(b'[') => {
@@ -272,7 +259,7 @@ impl<'a> Parser<'a> {
                 let mut members = Vec::new();
                 while self.bytes.get(self.at) != Some(&b'}') {
                     let key_start = self.at;
-                    self.at = string_end(self.bytes, self.at);
+                    self.at = jqjail_protocol::values::string_end(self.bytes, self.at);
                     let key = self.text(key_start);
                     let decoded: String = serde_json::from_str(key)
                         .map_err(|e| format!("the daemon's output is not JSON: {e}"))?;
