@@ -99,8 +99,9 @@ impl From<Exit> for u8 {
     after_help = "Subcommands: jqjail hide put|get|cut|search|list|rm|usage, jqjail shape [FILE | --hide ID], jqjail mcp, jqjail tools [openai|anthropic], jqjail stats.\n\nExit status: 0 ok, 1 search found nothing, 2 usage, 3 input, 4 filter, 5 runtime error, 6 limit, 7 sandbox, 8 daemon unavailable, 9 internal, 10 no such hide or page."
 )]
 struct Args {
-    /// The jq filter.
-    filter: String,
+    /// The jq filter (`.` when there is none and stdin or stdout is not a terminal, as in jq
+    /// 1.6). With `-f` this word is the first input FILE.
+    filter: Option<String>,
     /// The JSON input files, read one after another as one stream of values (as jq does);
     /// standard input if none, or where one is `-`. After `--args` or `--jsonargs` these
     /// words are positional arguments instead.
@@ -177,6 +178,30 @@ struct Args {
     /// Exit status from the last output: 1 if false or null, 4 if there was none.
     #[arg(short = 'e', long = "exit-status")]
     exit_status: bool,
+    /// The filter is FILE's text (read here); every word is then an input FILE.
+    #[arg(short = 'f', long = "from-file", value_name = "FILE")]
+    from_file: Option<PathBuf>,
+    /// Each line of the input is a string input; with `-s`, the whole input is one string.
+    #[arg(short = 'R', long = "raw-input")]
+    raw_input: bool,
+    /// RS (0x1e) before each output; an RS in the input separates values (RFC 7464).
+    #[arg(long)]
+    seq: bool,
+    /// Colour the output as jq does: the default where stdout is a terminal.
+    #[arg(short = 'C', long = "color-output")]
+    color: bool,
+    /// Do not colour the output.
+    #[arg(short = 'M', long = "monochrome-output")]
+    monochrome: bool,
+    /// Each input value as jq's stream of `[path, leaf]` events, each event an input.
+    #[arg(long)]
+    stream: bool,
+    /// Accepted, as jq accepts it: each answer is written as soon as it comes.
+    #[arg(long)]
+    unbuffered: bool,
+    /// jq's module search path: refused, since modules are disabled in jqjail.
+    #[arg(short = 'L', value_name = "DIR", action = clap::ArgAction::Append)]
+    library_path: Vec<String>,
 }
 
 /// The input's JSON values as one array, each value as spelled (`-s`). The values are cut as
@@ -548,7 +573,7 @@ fn quick_run(argv: &[OsString]) -> Option<(Args, Words)> {
         tab,
     ] = on;
     let args = Args {
-        filter: filter?,
+        filter: Some(filter?),
         files: files.clone(),
         string_args: Vec::new(),
         json_args: Vec::new(),
@@ -572,6 +597,14 @@ fn quick_run(argv: &[OsString]) -> Option<(Args, Words)> {
         null_input,
         slurp,
         exit_status,
+        from_file: None,
+        raw_input: false,
+        seq: false,
+        color: false,
+        monochrome: false,
+        stream: false,
+        unbuffered: false,
+        library_path: Vec::new(),
     };
     let words = Words {
         files,
@@ -606,6 +639,13 @@ fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, S
             .extend(at(id).chunks(2).map(|pair| (pair[0], flag)));
     }
     words.named_order.sort_unstable_by_key(|&(at, _)| at);
+    // With `-f` the word clap took for the filter is the first input file.
+    let mut args = args;
+    if args.from_file.is_some()
+        && let Some(first) = args.filter.take()
+    {
+        words.files.push(first.into());
+    }
     for (word, at) in args.files.iter().zip(at("files")) {
         let last_before = |flags: &[usize]| flags.iter().copied().filter(|&f| f < at).max();
         match (last_before(&strings), last_before(&jsons)) {
@@ -750,7 +790,71 @@ fn print_failed(e: print::PrintError) -> Exit {
     }
 }
 
+/// The filter text a run's command line names: `-f`'s file, the word, or `.` where there is
+/// none and stdin or stdout is not a terminal (as jq 1.6). `--stream` wraps it so that each
+/// input becomes its `[path, leaf]` events. An error is a usage error's message.
+fn filter_text(args: &Args) -> Result<String, String> {
+    use std::io::IsTerminal;
+    if !args.library_path.is_empty() {
+        return Err("-L names a module directory, but modules are disabled in jqjail".into());
+    }
+    let text = match (&args.from_file, &args.filter) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the filter file {}: {e}", path.display()))?,
+        (None, Some(filter)) => filter.clone(),
+        (None, None) if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+            return Err("no filter given (jqjail FILTER [FILE…]; see --help)".into());
+        }
+        (None, None) => ".".into(),
+    };
+    if !args.stream {
+        return Ok(text);
+    }
+    if args.null_input || args.slurp || calls_input(&text) {
+        return Err(
+            "--stream is supported by jqjail for a filter run on each input, not with -n, -s or input/inputs"
+                .into(),
+        );
+    }
+    // Each event is a run's input, as jq gives them: the filter runs once per event. A
+    // newline closes a trailing comment of the filter's own.
+    Ok(format!("tostream | ({text}\n)"))
+}
+
+/// The input as `-R` and `--seq` read it: lines as JSON strings (the whole text as one with
+/// `-s`), or RS separators as whitespace.
+fn reshape_input(input: Vec<u8>, args: &Args) -> Vec<u8> {
+    if args.raw_input {
+        let text = String::from_utf8_lossy(&input);
+        let string = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+        if args.slurp {
+            return string(&text).into_bytes();
+        }
+        let mut out = String::new();
+        // As jq: each line without its newline; a last line without one still counts.
+        for line in text.split_inclusive('\n') {
+            out.push_str(&string(line.strip_suffix('\n').unwrap_or(line)));
+            out.push('\n');
+        }
+        return out.into_bytes();
+    }
+    match args.seq {
+        true => input
+            .into_iter()
+            .map(|b| if b == 0x1e { b'\n' } else { b })
+            .collect(),
+        false => input,
+    }
+}
+
 fn run(args: Args, words: Words) -> Exit {
+    let filter = match filter_text(&args) {
+        Ok(text) => text,
+        Err(why) => {
+            report("USAGE", &why);
+            return Exit::Usage;
+        }
+    };
     let mut named = match named_args(&args, &words.named_order) {
         Ok(named) => named,
         Err(why) => {
@@ -785,13 +889,16 @@ fn run(args: Args, words: Words) -> Exit {
             join: args.join,
             ascii: args.ascii,
             sort_keys: args.sort_keys,
+            seq: args.seq,
+            color: !args.monochrome
+                && (args.color || std::io::IsTerminal::is_terminal(&std::io::stdout())),
         },
         last: None,
         failed: None,
         inputs: 0,
         stream: false,
     };
-    let filter = args.filter.as_str();
+    let filter = filter.as_str();
     let one = |printer: &mut Printer<_>, client: &mut Client, source| {
         printer.one(client, filter, source, &options, &named)
     };
@@ -823,7 +930,10 @@ fn run(args: Args, words: Words) -> Exit {
             return Exit::Input;
         }
     };
-    let input = match args.slurp {
+    let input = reshape_input(input, &args);
+    // `-R -s` made the input one string already.
+    let slurped = args.slurp && !args.raw_input;
+    let input = match slurped {
         true => slurp(&input),
         false => input,
     };
@@ -835,7 +945,7 @@ fn run(args: Args, words: Words) -> Exit {
         let result = one(&mut printer, &mut client, source);
         return printer.settle(result, args.exit_status);
     }
-    if args.slurp {
+    if slurped {
         let result = one(&mut printer, &mut client, Source::Inline(&input));
         return printer.settle(result, args.exit_status);
     }

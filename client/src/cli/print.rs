@@ -5,6 +5,8 @@
 //! these functions re-lay that text without parsing numbers, so a number keeps its spelling
 //! (`12345678901234567890` stays exact, which jq 1.6 does not do).
 
+mod colour;
+
 /// How outputs are printed.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Style {
@@ -22,6 +24,10 @@ pub(super) struct Style {
     pub ascii: bool,
     /// `-S`: object keys sorted.
     pub sort_keys: bool,
+    /// `--seq`: an RS (0x1e) before each output.
+    pub seq: bool,
+    /// `-C` (or a terminal): jq's colours.
+    pub color: bool,
 }
 
 /// Deepest nesting `-S` sorts (it builds a tree); deeper outputs are refused with a message.
@@ -67,11 +73,16 @@ pub(super) fn print(
             }
             false => line,
         };
+        if style.seq {
+            out.write_all(b"\x1e")?;
+        }
         // As in jq 1.6, `-a` wins over `-r`: a string is then printed quoted and escaped.
         if (style.raw || style.join) && !style.ascii && text.starts_with('"') {
             let decoded: String = serde_json::from_str(text)
                 .map_err(|e| format!("the daemon's output is not a JSON string: {e}"))?;
             out.write_all(decoded.as_bytes())?;
+        } else if style.color {
+            colour::lay_out(text, style, out)?;
         } else {
             lay_out(text, style, out)?;
         }
@@ -153,7 +164,7 @@ fn lay_out(text: &str, style: &Style, out: &mut impl std::io::Write) -> std::io:
 
 /// `text` with every non-ASCII character as a `\uXXXX` escape (two for characters beyond the
 /// Basic Multilingual Plane), as jq's `-a` writes them. Only strings hold such characters.
-fn ascii(text: &str) -> String {
+pub(super) fn ascii(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_ascii() {
