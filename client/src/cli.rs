@@ -799,8 +799,22 @@ fn filter_text(args: &Args) -> Result<String, String> {
         return Err("-L names a module directory, but modules are disabled in jqjail".into());
     }
     let text = match (&args.from_file, &args.filter) {
-        (Some(path), _) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the filter file {}: {e}", path.display()))?,
+        (Some(path), _) => {
+            // No frame could carry more (`-f /dev/zero` ends here, not in memory).
+            let max = jqjail_protocol::frame::MAX_RESPONSE_FRAME_BYTES;
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(max + 1).read_to_string(&mut text))
+                .map_err(|e| format!("cannot read the filter file {}: {e}", path.display()))?;
+            if text.len() as u64 > max {
+                return Err(format!(
+                    "the filter file {} is over {} bytes, more than any request carries",
+                    path.display(),
+                    grouped(max)
+                ));
+            }
+            text
+        }
         (None, Some(filter)) => filter.clone(),
         (None, None) if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
             return Err("no filter given (jqjail FILTER [FILE…]; see --help)".into());

@@ -122,6 +122,10 @@ pub struct Engine {
     calls: Vec<Vec<&'static str>>,
     /// The definitions of each name (every arity).
     by_name: std::collections::HashMap<&'static str, Vec<usize>>,
+    /// The natives, built ahead for the next compile (which consumes them): in the zygote,
+    /// before the fork, and again by [`Engine::prepare`] after a worker's warm-up, so that
+    /// building them (a few microseconds) is never on a request's path.
+    natives: std::sync::Mutex<Option<Vec<Fun<Data>>>>,
 }
 
 impl Default for Engine {
@@ -161,6 +165,22 @@ impl Engine {
             defs,
             calls,
             by_name,
+            natives: std::sync::Mutex::new(Some(natives().collect())),
+        }
+    }
+
+    /// The natives built ahead, or built now.
+    fn take_natives(&self) -> Vec<Fun<Data>> {
+        let ready = self.natives.lock().ok().and_then(|mut n| n.take());
+        ready.unwrap_or_else(|| natives().collect())
+    }
+
+    /// Builds the natives for the next compile, if the last one took them.
+    pub fn prepare(&self) {
+        if let Ok(mut ready) = self.natives.lock()
+            && ready.is_none()
+        {
+            *ready = Some(natives().collect());
         }
     }
 
@@ -223,7 +243,7 @@ impl Engine {
         );
         let filter = Compiler::default()
             .with_global_vars(globals)
-            .with_funs(natives())
+            .with_funs(self.take_natives())
             .compile(modules)
             .map_err(|errs| {
                 let mut lines = Vec::new();

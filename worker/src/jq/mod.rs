@@ -137,4 +137,16 @@ mod tests {
             r#"{"a":{"b":2,"c":2}}"#
         );
     }
+
+    /// `?` excuses a path that cannot be taken, not an update that cannot be made: jq's
+    /// `setpath` still fails on an index before the start.
+    #[test]
+    fn optional_paths_excuse_only_the_path() {
+        assert_eq!(eval(".a? = 5", "1"), "1");
+        assert_eq!(
+            eval("try (.[-1]? = 1) catch .", "null"),
+            r#""Out of bounds negative array index""#
+        );
+        assert_eq!(eval(r#".["a":]? = [1]"#, "[0]"), "[0]");
+    }
 }

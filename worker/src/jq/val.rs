@@ -226,6 +226,14 @@ pub fn iterate_error(v: &Val) -> Error {
 }
 
 impl Jv {
+    /// The length a slice of this value is taken from (an array's; `null` is empty).
+    fn len_for_slice(&self) -> usize {
+        match &self.0 {
+            Val::Arr(a) => a.len(),
+            _ => 0,
+        }
+    }
+
     /// A string value.
     pub fn str(s: impl Into<bytes::Bytes>) -> Self {
         Jv(Val::utf8_str(s))
@@ -634,13 +642,16 @@ impl jaq_core::ValT for Jv {
                 None => Val::Null,
             })),
             (t @ (Val::Arr(_) | Val::Null), Val::Num(n)) => {
+                let len = match &t {
+                    Val::Arr(a) => a.len(),
+                    _ => 0,
+                };
+                // Not `opt`'s to excuse: in jq `?` covers the path, and this is the
+                // update's own error (jq's `setpath`).
+                let i = write_index(len, n)?;
                 let mut a = match t {
                     Val::Arr(a) => a,
                     _ => Rc::new(Vec::new()),
-                };
-                let i = match write_index(a.len(), n) {
-                    Ok(i) => i,
-                    Err(e) => return fail(Jv(Val::Arr(a)), e),
                 };
                 let items = Rc::make_mut(&mut a);
                 let old = items.get_mut(i).map(std::mem::take);
@@ -676,6 +687,11 @@ impl jaq_core::ValT for Jv {
         opt: Opt,
         f: impl Fn(Self) -> I,
     ) -> ValX<'a> {
+        let (s, e) = match slice_bounds(self.len_for_slice(), range.start, range.end) {
+            Ok(b) => b,
+            // `?` gives back the value as it was.
+            Err(e) => return opt.fail(self, |_| Exn::from(e)),
+        };
         let mut a = match self.0 {
             Val::Arr(a) => a,
             Val::Null => Rc::new(Vec::new()),
@@ -686,10 +702,6 @@ impl jaq_core::ValT for Jv {
                 ));
                 return opt.fail(Jv(other), |_| Exn::from(e));
             }
-        };
-        let (s, e) = match slice_bounds(a.len(), range.start, range.end) {
-            Ok(b) => b,
-            Err(e) => return opt.fail(Jv(Val::Arr(a)), |_| Exn::from(e)),
         };
         let slice = Jv(Val::Arr(Rc::new(a[s..e].to_vec())));
         let new = match first(f(slice))? {
