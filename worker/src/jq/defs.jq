@@ -36,14 +36,12 @@ def truncate_stream(stream): . as $n | null | stream | select(.[0] | length > $n
 
 # Generators
 def limit($n; f): if $n > 0 then _jaq_limit($n; f) elif $n == 0 then empty else f end;
-def nth($n): .[$n];
 def nth($n; f): if $n < 0 then error("nth doesn't support negative indices") else first(skip($n; f)) end;
 def range($from; $upto; $by):
   if ($from | type) != "number" or ($upto | type) != "number" or ($by | type) != "number"
   then error("Range bounds must be numeric")
   elif $by == 0 then empty
   else _jaq_range($from; $upto; $by) end;
-def in(xs): . as $x | xs | has($x);
 def IN(s): . as $x | any(s; . == $x);
 def IN(src; s): any(src | IN(s); .);
 def INDEX(stream; idx_expr):

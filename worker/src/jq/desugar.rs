@@ -163,13 +163,17 @@ pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
     if !might_need_rewrite(code) {
         return Ok(Cow::Borrowed(code));
     }
-    let mut text = Cow::Borrowed(code);
-    // Each pass rewrites one construct; every pass removes one, so this ends.
-    loop {
+    let Some(toks) = tokens(code) else {
+        return Ok(Cow::Borrowed(code));
+    };
+    // The rewrites in place, all in one pass; then the patterns, one `as` a pass (each
+    // pass removes a `?//` or a `$name:`, so this ends; the count is bounded anyway).
+    let mut text = in_place(code, &toks);
+    for _ in 0..MAX_PASSES {
         let Some(toks) = tokens(&text) else {
             return Ok(text);
         };
-        let Some(next) = rewrite_once(&text, &toks)? else {
+        let Some(next) = rewrite_pattern(&text, &toks)? else {
             return Ok(text);
         };
         if next.len() > MAX_EXPANDED {
@@ -179,19 +183,26 @@ pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
         }
         text = Cow::Owned(next);
     }
+    Err(format!(
+        "the filter has over {MAX_PASSES} destructuring patterns (`?//`, `{{$name: …}}`) to rewrite"
+    ))
 }
 
-/// The text with the first construct rewritten, or `None` where there is none.
-fn rewrite_once(code: &str, toks: &[Token]) -> Result<Option<String>, String> {
+/// The most `as` patterns one filter may have rewritten.
+const MAX_PASSES: usize = 1024;
+
+/// `$__loc__` and `.5` rewritten where they stand, in one pass.
+fn in_place<'a>(code: &'a str, toks: &[Token]) -> Cow<'a, str> {
     let text = |t: &Token| &code[t.start..t.end];
-    for (n, t) in toks.iter().enumerate() {
-        if t.tok == Tok::Var && text(t) == "$__loc__" {
-            let line = code[..t.start].matches('\n').count() + 1;
-            let loc = format!("{{\"file\":\"<top-level>\",\"line\":{line}}}");
-            return Ok(Some(splice(code, t.start, t.end, &loc)));
-        }
-        // `.5` is jq's number 0.5; jaq reads only `0.5`.
-        if t.tok == Tok::Other
+    let mut out = String::new();
+    let (mut copied, mut line, mut counted) = (0, 1, 0);
+    let mut changed = false;
+    for t in toks {
+        let with = if t.tok == Tok::Var && text(t) == "$__loc__" {
+            line += code[counted..t.start].matches('\n').count();
+            counted = t.start;
+            format!("{{\"file\":\"<top-level>\",\"line\":{line}}}")
+        } else if t.tok == Tok::Other
             && text(t) == "."
             && code.as_bytes().get(t.end).is_some_and(u8::is_ascii_digit)
             && !code[..t.start]
@@ -199,8 +210,27 @@ fn rewrite_once(code: &str, toks: &[Token]) -> Result<Option<String>, String> {
                 .next_back()
                 .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
-            return Ok(Some(splice(code, t.start, t.end, "0.")));
-        }
+            // `.5` is jq's number 0.5; jaq reads only `0.5`.
+            "0.".to_string()
+        } else {
+            continue;
+        };
+        out.push_str(&code[copied..t.start]);
+        out.push_str(&with);
+        copied = t.end;
+        changed = true;
+    }
+    if !changed {
+        return Cow::Borrowed(code);
+    }
+    out.push_str(&code[copied..]);
+    Cow::Owned(out)
+}
+
+/// The text with the first `as` whose patterns need it rewritten, or `None`.
+fn rewrite_pattern(code: &str, toks: &[Token]) -> Result<Option<String>, String> {
+    let text = |t: &Token| &code[t.start..t.end];
+    for (n, t) in toks.iter().enumerate() {
         if t.tok == Tok::Word
             && text(t) == "as"
             && let Some(out) = rewrite_as(code, toks, n)?
@@ -367,6 +397,24 @@ mod tests {
             desugar(r#""\($__loc__)""#).unwrap(),
             r#""\({"file":"<top-level>","line":1})""#
         );
+        assert_eq!(
+            desugar("$__loc__,\n\n$__loc__.line").unwrap(),
+            "{\"file\":\"<top-level>\",\"line\":1},\n\n{\"file\":\"<top-level>\",\"line\":3}.line"
+        );
+    }
+
+    /// Many constructs cost one pass, not one pass each.
+    #[test]
+    fn rewrites_in_place_take_one_pass() {
+        let f = vec![".5"; 20_000].join(",");
+        let out = desugar(&f).unwrap();
+        assert_eq!(out.matches("0.5").count(), 20_000);
+        let many = vec![". as {$a: $b} | $b"; MAX_PASSES + 1].join(", ");
+        assert!(
+            desugar(&many)
+                .unwrap_err()
+                .contains("destructuring patterns")
+        );
     }
 
     #[test]
@@ -403,6 +451,8 @@ mod tests {
         for _ in 0..14 {
             f = format!(". as [$a] ?// $a ?// {{a:$a}} | ({f})");
         }
-        assert!(desugar(&f).unwrap_err().contains("expand"));
+        // Refused by the size bound or the pass bound, whichever comes first.
+        let why = desugar(&f).unwrap_err();
+        assert!(why.contains("expand") || why.contains("destructuring patterns"), "{why}");
     }
 }
