@@ -683,7 +683,14 @@ fn strptime_utc(text: &Val, fmt: &Val) -> Result<Val, crate::jq::val::Error> {
         ))),
     };
     let (text, fmt) = (as_str(text)?, as_str(fmt)?);
-    let mut parsed = BrokenDownTime::parse(&fmt, &text).map_err(crate::jq::val::err)?;
+    // jq's message for a date that does not match; jiff's reason would name its internals.
+    let mut parsed = BrokenDownTime::parse(&fmt, &text).map_err(|_| {
+        crate::jq::val::err(format!(
+            "date {} does not match format {}",
+            crate::jq::val::dump(&Val::from(text.clone())),
+            crate::jq::val::dump(&Val::from(fmt.clone()))
+        ))
+    })?;
     if parsed.offset().is_none() && parsed.iana_time_zone().is_none() {
         parsed.set_offset(Some(Offset::UTC));
     }
@@ -869,6 +876,14 @@ mod tests {
             assert_eq!(err.code, ErrorCode::CompileError, "{f}");
             assert!(err.message.contains("disabled"), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn a_date_that_does_not_match_says_so_as_jq_does() {
+        assert_eq!(
+            eval(r#"try strptime("%Y") catch ."#, r#""bad""#).unwrap(),
+            r#""date \"bad\" does not match format \"%Y\"""#
+        );
     }
 
     #[test]

@@ -453,6 +453,9 @@ mod tests {
         }
         // Refused by the size bound or the pass bound, whichever comes first.
         let why = desugar(&f).unwrap_err();
-        assert!(why.contains("expand") || why.contains("destructuring patterns"), "{why}");
+        assert!(
+            why.contains("expand") || why.contains("destructuring patterns"),
+            "{why}"
+        );
     }
 }
