@@ -46,28 +46,24 @@ const DROPPED_DEFS: [(&str, usize); 5] = [
     ("delpaths", 1),
 ];
 
-/// `defs` and a definition of jq's `builtins`: the name and arity of every definition and
-/// native a filter can call, but those whose name starts with `_` (jqjail's and jaq's
-/// helpers) and the `@formats`.
-fn with_builtins(
-    mut defs: Vec<load::parse::Def<&'static str>>,
-) -> Vec<load::parse::Def<&'static str>> {
-    let mut names: Vec<String> = defs
-        .iter()
-        .map(|d| (d.name, d.args.len()))
-        .chain(natives().map(|(name, args, _)| (name, args.len())))
-        .filter(|(name, _)| !name.starts_with(['_', '@']))
-        .map(|(name, arity)| format!("{name}/{arity}"))
-        .collect();
-    names.sort();
-    names.dedup();
-    let list: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    // Parsed definitions borrow their text for the program's life; one engine is built per
-    // process (tests build a few), so the text is leaked once rather than owned.
-    let text: &'static str =
-        Box::leak(format!("def builtins: [{}];", list.join(",")).into_boxed_str());
-    defs.extend(load::parse(text, |p| p.defs()).expect("the builtins list is valid jq"));
-    defs
+/// jq's `builtins`: the name and arity of every definition and native a filter can call,
+/// but those whose name starts with `_` (jqjail's and jaq's helpers) and the `@formats`.
+/// Set once per process by [`Engine::new`]; the native `builtins` reads it.
+static BUILTINS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+fn set_builtins(defs: &[load::parse::Def<&'static str>], natives: &[Fun<Data>]) {
+    BUILTINS.get_or_init(|| {
+        let mut names: Vec<String> = defs
+            .iter()
+            .map(|d| (d.name, d.args.len()))
+            .chain(natives.iter().map(|(name, args, _)| (*name, args.len())))
+            .filter(|(name, _)| !name.starts_with(['_', '@']))
+            .map(|(name, arity)| format!("{name}/{arity}"))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    });
 }
 
 /// The longest message text kept from a filter (`error(…)`, `halt_error`).
@@ -148,7 +144,6 @@ impl Engine {
             .chain(jq)
             .chain(sandbox)
             .collect();
-        let defs = with_builtins(defs);
         let calls = defs
             .iter()
             .map(|d| {
@@ -161,11 +156,13 @@ impl Engine {
         for (i, d) in defs.iter().enumerate() {
             by_name.entry(d.name).or_default().push(i);
         }
+        let ready: Vec<_> = natives().collect();
+        set_builtins(&defs, &ready);
         Self {
             defs,
             calls,
             by_name,
-            natives: std::sync::Mutex::new(Some(natives().collect())),
+            natives: std::sync::Mutex::new(Some(ready)),
         }
     }
 
@@ -658,7 +655,13 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
                 .map(|v| Ok(Jv(v)))
         }))
     };
+    let builtins: jaq_core::RunPtr<Data> = |_| {
+        let names = BUILTINS.get().map(Vec::as_slice).unwrap_or_default();
+        let list = names.iter().map(|n| Jv::from(n.clone())).collect();
+        jaq_core::native::bome(Ok(list))
+    };
     [
+        jaq_core::native::run::<Data>(("builtins", v(0), builtins)),
         jaq_core::native::run::<Data>(("stderr_empty", v(0), stderr_empty)),
         jaq_core::native::run::<Data>(("strptime", v(1), strptime)),
         jaq_core::native::run::<Data>(("input", v(0), input)),
