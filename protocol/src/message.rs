@@ -458,6 +458,57 @@ impl fmt::Display for ErrorReply {
 impl std::error::Error for ErrorReply {}
 
 impl<'a> Request<'a> {
+    /// The heap memory this decoded request holds, bytes: each string's and vector's
+    /// allocation as a general-purpose allocator rounds it, its tail's bytes if in hand. A
+    /// server takes this from its budget before it keeps the request (a frame of many short
+    /// arguments decodes to many times its wire size).
+    pub fn held_bytes(&self) -> u64 {
+        let tail = |t: &Tail<'_>| alloc_bytes(t.as_bytes().len());
+        match self {
+            Request::Hello(h) => string_bytes(&h.client),
+            Request::Run(run) => {
+                let input = match &run.input {
+                    Input::Inline(t) | Input::Values { values: t, .. } => tail(t),
+                    Input::Hide(id) => string_bytes(id),
+                };
+                let named = run.args.named.0.capacity() * 2 * std::mem::size_of::<String>();
+                let positional = run.args.positional.capacity() * std::mem::size_of::<String>();
+                string_bytes(&run.filter)
+                    + input
+                    + alloc_bytes(named)
+                    + alloc_bytes(positional)
+                    + run
+                        .args
+                        .named
+                        .iter()
+                        .map(|(n, v)| string_bytes(n) + string_bytes(v))
+                        .sum::<u64>()
+                    + run
+                        .args
+                        .positional
+                        .iter()
+                        .map(|s| string_bytes(s))
+                        .sum::<u64>()
+            }
+            Request::HidePut(put) => {
+                // A B-tree node holds up to 11 pairs; count one node per pair, generously.
+                let node = 11 * 2 * std::mem::size_of::<String>() + 64;
+                string_bytes(&put.kind)
+                    + string_bytes(&put.source)
+                    + tail(&put.content)
+                    + put
+                        .meta
+                        .iter()
+                        .map(|(k, v)| alloc_bytes(node) / 4 + string_bytes(k) + string_bytes(v))
+                        .sum::<u64>()
+            }
+            Request::HideGet(r) | Request::HideDelete(r) => string_bytes(&r.id),
+            Request::HideCut(r) => string_bytes(&r.id),
+            Request::HideSearch(r) => string_bytes(&r.id) + string_bytes(&r.query),
+            Request::Stats | Request::HideList(_) | Request::HideUsage => 0,
+        }
+    }
+
     /// The request's tail, if its kind has one: a run's inline input, a put's content.
     pub fn tail(&self) -> Option<&Tail<'a>> {
         match self {
@@ -505,4 +556,18 @@ impl Response {
             _ => None,
         }
     }
+}
+
+/// Bytes a heap allocation of `len` bytes takes: none for none; else the length and a word of
+/// header, rounded up to 16, and at least 32 (glibc malloc's smallest chunk).
+fn alloc_bytes(len: usize) -> u64 {
+    match len {
+        0 => 0,
+        n => ((n + 8).next_multiple_of(16).max(32)) as u64,
+    }
+}
+
+/// A decoded string's heap bytes (its capacity is its length).
+fn string_bytes(s: &str) -> u64 {
+    alloc_bytes(s.len())
 }

@@ -1,16 +1,10 @@
-//! Admission: how much of the daemon one peer may hold, decided from the uid the kernel
-//! reports for the socket (SO_PEERCRED) before a byte of the peer's is read.
+//! Admission's parts: connection slots counted per uid and in all, [`Turns`] of anything
+//! scarce per key and in all, and a log [`Throttle`]. Which budgets the daemon keeps, and the
+//! rule they keep, is [`crate::tenant`]'s.
 //!
 //! - Connection slots: at most `max_connections` in all, and at most
-//!   `max_connections_per_uid` for any one uid, so that a uid that floods the socket (or one
-//!   the configuration refuses, while it is being answered) cannot lock out a tenant.
-//! - Large answers (a whole hide): one at a time per uid and [`LARGE_ANSWERS`] in all, each
-//!   built only when its turn comes, so answers a client never reads cannot pile up in memory.
-//! - Frames read whole (every JSON frame; bincode frames that are not streamed): their bytes
-//!   are taken from a budget of one maximal frame per uid and four in all, in KiB, before the
-//!   buffer is allocated, and given back when the request is answered.
-//! - Streamed uploads of run inputs: at most `max_uploads_per_tenant` per tenant at once, so a
-//!   tenant's stalled uploads cannot hold every evaluation slot.
+//!   `max_connections_per_uid` for any one uid, decided from the uid the kernel reports for
+//!   the socket (SO_PEERCRED) before a byte of the peer's is read.
 //! - Refusals are logged at most once a second, with a count of the ones not logged.
 
 use std::collections::HashMap;
@@ -18,9 +12,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Large answers being built or written at once, over every uid.
-pub const LARGE_ANSWERS: usize = 4;
 
 /// Connection slots, in all and per uid.
 #[derive(Debug)]
@@ -98,8 +89,8 @@ impl Drop for Slot {
 }
 
 /// Turns of something scarce: at most `each` per key (a uid, a tenant) and `total` over all
-/// keys, and no key ever all of them (`each` is at most `total - 1` when `total > 1`), so one
-/// key cannot starve the others. A key's semaphore is made on first use and forgotten when no
+/// keys, and no key ever all of them: there are at least two in all, and `each` is at most
+/// `total - 1`, so one key cannot starve the others, on a machine of any size. A key's semaphore is made on first use and forgotten when no
 /// turn of it is held.
 #[derive(Debug)]
 pub struct Turns<K> {
@@ -126,12 +117,11 @@ pub struct Turn {
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
-    /// `each` turns per key (at most `total - 1`, when `total > 1`), `total` in all.
+    /// `each` turns per key and `total` in all, raised to at least two in all, and `each` cut
+    /// to at most `total - 1` (and at least one).
     pub fn new(each: usize, total: usize) -> Turns<K> {
-        let each = match total {
-            0 | 1 => each,
-            _ => each.min(total - 1),
-        };
+        let total = total.max(2);
+        let each = each.clamp(1, total - 1);
         Turns {
             each,
             total_turns: total,
@@ -160,6 +150,23 @@ impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
             .total
             .clone()
             .try_acquire_owned()
+            .map_err(|_| Exhausted::Total)?;
+        Ok(Turn {
+            _key: key,
+            _total: total,
+        })
+    }
+
+    /// `n` turns for `key` now, or which limit is reached.
+    pub fn try_take_many(&self, key: &K, n: u32) -> Result<Turn, Exhausted> {
+        let key = self
+            .semaphore(key)
+            .try_acquire_many_owned(n)
+            .map_err(|_| Exhausted::Key)?;
+        let total = self
+            .total
+            .clone()
+            .try_acquire_many_owned(n)
             .map_err(|_| Exhausted::Total)?;
         Ok(Turn {
             _key: key,
@@ -276,8 +283,11 @@ mod tests {
         let _a = turns.try_take(&1u32).unwrap();
         assert_eq!(turns.try_take(&1).unwrap_err(), Exhausted::Key);
         let _b = turns.try_take(&2).unwrap();
-        // One turn in all: nothing to share.
-        assert_eq!(Turns::<u32>::new(3, 1).each(), 3);
+        // Asked for one turn in all, there are two: a key still leaves one for the others.
+        let one = Turns::<u32>::new(3, 1);
+        assert_eq!((one.each(), one.total()), (1, 2));
+        let _c = one.try_take(&1).unwrap();
+        assert!(one.try_take(&2).is_ok());
     }
 
     #[test]

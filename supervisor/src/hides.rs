@@ -163,15 +163,23 @@ pub(crate) async fn put_streamed(
     put_reply(done)
 }
 
+/// The throttle of the eviction log line.
+static EVICTED_LOG: std::sync::LazyLock<crate::admit::Throttle> =
+    std::sync::LazyLock::new(crate::admit::Throttle::default);
+
 /// Bytes of a streamed put read (and written to its temp file) at a time.
 const PUT_CHUNK: usize = 64 * 1024;
 
 fn put_reply(done: Result<jqjail_store::Put, StoreError>) -> Response {
     match done {
         Ok(done) => {
-            if !done.evicted.is_empty() {
+            // A tenant can make its own hides be evicted at will: logged at most once a second.
+            if !done.evicted.is_empty()
+                && let Some(held_back) = EVICTED_LOG.allow()
+            {
                 tracing::info!(
                     evicted = done.evicted.len(),
+                    held_back,
                     "hide retention deleted old hides"
                 );
             }

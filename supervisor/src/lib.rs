@@ -18,6 +18,7 @@ pub mod server;
 pub mod spawn;
 pub mod stats;
 pub mod systemd;
+pub mod tenant;
 pub mod zygote;
 
 pub use config::Config;

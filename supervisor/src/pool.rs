@@ -175,12 +175,13 @@ enum SendError {
 }
 
 /// Writes the job frame to the worker, then the input's `input_bytes` raw bytes as they
-/// arrive.
+/// arrive, but for a stream's last byte: that is returned, to be written once the job has an
+/// evaluation slot (the worker cannot start evaluating without it).
 async fn send_job(
     sock: &mut UnixStream,
     header: &[u8],
     input: &mut JobInput<'_, '_>,
-) -> Result<(), SendError> {
+) -> Result<Option<u8>, SendError> {
     let prefix = jqjail_protocol::frame::prefix(header.len())
         .map_err(|e| SendError::Source(e.to_string()))?;
     match input {
@@ -201,11 +202,19 @@ async fn send_job(
                 if n == 0 {
                     break;
                 }
+                if arriving.unread() == 0 {
+                    sock.write_all(&buf[..n - 1])
+                        .await
+                        .map_err(SendError::Worker)?;
+                    sock.flush().await.map_err(SendError::Worker)?;
+                    return Ok(Some(buf[n - 1]));
+                }
                 sock.write_all(&buf[..n]).await.map_err(SendError::Worker)?;
             }
         }
     }
-    sock.flush().await.map_err(SendError::Worker)
+    sock.flush().await.map_err(SendError::Worker)?;
+    Ok(None)
 }
 
 /// The result of one job: the worker's answer and what it cost.
@@ -274,42 +283,14 @@ impl Pool {
             peak_rss_bytes: 0,
         };
         // A slot, fairly shared among tenants; refused at once past the tenant's queue bound.
-        let _slot = match self
-            .slots
-            .acquire(&tenant.name, tenant.share, deadline)
-            .await
-        {
-            Ok(slot) => slot,
-            Err(Refused::QueueFull { waiting, limit }) => {
-                return fail(
-                    ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        format!(
-                            "{} of your requests are already waiting, the per-tenant queue limit is {}; retry in about {} ms",
-                            grouped(waiting as u64),
-                            grouped(limit as u64),
-                            grouped(retry_hint_ms(waiting, tenant.share.max_concurrent))
-                        ),
-                    )
-                    .with_limit(limit as u64, waiting as u64 + 1),
-                );
-            }
-            Err(Refused::Closed) => {
-                return fail(ErrorReply::new(
-                    ErrorCode::ShuttingDown,
-                    "the server is shutting down",
-                ));
-            }
-            Err(Refused::Deadline) => {
-                return fail(ErrorReply::new(
-                    ErrorCode::Overloaded,
-                    format!(
-                        "no evaluation slot became free within the {} ms deadline ({} run at once); retry in a moment",
-                        grouped(ctx.timeout_ms),
-                        self.cfg.max_concurrent
-                    ),
-                ));
-            }
+        // A streamed input takes its slot only once all but its last byte has come, so that a
+        // slow upload holds a worker (in one of its tenant's upload turns) but never a slot.
+        let _slot = match input {
+            JobInput::Bytes(_) => match self.slot(tenant, deadline, &ctx).await {
+                Ok(slot) => Some(slot),
+                Err(e) => return fail(e),
+            },
+            JobInput::Stream(_) => None,
         };
         // A worker that died while idle fails at the job's first byte and is replaced by the
         // next. Every idle worker may be dead (killed from outside), so allow one attempt more
@@ -323,7 +304,8 @@ impl Pool {
                 Err(e) => return fail(e),
             };
             let busy = self.quiet.took();
-            match run_on(worker, busy, job, input, deadline, ctx).await {
+            let later = _slot.is_none().then_some((self, tenant));
+            match run_on(worker, busy, job, input, deadline, ctx, later).await {
                 Attempt::Done(outcome) => return outcome,
                 Attempt::DeadBeforeJob(exit) if attempts < max_attempts && input.replayable() => {
                     tracing::warn!(?exit, "idle worker was dead; retrying on another");
@@ -336,6 +318,44 @@ impl Pool {
                     };
                 }
             }
+        }
+    }
+
+    /// An evaluation slot for `tenant`, waiting until `deadline`.
+    async fn slot(
+        &self,
+        tenant: &TenantOf,
+        deadline: Instant,
+        ctx: &Context,
+    ) -> Result<crate::fair::Slot, ErrorReply> {
+        match self
+            .slots
+            .acquire(&tenant.name, tenant.share, deadline)
+            .await
+        {
+            Ok(slot) => Ok(slot),
+            Err(Refused::QueueFull { waiting, limit }) => Err(ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "{} of your requests are already waiting, the per-tenant queue limit is {}; retry in about {} ms",
+                    grouped(waiting as u64),
+                    grouped(limit as u64),
+                    grouped(retry_hint_ms(waiting, tenant.share.max_concurrent))
+                ),
+            )
+            .with_limit(limit as u64, waiting as u64 + 1)),
+            Err(Refused::Closed) => Err(ErrorReply::new(
+                ErrorCode::ShuttingDown,
+                "the server is shutting down",
+            )),
+            Err(Refused::Deadline) => Err(ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "no evaluation slot became free within the {} ms deadline ({} run at once); retry in a moment",
+                    grouped(ctx.timeout_ms),
+                    self.cfg.max_concurrent
+                ),
+            )),
         }
     }
 
@@ -421,6 +441,7 @@ async fn run_on(
     input: &mut JobInput<'_, '_>,
     deadline: Instant,
     mut ctx: Context,
+    slot_later: Option<(&Pool, &TenantOf)>,
 ) -> Attempt {
     let header = match Encoding::Bincode.encode(job) {
         Ok(h) => h,
@@ -446,6 +467,44 @@ async fn run_on(
     let deadline = match input {
         JobInput::Bytes(_) => deadline,
         JobInput::Stream(_) => deadline + sending.elapsed(),
+    };
+    // The slot a streamed input waited for: taken now, held until the reply is read.
+    let mut _slot = None;
+    let sent = match (sent, slot_later) {
+        (Ok(Ok(Some(last))), Some((pool, tenant))) => {
+            match pool.slot(tenant, deadline, &ctx).await {
+                Ok(slot) => _slot = Some(slot),
+                Err(e) => {
+                    w.child.kill();
+                    let exit = reap(&mut w.child).await;
+                    return Attempt::Done(JobResult {
+                        result: Err(e),
+                        cpu: exit.cpu,
+                        peak_rss_bytes: 0,
+                    });
+                }
+            }
+            let last = async {
+                w.sock.write_all(&[last]).await?;
+                w.sock.flush().await
+            };
+            match timeout_at(deadline.into(), last).await {
+                Ok(Ok(())) => Ok(Ok(())),
+                Ok(Err(e)) => Ok(Err(SendError::Worker(e))),
+                Err(elapsed) => Err(elapsed),
+            }
+        }
+        (Ok(Ok(Some(last))), None) => {
+            // No slot to wait for (a stream is always given `slot_later`; kept total).
+            match timeout_at(deadline.into(), w.sock.write_all(&[last])).await {
+                Ok(Ok(())) => Ok(Ok(())),
+                Ok(Err(e)) => Ok(Err(SendError::Worker(e))),
+                Err(elapsed) => Err(elapsed),
+            }
+        }
+        (Ok(Ok(None)), _) => Ok(Ok(())),
+        (Ok(Err(e)), _) => Ok(Err(e)),
+        (Err(elapsed), _) => Err(elapsed),
     };
     let reply = match sent {
         Ok(Ok(())) => {

@@ -2,13 +2,14 @@
 //! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
 //! as the bytes they arrived as (architecture invariant).
 
-use crate::admit::{Exhausted, Turn, Turns};
+use crate::admit::Turn;
 use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
 use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
 use crate::spawn::{Launcher, Program};
+use crate::tenant::{Admission, Costs, Held, READ_WHOLE_TAIL};
 use jqjail_protocol::frame::prefix;
 use jqjail_protocol::frame::tokio_io::{write_frame, write_parts};
 use jqjail_protocol::frame::{PREFIX_BYTES, max_request_frame_bytes};
@@ -42,18 +43,9 @@ struct Shared {
     policy: std::sync::RwLock<Config>,
     stats: crate::stats::Stats,
     pool: Pool,
-    /// Connection slots, in all and per uid.
-    slots: Arc<crate::admit::Slots>,
-    /// Turns to build and write a large answer: one per uid, and `LARGE_ANSWERS` in all.
-    large_answers: Turns<u32>,
-    /// Turns to stream a run's input in, per tenant, and in all (half the evaluation slots,
-    /// so streamed runs never hold every slot, whichever tenants they come from).
-    uploads: Turns<Arc<str>>,
-    /// KiB of frames and tails read whole, per uid (one maximal one each) and in all (four).
-    frame_kib: Turns<u32>,
-    /// Log throttles for what a flooding peer can make happen at will.
-    refused_log: crate::admit::Throttle,
-    full_log: crate::admit::Throttle,
+    /// Every budget a request's cost is taken from before it is spent.
+    admission: Admission,
+    /// A tenant can fail runs at will: logged at most once a second.
     failed_run_log: crate::admit::Throttle,
     /// The per-worker cgroup limit in force (0: none).
     cgroup_bytes: u64,
@@ -119,17 +111,10 @@ pub async fn serve(
         max_concurrent: cfg.max_concurrent,
         cgroup: cgroup.clone(),
     });
-    // One maximal frame and its tail read whole per uid, four in all.
-    let max_read = max_request_frame_bytes(cfg.limits.max_filter_bytes) + READ_WHOLE_TAIL;
     let shared = Arc::new(Shared {
         policy: std::sync::RwLock::new(cfg.clone()),
         stats: crate::stats::Stats::default(),
-        slots: crate::admit::Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
-        large_answers: Turns::new(1, crate::admit::LARGE_ANSWERS),
-        frame_kib: Turns::new(frame_kib(max_read), 4 * frame_kib(max_read)),
-        uploads: Turns::new(cfg.max_uploads_per_tenant, (cfg.max_concurrent / 2).max(1)),
-        refused_log: Default::default(),
-        full_log: Default::default(),
+        admission: Admission::new(&cfg),
         failed_run_log: Default::default(),
         cfg,
         pool,
@@ -162,7 +147,7 @@ async fn listen(listener: UnixListener, shared: Arc<Shared>, shutdown: impl Futu
                     // The peer's uid is known before any of its bytes is read; a peer whose
                     // credentials cannot be learned is not admitted at all.
                     let admitted = match stream.peer_cred() {
-                        Ok(cred) => shared.slots.take(cred.uid()).map(|slot| (cred, slot)).map_err(|full| (Some(cred.uid()), full)),
+                        Ok(cred) => shared.admission.slots.take(cred.uid()).map(|slot| (cred, slot)).map_err(|full| (Some(cred.uid()), full)),
                         Err(_) => Err((None, crate::admit::Full::NoCredentials)),
                     };
                     match admitted {
@@ -176,7 +161,7 @@ async fn listen(listener: UnixListener, shared: Arc<Shared>, shutdown: impl Futu
                             });
                         }
                         Err((uid, full)) => {
-                            if let Some(held_back) = shared.full_log.allow() {
+                            if let Some(held_back) = shared.admission.full_log.allow() {
                                 tracing::warn!(uid, ?full, held_back, "connection limit reached; closing new connections");
                             }
                             drop(stream);
@@ -191,7 +176,7 @@ async fn listen(listener: UnixListener, shared: Arc<Shared>, shutdown: impl Futu
             },
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = idle_tick => {
-                if shared.slots.open() > 0 {
+                if shared.admission.slots.open() > 0 {
                     idle_since = Instant::now();
                 } else if shared.cfg.idle_exit.is_some_and(|d| idle_since.elapsed() >= d) {
                     tracing::info!("no client for the idle-exit period; exiting");
@@ -289,11 +274,6 @@ pub const MAX_HELLO_FRAME_BYTES: u64 = 4096;
 /// How long a refused peer has to send the first bytes that show its encoding.
 const REFUSAL_PEEK: Duration = Duration::from_secs(1);
 
-/// A request's tail up to this size is read whole before the request is served, so no slot or
-/// worker waits for it; a longer one is passed on as it arrives, in one of the tenant's upload
-/// turns.
-const READ_WHOLE_TAIL: u64 = 256 * 1024;
-
 /// The encoding of a refused peer's first frame, from at most its first five bytes (the length
 /// prefix and the body's first byte), waiting at most [`REFUSAL_PEEK`]; bincode if they do not
 /// come.
@@ -312,6 +292,9 @@ enum End {
     Stopped,
     /// A frame's announced length, and the maximum it is over.
     TooLarge(u64, u64),
+    /// A frame whose bytes could not be budgeted within the frame timeout: answered, then
+    /// closed (its body was not read).
+    Refused(Box<ErrorReply>),
     Broken(String),
 }
 
@@ -321,14 +304,14 @@ struct Frame {
     /// By when the frame's tail, if it has one, must have come (the frame timeout from its
     /// first byte).
     arrive_by: Instant,
-    /// The frame budget the body (and its decoded request, and a tail read whole) holds until
-    /// the request is answered.
-    budget: Option<Turn>,
+    /// The memory the body holds, from the uid's budget: taken before the body is allocated,
+    /// and grown to the decoded request's (and a tail read whole) before the request is kept.
+    held: Held,
 }
 
 /// Reads one control frame: waits up to `idle` for its first byte (or for `stop`), then up to
-/// `frame_timeout` for the rest. The length is checked against `max` before the body is
-/// allocated.
+/// `frame_timeout` for the rest. The length is checked against `max`, and taken from the uid's
+/// memory budget, before the body is allocated.
 async fn next_frame<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
@@ -350,52 +333,44 @@ async fn next_frame<R: AsyncRead + Unpin>(
         Ok(Err(e)) => return Err(End::Broken(e.to_string())),
     }
     let arrive_by = Instant::now() + shared.cfg.frame_timeout;
-    let rest = async {
-        rd.read_exact(&mut prefix[1..]).await?;
-        let len = u64::from(u32::from_le_bytes(prefix));
-        if len > max {
-            return Ok(Err(len));
-        }
-        // A large frame's budget also holds room for a tail read whole, so that its request
-        // never holds one part of the budget while waiting for another.
-        let budget = match len > BUDGET_ABOVE {
-            true => Some(frame_budget(shared, uid, len + READ_WHOLE_TAIL).await),
-            false => None,
-        };
-        let mut body = vec![0u8; len as usize];
-        rd.read_exact(&mut body).await?;
-        Ok::<_, std::io::Error>(Ok(Frame {
-            body,
-            arrive_by,
-            budget,
-        }))
-    };
-    match tokio::time::timeout_at(arrive_by.into(), rest).await {
-        Err(_) => Err(End::Broken(format!(
+    let late = || {
+        End::Broken(format!(
             "frame not completed within {} ms",
             shared.cfg.frame_timeout.as_millis()
-        ))),
-        Ok(Err(e)) => Err(End::Broken(e.to_string())),
-        Ok(Ok(Err(len))) => Err(End::TooLarge(len, max)),
-        Ok(Ok(Ok(frame))) => Ok(frame),
+        ))
+    };
+    match tokio::time::timeout_at(arrive_by.into(), rd.read_exact(&mut prefix[1..])).await {
+        Err(_) => return Err(late()),
+        Ok(Err(e)) => return Err(End::Broken(e.to_string())),
+        Ok(Ok(_)) => {}
     }
-}
-
-/// Frames (and tails read whole) up to this size are read without taking from the budget.
-const BUDGET_ABOVE: u64 = 64 * 1024;
-
-/// KiB units for `bytes`, rounded up.
-fn frame_kib(bytes: u64) -> usize {
-    bytes.div_ceil(1024) as usize
-}
-
-/// Takes `len` bytes' share of the budget, waiting while the uid's or the daemon's is spent
-/// (the caller bounds the wait).
-async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Turn {
-    shared
-        .frame_kib
-        .take_many(&uid, frame_kib(len) as u32)
-        .await
+    let len = u64::from(u32::from_le_bytes(prefix));
+    if len > max {
+        return Err(End::TooLarge(len, max));
+    }
+    // Every request frame's bytes are budgeted from the first: many small frames are as much
+    // memory as a few large ones. A frame that cannot be budgeted by its deadline is answered,
+    // unread, and its connection closed. (A hello is not: at most 4 KiB, once per connection,
+    // it is bounded by the connection slots, and never waits behind the uid's requests.)
+    let mut held = Held::default();
+    if max > MAX_HELLO_FRAME_BYTES
+        && let Err(e) = shared
+            .admission
+            .memory(uid, &mut held, len, arrive_by)
+            .await
+    {
+        return Err(End::Refused(e));
+    }
+    let mut body = vec![0u8; len as usize];
+    match tokio::time::timeout_at(arrive_by.into(), rd.read_exact(&mut body)).await {
+        Err(_) => Err(late()),
+        Ok(Err(e)) => Err(End::Broken(e.to_string())),
+        Ok(Ok(_)) => Ok(Frame {
+            body,
+            arrive_by,
+            held,
+        }),
+    }
 }
 
 /// What a handler answers: a response whose tail, if it has one, is in it, or (for a whole
@@ -403,8 +378,8 @@ async fn frame_budget(shared: &Shared, uid: u32, len: u64) -> Turn {
 pub(crate) struct Reply {
     pub(crate) response: Response,
     pub(crate) file: Option<std::fs::File>,
-    /// The large-answer turn this reply holds until it is written.
-    turn: Option<Turn>,
+    /// The turns this reply holds until it is written.
+    turns: Vec<Turn>,
 }
 
 impl From<Response> for Reply {
@@ -412,7 +387,7 @@ impl From<Response> for Reply {
         Reply {
             response,
             file: None,
-            turn: None,
+            turns: Vec::new(),
         }
     }
 }
@@ -433,7 +408,7 @@ async fn send<W: AsyncWrite + Unpin>(
     let Reply {
         response,
         file,
-        turn: _turn,
+        turns: _turns,
     } = reply;
     // Every field is text or a number, so encoding cannot fail in practice; if it did, the
     // request still gets one answer, and the stream stays in step (no tail follows it).
@@ -502,7 +477,7 @@ async fn connection(
     let (mut rd, mut wr) = stream.into_split();
     if let Err(why) = session.tenant(shared) {
         // Refused before its first frame is read: only enough of it to answer in its encoding.
-        if let Some(held_back) = shared.refused_log.allow() {
+        if let Some(held_back) = shared.admission.refused_log.allow() {
             tracing::warn!(reason = %why, held_back, "connection refused");
         }
         let enc = peek_encoding(&mut rd).await;
@@ -533,38 +508,72 @@ async fn connection(
             Ok(frame) => frame,
             Err(end) => return finish(&mut wr, enc, shared, end).await,
         };
-        let request = match enc.decode::<Request<'static>>(&frame.body) {
-            Ok(request) => request,
-            Err(e) => {
-                // Whether a tail follows is unknown, so the stream cannot be kept in step.
-                let e = ErrorReply::new(
-                    ErrorCode::ProtocolError,
-                    format!("cannot decode request: {e}; the connection is closed"),
-                );
-                send(&mut wr, enc, error(e), shared).await;
-                return;
-            }
-        };
-        // The request owns all it needs: the frame's bytes go, its budget stays until the
-        // answer is written.
         let Frame {
             body,
             arrive_by,
-            budget,
+            mut held,
         } = frame;
-        drop(body);
+        let decode = |body: &[u8]| match enc.decode::<Request<'static>>(body) {
+            Ok(request) => Ok(request),
+            // Whether a tail follows is unknown, so the stream cannot be kept in step.
+            Err(e) => Err(Box::new(ErrorReply::new(
+                ErrorCode::ProtocolError,
+                format!("cannot decode request: {e}; the connection is closed"),
+            ))),
+        };
+        let request = match decode(&body) {
+            Ok(request) => request,
+            Err(e) => {
+                send(&mut wr, enc, error(*e), shared).await;
+                return;
+            }
+        };
         let tail_len = request.tail().map_or(0, Tail::len);
-        // A head that is refused whatever its tail holds (a tail over the input limit, a
-        // filter or labels over theirs) is answered at once, before its tail, which is then
-        // skipped within the frame timeout so that the connection stays in step (or is
-        // closed, if it never comes).
-        if tail_len > 0
-            && let Some(refused) = check_head(&request, tail_len, &shared.cfg.limits)
-        {
-            if let (Request::Run(_), Ok(tenant)) = (&request, session.tenant(shared)) {
+        // The request is kept only once the memory it holds decoded (a frame of many short
+        // arguments is many times its wire size), and its tail if read whole, is budgeted.
+        // When the budget is spent now, the decoded request is let go while the frame's bytes
+        // wait for it, and decoded again.
+        let need = request.held_bytes()
+            + match tail_len <= READ_WHOLE_TAIL {
+                true => tail_len,
+                false => 0,
+            };
+        let kept = match shared.admission.try_memory(session.uid, &mut held, need) {
+            Ok(true) => Ok(request),
+            Ok(false) => {
+                drop(request);
+                match shared
+                    .admission
+                    .memory(session.uid, &mut held, need, arrive_by)
+                    .await
+                {
+                    Ok(()) => match decode(&body) {
+                        Ok(request) => Ok(request),
+                        Err(e) => {
+                            send(&mut wr, enc, error(*e), shared).await;
+                            return;
+                        }
+                    },
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        drop(body);
+        // A head that is refused whatever its tail holds (its memory, a tail over the input
+        // limit, a filter or labels over theirs) is answered at once, before its tail, which
+        // is then skipped within the frame timeout so that the connection stays in step (or
+        // is closed, if it never comes).
+        let refused = match &kept {
+            Err(e) => Some((**e).clone()),
+            Ok(request) if tail_len > 0 => check_head(request, tail_len, &shared.cfg.limits),
+            Ok(_) => None,
+        };
+        if let Some(refused) = refused {
+            if let (Ok(Request::Run(_)), Ok(tenant)) = (&kept, session.tenant(shared)) {
                 shared.stats.record(&tenant.name, Some(refused.code), 0);
             }
-            drop((request, budget));
+            drop((kept, held));
             if !send(&mut wr, enc, error(refused), shared).await {
                 return;
             }
@@ -577,9 +586,12 @@ async fn connection(
                 }
             }
         }
+        let Ok(request) = kept else {
+            unreachable!("a request not kept is refused above")
+        };
         let (reply, in_step) = if tail_len > 0 {
             let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
-            let reply = with_tail(request, &mut tail, budget.is_some(), &session, shared).await;
+            let reply = with_tail(request, &mut tail, &session, shared).await;
             // The answer may come before the whole tail did (a refusal, a worker's death):
             // the rest is skipped so that the next frame is read in step.
             let skipped = tail.skip_rest().await;
@@ -588,7 +600,7 @@ async fn connection(
             (without_tail(request, &session, shared).await, Ok(()))
         };
         let sent = send(&mut wr, enc, reply, shared).await;
-        drop(budget);
+        drop(held);
         if !sent {
             return;
         }
@@ -698,12 +710,11 @@ fn check_head(
 }
 
 /// Serves a request that has a tail (a run with inline input, a put), reading the tail as
-/// it goes: a small one whole first, a large one passed on as it arrives. `budgeted`: the
-/// frame's budget already holds room for a tail read whole.
+/// it goes: a small one whole first (its memory was budgeted with its head), a large one
+/// passed on as it arrives.
 async fn with_tail(
     mut request: Request<'_>,
     tail: &mut Arriving<'_>,
-    budgeted: bool,
     session: &Session,
     shared: &Shared,
 ) -> Reply {
@@ -712,21 +723,6 @@ async fn with_tail(
         Err(why) => return error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
     };
     if tail.len() <= READ_WHOLE_TAIL {
-        let _budget = match !budgeted && tail.len() > BUDGET_ABOVE {
-            true => {
-                let take = frame_budget(shared, session.uid, tail.len());
-                match tokio::time::timeout_at(tail.arrive_by().into(), take).await {
-                    Ok(turn) => Some(turn),
-                    Err(_) => {
-                        return error(ErrorReply::new(
-                            ErrorCode::Overloaded,
-                            "the memory for reading inputs whole is taken by other requests of this uid or of the daemon; retry shortly",
-                        ));
-                    }
-                }
-            }
-            false => None,
-        };
         let bytes = match tail.read_all().await {
             Ok(bytes) => bytes,
             Err(why) => return error(ErrorReply::new(ErrorCode::ProtocolError, why)),
@@ -739,31 +735,12 @@ async fn with_tail(
     }
     match request {
         Request::Run(run) => {
-            // The run takes an evaluation slot and a worker while its input arrives: a tenant
-            // has only so many such turns, so its stalled uploads cannot hold every slot.
-            let _turn = match shared.uploads.try_take(&tenant.name) {
+            // The run takes a worker while its input arrives (and an evaluation slot only
+            // once all but its last byte came): a tenant has only so many such turns, so its
+            // stalled uploads cannot hold every worker the daemon will start.
+            let _turn = match shared.admission.upload(&tenant.name) {
                 Ok(turn) => turn,
-                Err(full) => {
-                    let (each, total) = (shared.uploads.each(), shared.uploads.total());
-                    let e = match full {
-                        Exhausted::Key => ErrorReply::new(
-                            ErrorCode::Overloaded,
-                            format!(
-                                "tenant {} already has {each} runs whose input is arriving, its limit; retry shortly",
-                                tenant.name
-                            ),
-                        )
-                        .with_limit(each as u64, each as u64 + 1),
-                        Exhausted::Total => ErrorReply::new(
-                            ErrorCode::Overloaded,
-                            format!(
-                                "all {total} of the daemon's turns for runs whose input is arriving are taken by other tenants; retry shortly"
-                            ),
-                        )
-                        .with_limit(total as u64, total as u64 + 1),
-                    };
-                    return error(e);
-                }
+                Err(e) => return error(*e),
             };
             let (parts, _pending) = RunParts::of(run);
             run_and_record(
@@ -787,35 +764,12 @@ async fn with_tail(
     }
 }
 
-/// Serves a request without a tail. A large answer (a whole hide, a page, a list page) is
-/// built and written only in its turn, one per uid and a few in all, held until the answer is
-/// written or the write deadline passes.
+/// Serves a request without a tail.
 async fn without_tail(request: Request<'_>, session: &Session, shared: &Shared) -> Reply {
-    let large = matches!(
-        &request,
-        Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_)
-    );
-    let turn = match large {
-        true => {
-            let take = shared.large_answers.take(&session.uid);
-            match tokio::time::timeout(shared.cfg.frame_timeout, take).await {
-                Ok(turn) => Some(turn),
-                Err(_) => {
-                    return error(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
-                    ));
-                }
-            }
-        }
-        false => None,
-    };
-    let mut reply = match session.tenant(shared) {
+    match session.tenant(shared) {
         Ok(tenant) => answer(request, session, &tenant, shared).await,
         Err(why) => error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-    };
-    reply.turn = turn;
-    reply
+    }
 }
 
 /// Who is on a connection, as the kernel reported it at accept.
@@ -845,8 +799,29 @@ impl Session {
 }
 
 /// Answers one request of a tenant, its tail (if any) in hand: one handler per kind of
-/// request.
+/// request. The turns its kind costs ([`Costs`]: a large answer, the supervisor's CPU) are
+/// taken first, waiting at most the frame timeout, and held until the answer is written.
 async fn answer(
+    request: Request<'_>,
+    session: &Session,
+    tenant: &TenantOf,
+    shared: &Shared,
+) -> Reply {
+    let by = Instant::now() + shared.cfg.frame_timeout;
+    let turns = match shared
+        .admission
+        .turns(session.uid, Costs::of(&request), by)
+        .await
+    {
+        Ok(turns) => turns,
+        Err(e) => return error(*e),
+    };
+    let mut reply = answer_kind(request, session, tenant, shared).await;
+    reply.turns = turns;
+    reply
+}
+
+async fn answer_kind(
     request: Request<'_>,
     session: &Session,
     tenant: &TenantOf,
@@ -868,7 +843,7 @@ async fn answer(
             let now = crate::stats::Now {
                 running: running as u64,
                 waiting: waiting as u64,
-                connections: shared.slots.open() as u64,
+                connections: shared.admission.slots.open() as u64,
                 workers_started: shared.pool.stats.started.load(Ordering::Relaxed),
                 worker_start_failures: shared.pool.stats.failed_starts.load(Ordering::Relaxed),
             };
@@ -898,6 +873,13 @@ async fn finish<W: AsyncWrite + Unpin>(wr: &mut W, enc: Encoding, shared: &Share
                 ),
             )
             .with_limit(max, len);
+            send(wr, enc, error(e), shared).await;
+        }
+        End::Refused(e) => {
+            let e = ErrorReply {
+                message: format!("{}; the connection is closed", e.message),
+                ..*e
+            };
             send(wr, enc, error(e), shared).await;
         }
         End::Broken(why) => tracing::debug!(reason = %why, "connection dropped"),

@@ -4,6 +4,7 @@
 // Test modules share helpers through `pub` items; nothing here is a library.
 #![allow(unreachable_pub)]
 
+mod admission;
 mod args;
 mod attacks;
 mod cli;

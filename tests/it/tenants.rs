@@ -137,6 +137,7 @@ fn a_flooding_tenant_does_not_starve_another() {
         eprintln!("skipped: needs root to connect as a second uid");
         return;
     }
+    let _alone = crate::util::exclusive();
     let d = Daemon::start_with(
         &[
             "--max-concurrent",

@@ -379,3 +379,10 @@ pub fn read_frame_raw(s: &mut impl std::io::Read) -> Option<Vec<u8>> {
     s.read_exact(&mut body).ok()?;
     Some(body)
 }
+
+/// Held by the tests that flood the machine's CPUs and by those that time a request under a
+/// flood, so that on a two-core machine one test's flood is not another's measurement.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,330 @@
+//! Tenant admission: the one place every cost a request can make the supervisor pay is taken
+//! before it is spent, per uid (or per tenant) and in all.
+//!
+//! **The rule.** No single uid (or tenant) can hold more than its share of any resource, and
+//! at least one unit of every resource stays free for the others, whatever the machine's size:
+//! every [`Turns`] has at least two units in all and gives one key at most all but one of them.
+//!
+//! | resource | unit | per key | in all |
+//! |---|---|---|---|
+//! | connections | a connection | `max_connections_per_uid` | `max_connections` |
+//! | memory for requests held whole (frames as they are read, decoded requests, tails read whole) | KiB | [`memory_per_uid`] | 4 × that |
+//! | runs whose input is arriving (each holds a worker, not an evaluation slot) | a run | `max_uploads_per_tenant` | half the evaluation slots, at least 2 |
+//! | evaluation slots | a worker running | the tenant's `max_concurrent` | `max_concurrent` (fair queue: [`crate::fair`]) |
+//! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
+//! | supervisor CPU (search over a hide, a whole put's hashing) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//!
+//! The connection slots are taken at accept ([`crate::admit::Slots`]); the rest through the
+//! methods below, each of which answers a refusal as an [`ErrorReply`] that names the limit.
+
+use crate::admit::{Exhausted, Slots, Throttle, Turn, Turns};
+use crate::config::Config;
+use jqjail_protocol::frame::max_request_frame_bytes;
+use jqjail_protocol::limits::grouped;
+use jqjail_protocol::{ErrorCode, ErrorReply, Request};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Large answers being built or written at once, over every uid.
+pub const LARGE_ANSWERS: usize = 4;
+
+/// Calls that spend the supervisor's own CPU (search, a whole put's hashing) at once, over
+/// every uid. Each runs on a thread of its own; with two, a flood of one uid's searches takes
+/// at most one CPU from the workers, and another uid's search still gets the other turn.
+pub const SUPERVISOR_CPU: usize = 2;
+
+/// A request's tail up to this size is read whole before the request is served, so no worker
+/// waits for it; a longer one is passed on as it arrives, in one of the tenant's upload turns.
+pub const READ_WHOLE_TAIL: u64 = 256 * 1024;
+
+/// The memory one uid may hold in requests read whole: at least 4 MiB, and at least two
+/// maximal requests (a frame of the largest filter and a tail read whole).
+pub fn memory_per_uid(max_filter_bytes: u64) -> u64 {
+    let one = max_request_frame_bytes(max_filter_bytes) + READ_WHOLE_TAIL;
+    (4 << 20).max(2 * one)
+}
+
+/// What a request costs besides its evaluation, decided by its kind alone. The match is
+/// exhaustive: a new request kind does not compile until its costs are stated here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Costs {
+    /// Its answer can be as large as a hide: built and written in a large-answer turn.
+    pub large_answer: bool,
+    /// It spends the supervisor's CPU in proportion to a hide's size.
+    pub supervisor_cpu: bool,
+}
+
+impl Costs {
+    /// The costs of `request`.
+    pub fn of(request: &Request<'_>) -> Costs {
+        let (large_answer, supervisor_cpu) = match request {
+            Request::Hello(_) | Request::Stats | Request::HideUsage => (false, false),
+            Request::HideDelete(_) => (false, false),
+            // A run's CPU is its worker's, in an evaluation slot; keeping an oversized output
+            // is bounded by that evaluation.
+            Request::Run(_) => (false, false),
+            Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => (true, false),
+            // A search scans the whole hide; a put read whole is hashed and written at once.
+            // (A streamed put is hashed as it arrives, at the client's pace.)
+            Request::HideSearch(_) => (false, true),
+            Request::HidePut(put) => (false, put.content.len() <= READ_WHOLE_TAIL),
+        };
+        Costs {
+            large_answer,
+            supervisor_cpu,
+        }
+    }
+}
+
+/// Every admission budget of the daemon.
+#[derive(Debug)]
+pub struct Admission {
+    /// Connection slots, in all and per uid.
+    pub slots: Arc<Slots>,
+    /// KiB of requests held whole, per uid and in all.
+    memory: Turns<u32>,
+    /// Runs whose input is arriving, per tenant and in all.
+    uploads: Turns<Arc<str>>,
+    /// Large answers, per uid and in all.
+    large_answers: Turns<u32>,
+    /// Supervisor CPU, per uid and in all.
+    cpu: Turns<u32>,
+    /// Log throttles for what a flooding peer can make happen at will.
+    pub refused_log: Throttle,
+    /// Likewise, for connections over a limit.
+    pub full_log: Throttle,
+}
+
+/// Memory held for one request: given back when dropped (once its answer is written).
+#[derive(Debug, Default)]
+pub struct Held {
+    turns: Vec<Turn>,
+    kib: u64,
+}
+
+impl Held {
+    /// KiB held.
+    pub fn kib(&self) -> u64 {
+        self.kib
+    }
+}
+
+fn kib(bytes: u64) -> u64 {
+    bytes.div_ceil(1024)
+}
+
+impl Admission {
+    /// The budgets for `cfg`.
+    pub fn new(cfg: &Config) -> Admission {
+        let memory = kib(memory_per_uid(cfg.limits.max_filter_bytes)) as usize;
+        Admission {
+            slots: Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
+            memory: Turns::new(memory, 4 * memory),
+            uploads: Turns::new(cfg.max_uploads_per_tenant, cfg.max_concurrent / 2),
+            large_answers: Turns::new(1, LARGE_ANSWERS),
+            cpu: Turns::new(1, SUPERVISOR_CPU),
+            refused_log: Throttle::default(),
+            full_log: Throttle::default(),
+        }
+    }
+
+    /// Adds `bytes` to what `held` holds for `uid`, waiting until `by` while the uid's or the
+    /// daemon's budget is spent. Refused at once when `bytes` (with what is held) is more than
+    /// a uid may hold at all.
+    pub async fn memory(
+        &self,
+        uid: u32,
+        held: &mut Held,
+        bytes: u64,
+        by: Instant,
+    ) -> Result<(), Box<ErrorReply>> {
+        let more = self.memory_check(held, bytes)?;
+        if more == 0 {
+            return Ok(());
+        }
+        let take = self.memory.take_many(&uid, more as u32);
+        match tokio::time::timeout_at(by.into(), take).await {
+            Ok(turn) => {
+                held.turns.push(turn);
+                held.kib += more;
+                Ok(())
+            }
+            Err(_) => Err(Box::new(self.memory_busy())),
+        }
+    }
+
+    /// As [`Admission::memory`], without waiting: `Ok(false)` when the budget is spent now.
+    pub fn try_memory(
+        &self,
+        uid: u32,
+        held: &mut Held,
+        bytes: u64,
+    ) -> Result<bool, Box<ErrorReply>> {
+        let more = self.memory_check(held, bytes)?;
+        if more == 0 {
+            return Ok(true);
+        }
+        match self.memory.try_take_many(&uid, more as u32) {
+            Ok(turn) => {
+                held.turns.push(turn);
+                held.kib += more;
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// KiB to take for `held` to cover `bytes`, or the refusal of a request larger than a
+    /// uid's whole budget.
+    fn memory_check(&self, held: &Held, bytes: u64) -> Result<u64, Box<ErrorReply>> {
+        let want = kib(bytes);
+        let each = self.memory.each() as u64;
+        if want > each {
+            return Err(Box::new(ErrorReply::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "the request takes {} bytes in memory once decoded (its filter, arguments and a tail read whole), over the {}-byte budget of one uid; pass fewer arguments or send the data as the input",
+                    grouped(bytes),
+                    grouped(each * 1024)
+                ),
+            )
+            .with_limit(each * 1024, bytes)));
+        }
+        Ok(want.saturating_sub(held.kib))
+    }
+
+    fn memory_busy(&self) -> ErrorReply {
+        ErrorReply::new(
+            ErrorCode::Overloaded,
+            format!(
+                "the memory for requests held whole ({} bytes per uid, {} in all) is taken by other requests of this uid or of the daemon; retry shortly",
+                grouped(self.memory.each() as u64 * 1024),
+                grouped(self.memory.total() as u64 * 1024)
+            ),
+        )
+    }
+
+    /// A turn to stream a run's input into a worker, for `tenant`: refused at once when the
+    /// tenant holds all its turns, or the others hold the rest.
+    pub fn upload(&self, tenant: &Arc<str>) -> Result<Turn, Box<ErrorReply>> {
+        let (each, total) = (self.uploads.each(), self.uploads.total());
+        self.uploads.try_take(tenant).map_err(|full| {
+            Box::new(match full {
+            Exhausted::Key => ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "tenant {tenant} already has {each} runs whose input is arriving, its limit; retry shortly"
+                ),
+            )
+            .with_limit(each as u64, each as u64 + 1),
+            Exhausted::Total => ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "all {total} of the daemon's turns for runs whose input is arriving are taken by other tenants; retry shortly"
+                ),
+            )
+            .with_limit(total as u64, total as u64 + 1),
+            })
+        })
+    }
+
+    /// The turns `costs` asks for, for `uid`, waiting until `by`.
+    pub async fn turns(
+        &self,
+        uid: u32,
+        costs: Costs,
+        by: Instant,
+    ) -> Result<Vec<Turn>, Box<ErrorReply>> {
+        let mut turns = Vec::new();
+        if costs.large_answer {
+            match tokio::time::timeout_at(by.into(), self.large_answers.take(&uid)).await {
+                Ok(turn) => turns.push(turn),
+                Err(_) => {
+                    return Err(Box::new(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
+                    )));
+                }
+            }
+        }
+        if costs.supervisor_cpu {
+            match tokio::time::timeout_at(by.into(), self.cpu.take(&uid)).await {
+                Ok(turn) => turns.push(turn),
+                Err(_) => {
+                    return Err(Box::new(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "the daemon's {SUPERVISOR_CPU} turns for searches and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
+                        ),
+                    )));
+                }
+            }
+        }
+        Ok(turns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_budget_leaves_a_unit_for_another_uid_on_any_machine() {
+        for max_concurrent in [1, 2, 4, 64] {
+            let cfg = Config {
+                max_concurrent,
+                max_uploads_per_tenant: 64,
+                ..Config::default()
+            };
+            let a = Admission::new(&cfg);
+            for (each, total) in [
+                (a.memory.each(), a.memory.total()),
+                (a.uploads.each(), a.uploads.total()),
+                (a.large_answers.each(), a.large_answers.total()),
+                (a.cpu.each(), a.cpu.total()),
+            ] {
+                assert!(total >= 2 && each < total, "{each} of {total}");
+            }
+        }
+    }
+
+    #[test]
+    fn costs_follow_the_kind() {
+        use jqjail_protocol::{HideRef, HideSearchRequest};
+        let search = Request::HideSearch(HideSearchRequest {
+            id: "x".into(),
+            query: "q".into(),
+            ignore_case: true,
+            page_size: None,
+            max_matches: None,
+        });
+        assert!(Costs::of(&search).supervisor_cpu);
+        assert!(Costs::of(&Request::HideGet(HideRef { id: "x".into() })).large_answer);
+        assert_eq!(
+            Costs::of(&Request::Stats),
+            Costs {
+                large_answer: false,
+                supervisor_cpu: false
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_over_a_uids_whole_budget_is_refused_at_once() {
+        let a = Admission::new(&Config::default());
+        let mut held = Held::default();
+        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let e = a.memory(7, &mut held, 1 << 30, far).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert_eq!(e.actual, Some(1 << 30));
+        // Up to the budget, the same uid's requests add up; past it they wait, then are refused.
+        let each = a.memory.each() as u64 * 1024;
+        a.memory(7, &mut held, each, far).await.unwrap();
+        let mut second = Held::default();
+        assert!(!a.try_memory(7, &mut second, 1024).unwrap());
+        // Another uid is not held up.
+        assert!(a.try_memory(8, &mut second, 1024).unwrap());
+        drop(held);
+        assert!(a.try_memory(7, &mut Held::default(), each).unwrap());
+    }
+}

@@ -1,0 +1,294 @@
+//! Issue 25: one tenant cannot take what belongs to all. Each test is an attack that
+//! succeeded against the daemon before `tenant.rs` (the decoded size of arguments, search in
+//! the supervisor, upload turns on a small machine), run through the real daemon; the tests
+//! that need a second uid run it as `nobody` and need root (in CI, where they always run).
+
+use crate::attacks::{configured, rss};
+use crate::util::{CLI, Daemon, root, skip};
+use jqjail_protocol::{Args, Encoding, Input, Request, RunRequest, Tail};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NOBODY: u32 = 65534;
+
+/// Runs the CLI as `nobody` with `args`, `stdin` as its input; returns (success, stdout,
+/// stderr, wall time).
+pub(crate) fn cli_as_nobody(
+    d: &Daemon,
+    args: &[&str],
+    stdin: &[u8],
+) -> (bool, String, String, Duration) {
+    let start = Instant::now();
+    let out = Command::new(CLI)
+        .args(args)
+        .env("JQJAIL_SOCKET", &d.socket)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            // A CLI refused early may not read its input.
+            let _ = c.stdin.take().unwrap().write_all(stdin);
+            c.wait_with_output()
+        })
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed(),
+    )
+}
+
+/// Attack 1 of issue 25: 128 connections of one uid each sent a 64 KiB run frame of 32,758
+/// one-byte positional arguments, then trickled its tail. Frames under 64 KiB took no budget,
+/// and the decoded arguments cost about 28 times their wire size: the daemon grew by 232 MiB
+/// (eight uids: 1.9 GB). Now every frame's bytes are budgeted from its first, and a request
+/// is kept only once its decoded size is: one uid holds at most its budget (4 MiB).
+#[test]
+fn decoded_arguments_are_budgeted_from_the_first_byte() {
+    let _alone = crate::util::exclusive();
+    let (d, _dir) = configured("");
+    let frame = Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: "$ARGS.positional | length".into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(64)),
+            args: Args {
+                named: Default::default(),
+                positional: vec!["1".to_string(); 32_740],
+            },
+            outputs: Default::default(),
+        }))
+        .unwrap();
+    assert!(frame.len() <= 64 << 10, "{}", frame.len());
+    let before = rss(d.pid());
+    // The uid's every connection but one (kept for the CLI of the check below).
+    let mut open = Vec::new();
+    for _ in 0..127 {
+        let mut s = crate::util::begin_stream(&d, &frame);
+        s.write_all(b"1").unwrap();
+        open.push(s);
+    }
+    let mut peak = before;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        // A byte of the tail every 200 ms, inside the 5 s stall rule (15 of its 64).
+        for s in &mut open {
+            let _ = s.write_all(b" ");
+        }
+        peak = peak.max(rss(d.pid()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "daemon RSS {} MiB before, {} MiB at the peak with 127 argument frames mid-tail",
+        before >> 20,
+        peak >> 20
+    );
+    assert!(
+        peak < before + (32 << 20),
+        "daemon RSS went from {before} to {peak} bytes"
+    );
+    if root() {
+        // Another uid is served meanwhile.
+        let (ok, stdout, stderr, took) = cli_as_nobody(&d, &[".a", "-"], br#"{"a":7}"#);
+        assert!(ok, "{stderr}");
+        assert_eq!(stdout.trim(), "7");
+        assert!(
+            took < Duration::from_secs(4),
+            "the other uid waited {took:?}"
+        );
+    } else {
+        skip(
+            "decoded_arguments_are_budgeted_from_the_first_byte: needs root to check another uid is served",
+        );
+    }
+    // The ones whose turn came are answered with their arguments whole.
+    let mut s = open.swap_remove(0);
+    s.write_all(&[b' '; 64 - 16]).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+    match crate::util::read_response(&mut s) {
+        jqjail_protocol::Response::Run(r) => assert_eq!(r.output.as_bytes(), b"32740"),
+        jqjail_protocol::Response::Error(e) => {
+            assert_eq!(e.code, jqjail_protocol::ErrorCode::Overloaded, "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A request that decodes to more than one uid's whole budget is refused at once with the
+/// limit and the value, and the connection goes on.
+#[test]
+fn a_request_larger_decoded_than_a_uids_budget_is_refused_with_its_size() {
+    let d = Daemon::start();
+    let frame = Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: ".".into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(1)),
+            args: Args {
+                named: Default::default(),
+                positional: vec!["1".to_string(); 200_000],
+            },
+            outputs: Default::default(),
+        }))
+        .unwrap();
+    let mut s = crate::util::begin_stream(&d, &frame);
+    s.write_all(b"1").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let jqjail_protocol::Response::Error(e) = crate::util::read_response(&mut s) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(e.code, jqjail_protocol::ErrorCode::InvalidRequest, "{e}");
+    assert!(e.message.contains("budget of one uid"), "{e}");
+    assert!(e.actual.unwrap() > e.limit.unwrap(), "{e:?}");
+    // The connection is in step: the next request is answered.
+    let again = crate::util::run_frame(".", 1);
+    s.write_all(&(again.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(&again).unwrap();
+    s.write_all(b"2").unwrap();
+    let jqjail_protocol::Response::Run(r) = crate::util::read_response(&mut s) else {
+        panic!("expected an answer")
+    };
+    assert_eq!(r.output.as_bytes(), b"2");
+}
+
+/// Attack 2 of issue 25: a tenant stored a 20 MiB hide and ran case-insensitive `hide_search`
+/// over it on 120 connections; search ran in the supervisor with no turn, and another
+/// tenant's 0.1 s runs all answered `TIMEOUT`. Now a search takes one of the supervisor's two
+/// CPU turns, one per uid.
+#[test]
+fn a_search_flood_leaves_another_tenants_runs_their_time() {
+    if !root() {
+        skip(
+            "a_search_flood_leaves_another_tenants_runs_their_time: needs root to run a second tenant as another uid",
+        );
+        return;
+    }
+    let _alone = crate::util::exclusive();
+    let (d, _dir) = configured("");
+    let mut c = d.client();
+    // 20 MiB of text with a match every 64 KiB.
+    let mut content = Vec::with_capacity(20 << 20);
+    while content.len() < (20 << 20) - 70_000 {
+        content.extend_from_slice(&[b'a'; 65_530]);
+        content.extend_from_slice(b"Needle");
+    }
+    let put = c
+        .hide_put("tool_output", "flood", &content, &Default::default())
+        .unwrap();
+    let id = put.entry.id.clone();
+    let search = jqjail_protocol::HideSearchRequest {
+        id: id.clone(),
+        query: "needle".into(),
+        ignore_case: true,
+        page_size: None,
+        max_matches: None,
+    };
+    let t = Instant::now();
+    c.hide_search(search.clone()).unwrap();
+    let one_search = t.elapsed();
+    // The victim's run, alone: about 0.1 s of computing.
+    let busy = "reduce range(300000) as $i (0; . + $i)";
+    let (ok, _, stderr, alone) = cli_as_nobody(&d, &[busy, "-n"], b"");
+    assert!(ok, "{stderr}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let searches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flood: Vec<_> = (0..120)
+        .map(|_| {
+            let socket = d.socket.clone();
+            let (stop, searches, search) = (stop.clone(), searches.clone(), search.clone());
+            std::thread::spawn(move || {
+                let Ok(mut c) = jqjail_client::Client::connect(&socket) else {
+                    return;
+                };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if c.hide_search(search.clone()).is_ok() {
+                        searches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut during = Vec::new();
+    for _ in 0..3 {
+        let (ok, stdout, stderr, took) = cli_as_nobody(&d, &[busy, "-n"], b"");
+        assert!(
+            ok,
+            "the other tenant's run failed during the flood: {stderr}"
+        );
+        assert!(!stdout.is_empty());
+        during.push(took);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flood {
+        f.join().unwrap();
+    }
+    let done = searches.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "one case-insensitive search of 20 MiB: {one_search:?}; the other tenant's run alone: {alone:?}, during a flood of 120 connections' searches ({done} done): {during:?}"
+    );
+    // Before, the three took 4.2 s together with 0.21 s alone (120 searches at once shared
+    // the CPUs with the worker); now 0.63 s with 0.16 s alone.
+    let total: Duration = during.iter().sum();
+    assert!(
+        total < alone * 9 + Duration::from_secs(1),
+        "the other tenant's three runs took {during:?} (alone {alone:?})"
+    );
+}
+
+/// Attack 3 of issue 25: with one upload turn in all (`max_concurrent / 2` on a one-CPU
+/// host), one uid held the only turn and every other tenant's input over 256 KiB was
+/// `OVERLOADED`; and a streamed run held its evaluation slot while its input trickled. Now
+/// there are at least two upload turns and a tenant holds at most all but one, and a stream
+/// takes its slot only once all but its last byte has come.
+#[test]
+fn uploads_held_by_one_uid_leave_a_second_tenants_large_run_served() {
+    if !root() {
+        skip(
+            "uploads_held_by_one_uid_leave_a_second_tenants_large_run_served: needs root to run a second tenant as another uid",
+        );
+        return;
+    }
+    let _alone = crate::util::exclusive();
+    for max_concurrent in [1, 2, 4] {
+        let (d, _dir) = configured(&format!(
+            "[workers]\nmax_concurrent = {max_concurrent}\n[server]\nframe_timeout_ms = 20000\nmax_uploads_per_tenant = 8\n"
+        ));
+        let frame = crate::util::run_frame(".", 1 << 20);
+        // As many uploads as this uid can start, each stalled after 128 KiB (but never for
+        // 5 s: a byte a second keeps it inside the stall rule).
+        let mut stalled = Vec::new();
+        for _ in 0..8 {
+            let mut s = crate::util::begin_stream(&d, &frame);
+            s.write_all(b"[").unwrap();
+            s.write_all(&[b' '; 128 << 10]).unwrap();
+            stalled.push(s);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for s in &mut stalled {
+            let _ = s.write_all(b" ");
+        }
+        let input = format!("{{\"a\":5,\"pad\":\"{}\"}}", "x".repeat(300_000));
+        let (ok, stdout, stderr, took) = cli_as_nobody(&d, &[".a", "-"], input.as_bytes());
+        assert!(
+            ok,
+            "max_concurrent {max_concurrent}: the other tenant's 300 KB run failed: {stderr}"
+        );
+        assert_eq!(stdout.trim(), "5");
+        assert!(
+            took < Duration::from_secs(4),
+            "max_concurrent {max_concurrent}: the other tenant waited {took:?}"
+        );
+        drop(stalled);
+    }
+}
