@@ -31,6 +31,18 @@ use std::sync::{Arc, Mutex};
 /// Bytes per page of a hide read through the paging tools.
 pub const PAGE_BYTES: u64 = 16_384;
 
+/// The smallest page the daemon cuts.
+pub const MIN_PAGE_BYTES: u64 = 64;
+
+/// Bytes per page under a cap on what one reply may carry: three quarters of it (the rest is
+/// room for the shape), at least [`MIN_PAGE_BYTES`], at most [`PAGE_BYTES`].
+pub fn page_bytes(cap: Option<usize>) -> u64 {
+    match cap {
+        None => PAGE_BYTES,
+        Some(cap) => (cap as u64 - cap as u64 / 4).clamp(MIN_PAGE_BYTES, PAGE_BYTES),
+    }
+}
+
 /// The server: one daemon connection and one hide buffer for the whole session.
 #[derive(Clone)]
 pub struct Server {
@@ -39,8 +51,15 @@ pub struct Server {
 
 struct State {
     buffer: HideBuffer<Client>,
+    /// The largest message the server reads: room for the largest input the daemon takes,
+    /// escaped as a JSON string (fixed at start).
+    max_message: usize,
     /// How to reach the daemon again if the connection is lost.
     socket: Option<PathBuf>,
+    /// The most bytes of document, output or error text one reply may carry (`--hide-over`
+    /// in front of an upstream server): a longer output is kept as a hide, a shape or an
+    /// error text over it is refused or cut.
+    cap: Option<usize>,
 }
 
 /// A tool call's outcome: text for the model, or an error's `CODE: message`.
@@ -48,13 +67,25 @@ type Outcome = Result<String, String>;
 
 impl Server {
     /// A server talking to the daemon through `client`; `socket` is what the user named (or
-    /// `None` for the default search), used to reconnect.
-    pub fn new(client: Client, socket: Option<PathBuf>) -> Server {
+    /// `None` for the default search), used to reconnect. With a `cap`, no reply carries more
+    /// than that many bytes of a document, an output or an error's text.
+    pub fn new(client: Client, socket: Option<PathBuf>, cap: Option<usize>) -> Server {
+        let max_message = max_message(client.limits().max_input_bytes);
         Server {
             state: Arc::new(Mutex::new(State {
-                buffer: HideBuffer::new(client, PAGE_BYTES),
+                max_message,
+                buffer: HideBuffer::new(client, page_bytes(cap)),
                 socket,
+                cap,
             })),
+        }
+    }
+
+    /// The largest message this server reads (see [`guard`]).
+    fn max_message(&self) -> usize {
+        match self.state.lock() {
+            Ok(state) => state.max_message,
+            Err(poisoned) => poisoned.into_inner().max_message,
         }
     }
 
@@ -78,7 +109,7 @@ impl Server {
             // A panic in an earlier call must not take the session down with it.
             Err(poisoned) => poisoned.into_inner(),
         };
-        match work(&mut state) {
+        let outcome = match work(&mut state) {
             Err(Failure::Connection(why)) => {
                 match super::cli::connect(state.socket.as_deref(), super::cli::Handshake::Awaited) {
                     Ok(client) => {
@@ -89,6 +120,11 @@ impl Server {
                 }
             }
             other => other.map_err(Failure::text),
+        };
+        // An error's text can quote the document (`error(.)`): cut to the cap.
+        match state.cap {
+            Some(cap) => outcome.map_err(|text| cut(&text, cap)),
+            None => outcome,
         }
     }
 }
@@ -134,7 +170,14 @@ impl State {
             }
             "json_shape" => {
                 let source = source(args)?;
-                Ok(self.buffer.client().shape(source)?.output)
+                let shape = self.buffer.client().shape(source)?.output;
+                match self.cap {
+                    Some(cap) if shape.len() > cap => Err(Failure::Tool(format!(
+                        "OUTPUT_TOO_LARGE: the shape is {} bytes, over the {cap}-byte limit of one answer; narrow the document with jq or json_path first",
+                        shape.len()
+                    ))),
+                    _ => Ok(shape),
+                }
             }
             "hide_next" | "hide_jump" | "hide_search" => {
                 self.buffer.try_call_tool(name, args).map_err(Failure::Tool)
@@ -154,7 +197,15 @@ impl State {
     /// The answer for a hide kept in place of a result: what it was, its ID, its shape (when
     /// it is JSON: pages and search work on any text) and page 1 with the hint.
     fn kept(&mut self, what: &str, entry: &HideEntry, first: &HideCut) -> Result<String, Failure> {
+        // Under a cap, the shape gets what page 1 leaves of it.
+        let room = self
+            .cap
+            .map(|cap| cap.saturating_sub(first.content.as_bytes().len()));
         let shape = match self.buffer.client().shape(Source::Hide(&entry.id)) {
+            Ok(reply) if room.is_some_and(|room| reply.output.len() > room) => format!(
+                "Shape: not shown ({} bytes, more than this answer has room for)\n",
+                reply.output.len()
+            ),
             Ok(reply) => format!("Shape: {}\n", reply.output),
             Err(ClientError::Server(_)) => String::new(),
             Err(e) => return Err(e.into()),
@@ -189,10 +240,31 @@ impl State {
             .client()
             .run_with_args(filter, source, &options, named)?
         {
+            // Over the cap but under the daemon's limit: kept here, as the daemon would.
+            Answer::Output(reply) if self.cap.is_some_and(|cap| reply.output.len() > cap) => {
+                let tool = match lang {
+                    Lang::Path => "json_path",
+                    _ => "jq",
+                };
+                let entry = self.buffer.store(tool, reply.output.as_bytes())?;
+                let first = self.buffer.first_cut()?;
+                self.kept("The output", &entry, &first)
+            }
             Answer::Output(reply) => Ok(reply.output),
             Answer::Hidden(hidden) => {
-                self.buffer.served(&hidden.first);
-                self.kept("The output", &hidden.entry, &hidden.first)
+                // The daemon cuts page 1 at its own page size; under a cap, at this server's.
+                let first =
+                    match hidden.first.content.as_bytes().len() as u64 > self.buffer.page_size() {
+                        true => {
+                            let page = self.buffer.page_size();
+                            self.buffer
+                                .client()
+                                .hide_cut(&hidden.entry.id, 1, Some(page), true)?
+                        }
+                        false => hidden.first,
+                    };
+                self.buffer.served(&first);
+                self.kept("The output", &hidden.entry, &first)
             }
         }
     }
@@ -263,11 +335,56 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(answer) = too_large(&request) {
+            return Ok(answer.into());
+        }
         Ok(call_own(self, request).await.into())
     }
 }
 
+mod guard;
 mod upstream;
+
+/// The largest MCP message read for a daemon whose input limit is `max_input` bytes: twice
+/// that (a JSON document escaped as a JSON string: every `"` is `\"`), and a MiB for the rest
+/// of the message.
+fn max_message(max_input: u64) -> usize {
+    usize::try_from(max_input.saturating_mul(2).saturating_add(1 << 20)).unwrap_or(usize::MAX)
+}
+
+/// The answer to a message too large to read (the guard's stand-in call), if this is one.
+fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
+    if request.name != guard::TOO_LARGE_TOOL {
+        return None;
+    }
+    let arg = |key| {
+        request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Some(result(Err(format!(
+        "INPUT_TOO_LARGE: the message is {} bytes, over the {}-byte limit of one message to jqjail mcp; store the document and pass its hide_id, or narrow it before the call",
+        jqjail_protocol::limits::grouped(arg("bytes")),
+        jqjail_protocol::limits::grouped(arg("limit"))
+    ))))
+}
+
+/// stdin and stdout as the MCP transport, each incoming message bounded to `max` bytes and a
+/// longer one answered (see [`guard`]).
+fn transport(
+    max: usize,
+) -> rmcp::transport::async_rw::AsyncRwTransport<
+    RoleServer,
+    guard::Guard<tokio::io::Stdin>,
+    tokio::io::Stdout,
+> {
+    let (stdin, stdout) = rmcp::transport::stdio();
+    rmcp::transport::async_rw::AsyncRwTransport::new_server(guard::Guard::new(stdin, max), stdout)
+        .with_max_line_length(max + 1)
+}
 
 /// `jqjail-mcp [--socket S] [--upstream [--hide-over BYTES] -- CMD ARGS…]` (also `jqjail mcp …`).
 #[derive(Debug, clap::Parser)]
@@ -317,7 +434,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         Ok(client) => client,
         Err(exit) => return ExitCode::from(u8::from(exit)),
     };
-    let server = Server::new(client, args.socket);
+    let cap = args.upstream.then_some(args.hide_over);
+    let server = Server::new(client, args.socket, cap);
     if args.upstream {
         let options = upstream::Options {
             hide_over: args.hide_over,
@@ -353,6 +471,18 @@ async fn call_own(server: &Server, request: CallToolRequestParams) -> CallToolRe
     result(outcome)
 }
 
+/// `text` cut to at most `max` bytes (at a character boundary), saying how much was cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes cut)", &text[..end], text.len() - end)
+}
+
 /// A tool's text answer, or its error as a tool error.
 fn result(outcome: Outcome) -> CallToolResult {
     match outcome {
@@ -380,7 +510,7 @@ pub fn serve(server: Server) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let service = match server.serve(rmcp::transport::stdio()).await {
+        let service = match server.clone().serve(transport(server.max_message())).await {
             Ok(service) => service,
             Err(e) => {
                 eprintln!("jqjail mcp: the MCP session did not start: {e}");

@@ -113,3 +113,22 @@ fn the_wrapper_keeps_every_large_upstream_result_out_of_the_context() {
     let sizes = run_script(&python, "hostile_wrapper_client.py", &d, &[]);
     assert_eq!(sizes.as_object().map(|s| s.len()), Some(5), "{sizes}");
 }
+
+/// Issue 25, attack 4: with `--hide-over 1000`, page 1 (always 16 KiB) carried 15,025 bytes
+/// of a hostile upstream's result; a `jq` of `.body` returned 90,000 bytes; 2 MB in `_meta`
+/// passed untouched; a `jq` call of about 16 MB or more was never answered (rmcp dropped the
+/// line). Now, for N in 64, 1000 and 16384, no reply carries more than N bytes of upstream or
+/// filter output; a 20 MiB input is answered and a larger one refused at once.
+#[test]
+fn no_reply_carries_more_than_the_threshold_and_every_call_is_answered() {
+    let Some(python) = python_with_mcp() else {
+        skip("the MCP Python SDK is not installed (see the first test here)");
+        return;
+    };
+    let d = Daemon::start();
+    let report = run_script(&python, "threshold_client.py", &d, &[]);
+    for n in ["64", "1000", "16384"] {
+        let worst = report[n].as_u64().unwrap();
+        assert!(worst <= n.parse().unwrap(), "{report}");
+    }
+}

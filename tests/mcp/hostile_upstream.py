@@ -6,7 +6,7 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty"]
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta"]
 
 
 def send(message):
@@ -44,6 +44,10 @@ for line in sys.stdin:
             "structured": {"content": [{"type": "text", "text": "small"}], "structuredContent": {"data": BIG}},
             "image": {"content": [{"type": "image", "data": "QUFB" * 500_000, "mimeType": "image/png"}]},
             "small": {"content": [{"type": "text", "text": '{"ok": true}'}]},
+            # A JSON result whose one field is 90,000 bytes: what a `jq` of `.body` returns.
+            "body": {"content": [{"type": "text", "text": json.dumps({"id": 1, "body": "Z" * 90_000})}]},
+            # A small result with 2 MB in its `_meta`.
+            "meta": {"content": [{"type": "text", "text": "small"}], "_meta": {"blob": "Z" * 2_000_000}},
         }[name]
     else:
         result = {}

@@ -22,7 +22,7 @@
 //! jqjail's own tools working. Upstream notifications (log messages, progress, tool list
 //! changes) are relayed to the client.
 
-use super::{Server, call_own, own_tools, result, runtime};
+use super::{Server, call_own, cut, own_tools, result, runtime, too_large};
 #[allow(deprecated)]
 use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
@@ -217,12 +217,10 @@ impl Wrapper {
             }
             Ok(Ok(answer)) => answer,
         };
-        // Everything the result would put in the context: its blocks of every kind and its
-        // structured content.
+        // Everything the result would put in the context: the whole result as sent (its
+        // blocks of every kind, its structured content, its `_meta`).
         let structured = answer.structured_content.as_ref().map(Value::to_string);
-        let size = serde_json::to_string(&answer.content)
-            .map_or(usize::MAX, |t| t.len())
-            .saturating_add(structured.as_ref().map_or(0, String::len));
+        let size = serde_json::to_string(&answer).map_or(usize::MAX, |t| t.len());
         let failed = answer.is_error == Some(true);
         let text: String = answer
             .content
@@ -271,11 +269,12 @@ impl Wrapper {
             }
             _ if size > self.options.hide_over => {
                 // Kept whole, so nothing large reaches the context.
-                let kept = match only_text {
+                let kept = match only_text && answer.meta.is_none() {
                     true => text,
                     false => json!({
                         "content": answer.content,
                         "structuredContent": answer.structured_content,
+                        "_meta": answer.meta,
                     })
                     .to_string(),
                 };
@@ -293,18 +292,6 @@ impl Wrapper {
         };
         result(treated)
     }
-}
-
-/// `text` cut to at most `max` bytes (at a character boundary), saying how much was cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} more bytes cut)", &text[..end], text.len() - end)
 }
 
 impl ServerHandler for Wrapper {
@@ -344,6 +331,9 @@ impl ServerHandler for Wrapper {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.remember(&context.peer);
+        if let Some(answer) = too_large(&request) {
+            return Ok(answer.into());
+        }
         let ours = self.own_names.contains(request.name.as_ref());
         Ok(match ours {
             true => call_own(&self.own, request).await,
@@ -396,7 +386,8 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             own_names: Arc::new(own_tools().into_iter().map(|t| t.name.into()).collect()),
             with_jq: Arc::default(),
         };
-        let service = match wrapper.serve(rmcp::transport::stdio()).await {
+        let max = wrapper.own.max_message();
+        let service = match wrapper.serve(super::transport(max)).await {
             Ok(service) => service,
             Err(e) => {
                 eprintln!("jqjail mcp: the MCP session did not start: {e}");

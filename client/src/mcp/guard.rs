@@ -1,0 +1,329 @@
+//! A bound on one incoming JSON-RPC message that still answers it.
+//!
+//! rmcp drops a line over its maximum without a word, so a client that sent one waits for ever
+//! for its answer. [`Guard`] sits between stdin and rmcp: a line within the bound passes
+//! unchanged; a longer one is cut short (rmcp ignores the unparsable rest), skipped to its end,
+//! and replaced by a small `tools/call` of [`TOO_LARGE_TOOL`] with the same `id` (read from
+//! the line's first [`HEAD_BYTES`]), which the server answers with an `INPUT_TOO_LARGE` tool
+//! error at once. A line whose head names no `id` and `tools/call` method cannot be answered
+//! (nothing says to whom); it is dropped, and said so on stderr.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// The tool name of the stand-in call for a message over the bound.
+pub(crate) const TOO_LARGE_TOOL: &str = "jqjail_message_too_large";
+
+/// Bytes of a line kept to find its `id` and `method`.
+const HEAD_BYTES: usize = 4096;
+
+/// Bytes read from the inner reader at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// Wraps a reader of newline-delimited JSON-RPC messages, bounding each to `max` bytes.
+pub(crate) struct Guard<R> {
+    inner: R,
+    max: usize,
+    /// Bytes of the current line seen (passed on, or skipped).
+    line: usize,
+    /// The current line's first bytes.
+    head: Vec<u8>,
+    /// Whether the current line is over the bound (its rest is skipped).
+    skipping: bool,
+    /// Bytes ready for the reader, from `at`.
+    out: Vec<u8>,
+    at: usize,
+    scratch: Vec<u8>,
+}
+
+impl<R> Guard<R> {
+    pub(crate) fn new(inner: R, max: usize) -> Guard<R> {
+        Guard {
+            inner,
+            max,
+            line: 0,
+            head: Vec::new(),
+            skipping: false,
+            out: Vec::new(),
+            at: 0,
+            scratch: vec![0; CHUNK],
+        }
+    }
+
+    /// Passes `bytes` (just read) through the bound into `out`.
+    fn take(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (segment, newline) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            rest = &rest[segment.len() + usize::from(newline)..];
+            if self.head.len() < HEAD_BYTES {
+                let n = segment.len().min(HEAD_BYTES - self.head.len());
+                self.head.extend_from_slice(&segment[..n]);
+            }
+            if !self.skipping {
+                let room = self.max - self.line;
+                if segment.len() <= room {
+                    self.out.extend_from_slice(segment);
+                } else {
+                    // Over the bound: what rmcp has is cut short here, and the rest skipped.
+                    self.out.extend_from_slice(&segment[..room]);
+                    self.out.push(b'\n');
+                    self.skipping = true;
+                }
+            }
+            self.line += segment.len();
+            if newline {
+                match self.skipping {
+                    true => self.stand_in(),
+                    false => self.out.push(b'\n'),
+                }
+                self.line = 0;
+                self.head.clear();
+                self.skipping = false;
+            }
+        }
+    }
+
+    /// The stand-in for a line over the bound, if it can be answered.
+    fn stand_in(&mut self) {
+        let (id, method) = id_and_method(&self.head);
+        match (id, method.as_deref()) {
+            (Some(id), Some("tools/call")) => {
+                let call = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{TOO_LARGE_TOOL}","arguments":{{"bytes":{},"limit":{}}}}}}}"#,
+                    self.line, self.max
+                );
+                self.out.extend_from_slice(call.as_bytes());
+                self.out.push(b'\n');
+            }
+            _ => eprintln!(
+                "jqjail mcp: a message of {} bytes, over the {}-byte limit, was dropped: its first {HEAD_BYTES} bytes name no id of a tools/call to answer",
+                self.line, self.max
+            ),
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Guard<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if this.at < this.out.len() {
+                let n = buf.remaining().min(this.out.len() - this.at);
+                buf.put_slice(&this.out[this.at..this.at + n]);
+                this.at += n;
+                if this.at == this.out.len() {
+                    this.out.clear();
+                    this.at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let mut scratch = std::mem::take(&mut this.scratch);
+            let mut read = ReadBuf::new(&mut scratch);
+            let polled = Pin::new(&mut this.inner).poll_read(cx, &mut read);
+            let filled = read.filled().len();
+            let result = match polled {
+                Poll::Ready(Ok(())) if filled == 0 => Some(Poll::Ready(Ok(()))),
+                Poll::Ready(Ok(())) => {
+                    let bytes = scratch[..filled].to_vec();
+                    this.take(&bytes);
+                    None
+                }
+                other => Some(other),
+            };
+            this.scratch = scratch;
+            if let Some(result) = result {
+                return result;
+            }
+        }
+    }
+}
+
+/// The raw `id` (a number or a string, as written) and the `method` of a JSON-RPC message,
+/// from its first bytes: its top-level members are scanned in order, skipping values, until
+/// the bytes end.
+fn id_and_method(head: &[u8]) -> (Option<String>, Option<String>) {
+    let mut s = Scanner { b: head, i: 0 };
+    let (mut id, mut method) = (None, None);
+    s.ws();
+    if !s.eat(b'{') {
+        return (None, None);
+    }
+    loop {
+        s.ws();
+        let Some(key) = s.string() else { break };
+        s.ws();
+        if !s.eat(b':') {
+            break;
+        }
+        s.ws();
+        let start = s.i;
+        if !s.value() {
+            break;
+        }
+        let raw = &head[start..s.i];
+        match key.as_str() {
+            "id" if matches!(raw.first(), Some(b'"' | b'-' | b'0'..=b'9')) => {
+                id = std::str::from_utf8(raw).ok().map(str::to_string)
+            }
+            "method" => {
+                method = serde_json::from_slice::<String>(raw).ok();
+            }
+            _ => {}
+        }
+        if id.is_some() && method.is_some() {
+            break;
+        }
+        s.ws();
+        if !s.eat(b',') {
+            break;
+        }
+    }
+    (id, method)
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scanner<'_> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let ate = self.b.get(self.i) == Some(&c);
+        self.i += usize::from(ate);
+        ate
+    }
+
+    /// Skips a string; `false` if it does not end within the bytes.
+    fn skip_string(&mut self) -> bool {
+        if !self.eat(b'"') {
+            return false;
+        }
+        while let Some(&c) = self.b.get(self.i) {
+            self.i += 1;
+            match c {
+                b'\\' => self.i += 1,
+                b'"' => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let start = self.i;
+        self.skip_string()
+            .then(|| serde_json::from_slice(&self.b[start..self.i]).ok())
+            .flatten()
+    }
+
+    /// Skips one value; `false` if it does not end within the bytes.
+    fn value(&mut self) -> bool {
+        match self.b.get(self.i) {
+            Some(b'"') => self.skip_string(),
+            Some(b'{' | b'[') => {
+                let mut depth = 0usize;
+                while let Some(&c) = self.b.get(self.i) {
+                    match c {
+                        b'"' => {
+                            if !self.skip_string() {
+                                return false;
+                            }
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.i += 1;
+                                return true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+                false
+            }
+            Some(_) => {
+                let start = self.i;
+                while self
+                    .b
+                    .get(self.i)
+                    .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
+                {
+                    self.i += 1;
+                }
+                // A number or word cut by the end of the bytes is not known whole.
+                self.i > start && self.i < self.b.len()
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[test]
+    fn the_id_and_method_are_read_from_the_head() {
+        let (id, m) = id_and_method(
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"input":"xx"#,
+        );
+        assert_eq!(
+            (id.as_deref(), m.as_deref()),
+            (Some("7"), Some("tools/call"))
+        );
+        // After the params, with an `id` inside them that is not the message's.
+        let (id, m) =
+            id_and_method(br#"{"method":"tools/call","params":{"id":1,"x":"}"},"id":"a\"b"}"#);
+        assert_eq!(
+            (id.as_deref(), m.as_deref()),
+            (Some(r#""a\"b""#), Some("tools/call"))
+        );
+        // Cut before the id: unknown.
+        let (id, _) = id_and_method(br#"{"method":"tools/call","params":{"input":"xxxx"#);
+        assert_eq!(id, None);
+        let (id, _) = id_and_method(br#"{"id":12"#);
+        assert_eq!(id, None, "a number cut by the end is not known");
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_bound_becomes_a_stand_in_call_with_its_id() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"jq","arguments":{{"input":"{}"}}}}}}"#,
+            "x".repeat(300_000)
+        );
+        let text = format!("{{\"a\":1}}\n{big}\n{{\"b\":2}}\n");
+        let mut out = String::new();
+        Guard::new(text.as_bytes(), 1000)
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{:?}", &out[..200]);
+        assert_eq!(lines[0], r#"{"a":1}"#);
+        assert_eq!(lines[1].len(), 1000);
+        let call: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(call["id"], 3);
+        assert_eq!(call["params"]["name"], TOO_LARGE_TOOL);
+        assert_eq!(call["params"]["arguments"]["bytes"], big.len());
+        assert_eq!(lines[3], r#"{"b":2}"#);
+    }
+}
