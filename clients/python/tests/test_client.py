@@ -147,6 +147,28 @@ def test_a_lying_daemon_cannot_make_the_client_allocate(tmp_path):
     server.close()
 
 
+def test_a_deeply_nested_frame_is_the_clients_own_error(tmp_path):
+    # A hello reply nested 100,000 deep: Python's json raised RecursionError through the client.
+    path = str(tmp_path / "deep.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    body = b"[" * 100_000 + b"]" * 100_000
+
+    def answer():
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(struct.pack("<I", len(body)) + body)
+        conn.close()
+
+    t = threading.Thread(target=answer)
+    t.start()
+    with pytest.raises(jqjail.ConnectionFailed, match="nested too deeply"):
+        jqjail.Client(path)
+    t.join()
+    server.close()
+
+
 def test_tool_definitions_in_each_format():
     names = [t["name"] for t in jqjail.definitions()]
     assert names == ["jq", "json_path", "json_shape", "hide_next", "hide_jump", "hide_search"]

@@ -159,6 +159,10 @@ def decode(body: bytes) -> Tuple[str, Any]:
         message = json.loads(body)
     except ValueError as e:
         raise ConnectionFailed(f"the daemon's frame is not JSON: {e}") from None
+    except RecursionError:
+        # A frame nested deeper than Python's stack (a lying or broken daemon): the client's
+        # own error, not the interpreter's.
+        raise ConnectionFailed("the daemon's frame is nested too deeply to decode") from None
     if isinstance(message, str):
         return message, {}
     if not isinstance(message, dict) or len(message) != 1:
