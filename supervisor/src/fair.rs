@@ -1,7 +1,8 @@
 //! Fair dispatch of evaluation slots across tenants.
 //!
 //! A request holds a [`Slot`] while its worker runs. At most `global_max` slots are out at
-//! once, and at most a tenant's own `max_concurrent` of them go to one tenant. Waiting
+//! once, and at most a tenant's own `max_concurrent` of them go to one tenant, and never all
+//! of them when there are two or more: one is always left for another tenant. Waiting
 //! requests queue per tenant (at most its `max_queue`; beyond that `OVERLOADED` at once), and
 //! a freed slot goes to the next tenant in round-robin order that has a waiter and room, so a
 //! tenant with 200 queued requests delays another tenant's single request by at most one
@@ -90,6 +91,16 @@ impl Scheduler {
         })
     }
 
+    /// The slots a tenant of `share` may hold at once: its own limit, at least one, and at most
+    /// all but one of the daemon's when it has two or more.
+    fn cap(&self, share: Share) -> usize {
+        let most = match self.global_max {
+            0 | 1 => 1,
+            n => n - 1,
+        };
+        share.max_concurrent.clamp(1, most)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the counters half-updated in a way
         // that matters more than refusing service; keep serving with the data as it is.
@@ -115,7 +126,7 @@ impl Scheduler {
                 waiters: VecDeque::new(),
             });
             t.share = share;
-            if global_room && t.running < share.max_concurrent.max(1) && t.waiters.is_empty() {
+            if global_room && t.running < self.cap(share) && t.waiters.is_empty() {
                 t.running += 1;
                 st.running += 1;
                 return Ok(Slot {
@@ -196,7 +207,7 @@ impl Scheduler {
             let Some(t) = st.tenants.get_mut(&name) else {
                 continue;
             };
-            if t.running >= t.share.max_concurrent.max(1) {
+            if t.running >= self.cap(t.share) {
                 st.ring.push_back(name);
                 skipped += 1;
                 continue;
@@ -323,6 +334,24 @@ mod tests {
         );
         assert_eq!(s.load(), (1, 0));
         drop(held);
+        assert_eq!(s.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_tenant_allowed_every_slot_still_leaves_one() {
+        let s = Scheduler::new(2);
+        let all = Share {
+            max_concurrent: 2,
+            max_queue: 10,
+        };
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let a1 = s.acquire(&a, all, later(1000)).await.unwrap();
+        assert_eq!(
+            s.acquire(&a, all, later(20)).await.err(),
+            Some(Refused::Deadline)
+        );
+        let b1 = s.acquire(&b, all, later(20)).await.unwrap();
+        drop((a1, b1));
         assert_eq!(s.load(), (0, 0));
     }
 

@@ -116,13 +116,16 @@ pub(crate) fn handle(request: Request<'_>, store: Option<&Store>, tenant: &Tenan
 }
 
 /// Stores a hide whose content is still arriving. The content goes to the store's temp file
-/// as it comes, so a 20 MiB put never sits in the daemon's memory. What the store did not
-/// take of the content is left in `content` for the caller to skip.
+/// as it comes, so a 20 MiB put never sits in the daemon's memory; each chunk is hashed and
+/// written in a supervisor-CPU turn of `payer` (an admission and a uid), so a uid's puts on
+/// many connections use one CPU at most. What the store did not take of the content is left in
+/// `content` for the caller to skip.
 pub(crate) async fn put_streamed(
     put: HidePut<'_>,
     content: &mut Arriving<'_>,
     store: Option<&Store>,
     tenant: &TenantOf,
+    payer: (&crate::tenant::Admission, u32),
 ) -> Response {
     let Some(store) = store else {
         return Response::Error(unavailable());
@@ -151,6 +154,10 @@ pub(crate) async fn put_streamed(
             Ok(0) => break,
             Ok(n) => n,
             Err(why) => return Response::Error(ErrorReply::new(ErrorCode::ProtocolError, why)),
+        };
+        let _turn = match payer.0.cpu(payer.1, content.arrive_by()).await {
+            Ok(turn) => turn,
+            Err(e) => return Response::Error(*e),
         };
         if let Err(e) = tokio::task::block_in_place(|| writing.write(&buf[..n])) {
             return Response::Error(error_reply(e));

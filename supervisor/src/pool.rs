@@ -175,12 +175,13 @@ enum SendError {
 }
 
 /// Writes the job frame to the worker, then the input's `input_bytes` raw bytes as they
-/// arrive, but for a stream's last byte: that is returned, to be written once the job has an
-/// evaluation slot (the worker cannot start evaluating without it).
+/// arrive; with `hold_last`, but for a stream's last byte: that is returned, to be written
+/// once the job has an evaluation slot (the worker cannot start evaluating without it).
 async fn send_job(
     sock: &mut UnixStream,
     header: &[u8],
     input: &mut JobInput<'_, '_>,
+    hold_last: bool,
 ) -> Result<Option<u8>, SendError> {
     let prefix = jqjail_protocol::frame::prefix(header.len())
         .map_err(|e| SendError::Source(e.to_string()))?;
@@ -202,7 +203,7 @@ async fn send_job(
                 if n == 0 {
                     break;
                 }
-                if arriving.unread() == 0 {
+                if hold_last && arriving.unread() == 0 {
                     sock.write_all(&buf[..n - 1])
                         .await
                         .map_err(SendError::Worker)?;
@@ -215,6 +216,16 @@ async fn send_job(
     }
     sock.flush().await.map_err(SendError::Worker)?;
     Ok(None)
+}
+
+/// When a job takes its evaluation slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotWhen {
+    /// Before its worker: every job but a client's upload.
+    Before,
+    /// Once a client's upload has come but for its last byte (the worker holds it meanwhile,
+    /// in one of the tenant's upload turns).
+    AfterUpload,
 }
 
 /// The result of one job: the worker's answer and what it cost.
@@ -268,7 +279,8 @@ impl Pool {
     }
 
     /// Runs one job on a fresh worker before `deadline`. Time spent waiting for a streamed
-    /// input to arrive does not count against the deadline.
+    /// input to arrive does not count against the deadline. `slot`: when the job takes its
+    /// evaluation slot.
     pub async fn execute(
         &self,
         job: &Job,
@@ -276,6 +288,7 @@ impl Pool {
         deadline: Instant,
         ctx: Context,
         tenant: &TenantOf,
+        slot: SlotWhen,
     ) -> JobResult {
         let fail = |e: ErrorReply| JobResult {
             result: Err(e),
@@ -283,14 +296,15 @@ impl Pool {
             peak_rss_bytes: 0,
         };
         // A slot, fairly shared among tenants; refused at once past the tenant's queue bound.
-        // A streamed input takes its slot only once all but its last byte has come, so that a
-        // slow upload holds a worker (in one of its tenant's upload turns) but never a slot.
-        let _slot = match input {
-            JobInput::Bytes(_) => match self.slot(tenant, deadline, &ctx).await {
+        // A client's upload takes its slot only once all but its last byte has come, so that
+        // a slow upload holds a worker (in one of its tenant's upload turns) but never a slot;
+        // every other job takes it before its worker.
+        let _slot = match slot {
+            SlotWhen::Before => match self.slot(tenant, deadline, &ctx).await {
                 Ok(slot) => Some(slot),
                 Err(e) => return fail(e),
             },
-            JobInput::Stream(_) => None,
+            SlotWhen::AfterUpload => None,
         };
         // A worker that died while idle fails at the job's first byte and is replaced by the
         // next. Every idle worker may be dead (killed from outside), so allow one attempt more
@@ -463,15 +477,21 @@ async fn run_on(
         JobInput::Stream(arriving) => arriving.arrive_by(),
     };
     let sending = Instant::now();
-    let sent = timeout_at(send_by.into(), send_job(&mut w.sock, &header, input)).await;
+    let hold_last = slot_later.is_some();
+    let sent = timeout_at(
+        send_by.into(),
+        send_job(&mut w.sock, &header, input, hold_last),
+    )
+    .await;
     let deadline = match input {
         JobInput::Bytes(_) => deadline,
         JobInput::Stream(_) => deadline + sending.elapsed(),
     };
-    // The slot a streamed input waited for: taken now, held until the reply is read.
+    // An upload's slot: taken once its input is sent but for the last byte (whatever its
+    // length, an empty one too), held until the reply is read.
     let mut _slot = None;
     let sent = match (sent, slot_later) {
-        (Ok(Ok(Some(last))), Some((pool, tenant))) => {
+        (Ok(Ok(last)), Some((pool, tenant))) => {
             match pool.slot(tenant, deadline, &ctx).await {
                 Ok(slot) => _slot = Some(slot),
                 Err(e) => {
@@ -485,7 +505,9 @@ async fn run_on(
                 }
             }
             let last = async {
-                w.sock.write_all(&[last]).await?;
+                if let Some(last) = last {
+                    w.sock.write_all(&[last]).await?;
+                }
                 w.sock.flush().await
             };
             match timeout_at(deadline.into(), last).await {
@@ -494,15 +516,7 @@ async fn run_on(
                 Err(elapsed) => Err(elapsed),
             }
         }
-        (Ok(Ok(Some(last))), None) => {
-            // No slot to wait for (a stream is always given `slot_later`; kept total).
-            match timeout_at(deadline.into(), w.sock.write_all(&[last])).await {
-                Ok(Ok(())) => Ok(Ok(())),
-                Ok(Err(e)) => Ok(Err(SendError::Worker(e))),
-                Err(elapsed) => Err(elapsed),
-            }
-        }
-        (Ok(Ok(None)), _) => Ok(Ok(())),
+        (Ok(Ok(_)), None) => Ok(Ok(())),
         (Ok(Err(e)), _) => Ok(Err(e)),
         (Err(elapsed), _) => Err(elapsed),
     };

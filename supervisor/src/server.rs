@@ -7,7 +7,7 @@ use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
 use crate::config::{Config, TenantOf};
 use crate::explain::Context;
-use crate::pool::{JobInput, Pool, PoolConfig, negotiate_isolation};
+use crate::pool::{JobInput, Pool, PoolConfig, SlotWhen, negotiate_isolation};
 use crate::spawn::{Launcher, Program};
 use crate::tenant::{Admission, Costs, Held, READ_WHOLE_TAIL};
 use jqjail_protocol::frame::prefix;
@@ -521,7 +521,10 @@ async fn connection(
                 format!("cannot decode request: {e}; the connection is closed"),
             ))),
         };
-        let request = match decode(&body) {
+        let decoding = shared.admission.decoding(body.len()).await;
+        let request = decode(&body);
+        drop(decoding);
+        let request = match request {
             Ok(request) => request,
             Err(e) => {
                 send(&mut wr, enc, error(*e), shared).await;
@@ -547,13 +550,18 @@ async fn connection(
                     .memory(session.uid, &mut held, need, arrive_by)
                     .await
                 {
-                    Ok(()) => match decode(&body) {
-                        Ok(request) => Ok(request),
-                        Err(e) => {
-                            send(&mut wr, enc, error(*e), shared).await;
-                            return;
+                    Ok(()) => {
+                        let decoding = shared.admission.decoding(body.len()).await;
+                        let again = decode(&body);
+                        drop(decoding);
+                        match again {
+                            Ok(request) => Ok(request),
+                            Err(e) => {
+                                send(&mut wr, enc, error(*e), shared).await;
+                                return;
+                            }
                         }
-                    },
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -753,10 +761,16 @@ async fn with_tail(
             .into()
         }
         Request::HidePut(put) => {
-            { crate::hides::put_streamed(put, tail, shared.store.as_deref(), &tenant) }
-                .await
-                .into()
+            crate::hides::put_streamed(
+                put,
+                tail,
+                shared.store.as_deref(),
+                &tenant,
+                (&shared.admission, session.uid),
+            )
         }
+        .await
+        .into(),
         _ => error(ErrorReply::new(
             ErrorCode::Internal,
             "a request kind without a tail had one",
@@ -808,16 +822,19 @@ async fn answer(
     shared: &Shared,
 ) -> Reply {
     let by = Instant::now() + shared.cfg.frame_timeout;
-    let turns = match shared
+    let taken = match shared
         .admission
         .turns(session.uid, Costs::of(&request), by)
         .await
     {
-        Ok(turns) => turns,
+        Ok(taken) => taken,
         Err(e) => return error(*e),
     };
     let mut reply = answer_kind(request, session, tenant, shared).await;
-    reply.turns = turns;
+    // The CPU turn goes once the work is done: a client that does not read its answer holds
+    // only the large-answer turn, and the memory, until the write times out.
+    drop(taken.supervisor_cpu);
+    reply.turns.extend(taken.large_answer);
     reply
 }
 
@@ -1004,14 +1021,21 @@ async fn handle_run(
 ) -> Response {
     let start = Instant::now();
     match source {
-        Source::Input(mut input) => run_input(run, &mut input, shared, tenant, start).await,
+        Source::Input(mut input) => {
+            // A client's tail still arriving is an upload; bytes in hand are not.
+            let slot = match input {
+                JobInput::Stream(_) => SlotWhen::AfterUpload,
+                JobInput::Bytes(_) => SlotWhen::Before,
+            };
+            run_input(run, &mut input, slot, shared, tenant, start).await
+        }
         // A hide is read off the disk as the worker takes it, like a streamed inline input.
         Source::Hide(id) => match crate::hides::open_input(shared.store.as_deref(), tenant, id) {
             Ok((len, file)) => {
                 let mut file = tokio::fs::File::from_std(file);
                 let mut arriving = Arriving::new(&mut file, len, start + shared.cfg.frame_timeout);
                 let mut input = JobInput::Stream(&mut arriving);
-                run_input(run, &mut input, shared, tenant, start).await
+                run_input(run, &mut input, SlotWhen::Before, shared, tenant, start).await
             }
             Err(e) => Response::Error(*e),
         },
@@ -1021,6 +1045,7 @@ async fn handle_run(
 async fn run_input(
     run: RunParts,
     input: &mut JobInput<'_, '_>,
+    slot: SlotWhen,
     shared: &Shared,
     tenant: &TenantOf,
     start: Instant,
@@ -1080,7 +1105,7 @@ async fn run_input(
     let deadline = start + Duration::from_millis(effective.timeout_ms);
     let outcome = shared
         .pool
-        .execute(&job, input, deadline, ctx, tenant)
+        .execute(&job, input, deadline, ctx, tenant, slot)
         .await;
     let mut cost = Cost {
         wall_us: start.elapsed().as_micros() as u64,

@@ -9,10 +9,11 @@
 //! |---|---|---|---|
 //! | connections | a connection | `max_connections_per_uid` | `max_connections` |
 //! | memory for requests held whole (frames as they are read, decoded requests, tails read whole) | KiB | [`memory_per_uid`] | 4 × that |
-//! | runs whose input is arriving (each holds a worker, not an evaluation slot) | a run | `max_uploads_per_tenant` | half the evaluation slots, at least 2 |
-//! | evaluation slots | a worker running | the tenant's `max_concurrent` | `max_concurrent` (fair queue: [`crate::fair`]) |
+//! | runs whose input is arriving (each holds a worker, not an evaluation slot) | a run | `max_uploads_per_tenant`, at most half of all | half the evaluation slots, at least 2 |
+//! | evaluation slots | a worker running | the tenant's `max_concurrent`, at most all but one | `max_concurrent` (fair queue: [`crate::fair`]) |
+//! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
-//! | supervisor CPU (search over a hide, a whole put's hashing) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | supervisor CPU (search over a hide, a whole put's hashing, each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
 //!
 //! The connection slots are taken at accept ([`crate::admit::Slots`]); the rest through the
 //! methods below, each of which answers a refusal as an [`ErrorReply`] that names the limit.
@@ -32,6 +33,11 @@ pub const LARGE_ANSWERS: usize = 4;
 /// every uid. Each runs on a thread of its own; with two, a flood of one uid's searches takes
 /// at most one CPU from the workers, and another uid's search still gets the other turn.
 pub const SUPERVISOR_CPU: usize = 2;
+
+/// Frames over 64 KiB decoded at once, over every uid: decoding allocates up to about twenty
+/// times a frame's size (a frame of many short arguments) before the request's own size can be
+/// budgeted, so the transient is bounded by this, not by the runtime's thread count.
+pub const LARGE_DECODES: usize = 2;
 
 /// A request's tail up to this size is read whole before the request is served, so no worker
 /// waits for it; a longer one is passed on as it arrives, in one of the tenant's upload turns.
@@ -89,10 +95,21 @@ pub struct Admission {
     large_answers: Turns<u32>,
     /// Supervisor CPU, per uid and in all.
     cpu: Turns<u32>,
+    /// Decodes of large frames.
+    decodes: tokio::sync::Semaphore,
     /// Log throttles for what a flooding peer can make happen at will.
     pub refused_log: Throttle,
     /// Likewise, for connections over a limit.
     pub full_log: Throttle,
+}
+
+/// The turns a request took for its [`Costs`].
+#[derive(Debug, Default)]
+pub struct Taken {
+    /// Held until the answer is written.
+    pub large_answer: Option<Turn>,
+    /// Held while the supervisor works, given back before the answer is written.
+    pub supervisor_cpu: Option<Turn>,
 }
 
 /// Memory held for one request: given back when dropped (once its answer is written).
@@ -117,12 +134,14 @@ impl Admission {
     /// The budgets for `cfg`.
     pub fn new(cfg: &Config) -> Admission {
         let memory = kib(memory_per_uid(cfg.limits.max_filter_bytes)) as usize;
+        let uploads = (cfg.max_concurrent / 2).max(2);
         Admission {
             slots: Slots::new(cfg.max_connections, cfg.max_connections_per_uid),
             memory: Turns::new(memory, 4 * memory),
-            uploads: Turns::new(cfg.max_uploads_per_tenant, cfg.max_concurrent / 2),
+            uploads: Turns::new(cfg.max_uploads_per_tenant.min(uploads / 2), uploads),
             large_answers: Turns::new(1, LARGE_ANSWERS),
             cpu: Turns::new(1, SUPERVISOR_CPU),
+            decodes: tokio::sync::Semaphore::new(LARGE_DECODES),
             refused_log: Throttle::default(),
             full_log: Throttle::default(),
         }
@@ -228,17 +247,35 @@ impl Admission {
         })
     }
 
+    /// A supervisor-CPU turn for `uid`, waiting until `by`.
+    pub async fn cpu(&self, uid: u32, by: Instant) -> Result<Turn, Box<ErrorReply>> {
+        let costs = Costs {
+            large_answer: false,
+            supervisor_cpu: true,
+        };
+        let taken = self.turns(uid, costs, by).await?;
+        Ok(taken.supervisor_cpu.expect("asked for"))
+    }
+
+    /// A turn to decode a frame of `len` bytes, if it is a large one (waits for one).
+    pub async fn decoding(&self, len: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match len > 64 * 1024 {
+            true => self.decodes.acquire().await.ok(),
+            false => None,
+        }
+    }
+
     /// The turns `costs` asks for, for `uid`, waiting until `by`.
     pub async fn turns(
         &self,
         uid: u32,
         costs: Costs,
         by: Instant,
-    ) -> Result<Vec<Turn>, Box<ErrorReply>> {
-        let mut turns = Vec::new();
+    ) -> Result<Taken, Box<ErrorReply>> {
+        let mut turns = Taken::default();
         if costs.large_answer {
             match tokio::time::timeout_at(by.into(), self.large_answers.take(&uid)).await {
-                Ok(turn) => turns.push(turn),
+                Ok(turn) => turns.large_answer = Some(turn),
                 Err(_) => {
                     return Err(Box::new(ErrorReply::new(
                         ErrorCode::Overloaded,
@@ -249,7 +286,7 @@ impl Admission {
         }
         if costs.supervisor_cpu {
             match tokio::time::timeout_at(by.into(), self.cpu.take(&uid)).await {
-                Ok(turn) => turns.push(turn),
+                Ok(turn) => turns.supervisor_cpu = Some(turn),
                 Err(_) => {
                     return Err(Box::new(ErrorReply::new(
                         ErrorCode::Overloaded,

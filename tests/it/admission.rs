@@ -292,3 +292,92 @@ fn uploads_held_by_one_uid_leave_a_second_tenants_large_run_served() {
         drop(stalled);
     }
 }
+
+/// The daemon's live workers, wherever in its process tree (the zygote's children too).
+fn live_workers(d: &Daemon) -> usize {
+    let mut parent = std::collections::HashMap::new();
+    let mut workers = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …; comm may hold spaces, so split after its ')'.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid: i32 = rest.split_whitespace().nth(1).unwrap().parse().unwrap();
+        parent.insert(pid, ppid);
+        let state = rest.split_whitespace().next().unwrap();
+        if head.ends_with("(jqjail-worker") && state != "Z" {
+            workers.push(pid);
+        }
+    }
+    workers
+        .into_iter()
+        .filter(|&w| {
+            let mut p = w;
+            while let Some(&up) = parent.get(&p) {
+                if up == d.pid() {
+                    return true;
+                }
+                if up <= 1 {
+                    break;
+                }
+                p = up;
+            }
+            false
+        })
+        .count()
+}
+
+/// Review of the fix for attack 3: a run over a hide was given its worker before its slot (as
+/// an upload is), so one uid's 40 runs over an 8 MiB hide while its slot was busy held 46
+/// workers and 525 MiB. A run over a hide now waits for its slot before it takes a worker.
+#[test]
+fn runs_over_a_hide_take_their_slot_before_a_worker() {
+    let _alone = crate::util::exclusive();
+    let (d, _dir) = configured("[workers]\nmax_concurrent = 2\nprestart = 2\n");
+    let mut c = d.client();
+    let doc = format!("[{}0]", "1,".repeat(1 << 20));
+    let id = c
+        .hide_put("tool_output", "big", doc.as_bytes(), &Default::default())
+        .unwrap()
+        .entry
+        .id;
+    // The uid's one slot (of two: a tenant holds at most all but one) is busy for a while.
+    let socket = d.socket.clone();
+    let busy = std::thread::spawn(move || {
+        let mut c = jqjail_client::Client::connect(&socket).unwrap();
+        let _ = c.run(
+            "reduce range(100000000) as $i (0; . + $i)",
+            b"null",
+            &Default::default(),
+        );
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let runs: Vec<_> = (0..20)
+        .map(|_| {
+            let (socket, id) = (d.socket.clone(), id.clone());
+            std::thread::spawn(move || {
+                let mut c = jqjail_client::Client::connect(&socket).unwrap();
+                let _ = c.run_hide("length", &id, &Default::default());
+            })
+        })
+        .collect();
+    let mut most = 0;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        most = most.max(live_workers(&d));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("live workers while 20 runs over a hide wait for a busy slot: at most {most}");
+    // The busy run's worker, the idle ones kept ready, and the pool's refill in flight.
+    assert!(most <= 6, "{most} workers were live");
+    for r in runs {
+        r.join().unwrap();
+    }
+    busy.join().unwrap();
+}

@@ -167,7 +167,14 @@ fn a_flooding_tenant_does_not_starve_another() {
                 let mut c = Client::connect(&socket).unwrap();
                 let mut n = 0;
                 while n < 6 && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    c.run(BUSY, b"null", &RunOptions::default()).unwrap();
+                    // The flooder holds at most one of the two slots, so some of its queued
+                    // requests pass their deadline waiting (OVERLOADED) or running (TIMEOUT).
+                    match c.run(BUSY, b"null", &RunOptions::default()) {
+                        Ok(_) => {}
+                        Err(jqjail_client::ClientError::Server(e))
+                            if matches!(e.code, ErrorCode::Overloaded | ErrorCode::Timeout) => {}
+                        Err(e) => panic!("{e}"),
+                    }
                     done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     n += 1;
                 }

@@ -70,8 +70,10 @@ impl<R> Guard<R> {
                     self.out.extend_from_slice(segment);
                 } else {
                     // Over the bound: what rmcp has is cut short here, and the rest skipped.
+                    // A byte that no JSON text ends with is put last, so that a cut line is
+                    // never read as a message of its own (a call padded with spaces).
                     self.out.extend_from_slice(&segment[..room]);
-                    self.out.push(b'\n');
+                    self.out.extend_from_slice(b"!\n");
                     self.skipping = true;
                 }
             }
@@ -319,7 +321,8 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 4, "{:?}", &out[..200]);
         assert_eq!(lines[0], r#"{"a":1}"#);
-        assert_eq!(lines[1].len(), 1000);
+        assert_eq!(lines[1].len(), 1001);
+        assert!(lines[1].ends_with('!'));
         let call: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
         assert_eq!(call["id"], 3);
         assert_eq!(call["params"]["name"], TOO_LARGE_TOOL);
