@@ -72,7 +72,7 @@ pub enum ErrorCode {
     PageOutOfRange,
     /// v1 (hide store): the put does not fit the tenant's quota and the policy refuses it.
     QuotaExceeded,
-    /// v1 (hide store): the daemon has no hide store, or it failed (an I/O error).
+    /// v1 (hide store): the hide store failed (an I/O error).
     StoreUnavailable,
 }
 

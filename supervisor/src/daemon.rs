@@ -235,7 +235,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             listener,
             cfg,
             program,
-            Some(store),
+            store,
             shutdown_signal(),
             Some(reload),
         ))

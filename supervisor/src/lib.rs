@@ -11,7 +11,6 @@ pub mod config;
 pub mod daemon;
 pub mod explain;
 pub mod fair;
-mod hides;
 pub mod kmsg;
 pub mod pool;
 pub mod server;

@@ -7,9 +7,9 @@
 //! is stored from memory; a large one is written to the store's temp file as it arrives
 //! ([`put_streamed`]). A whole hide is answered from its file ([`Reply::file`]).
 
+use super::super::connection::Reply;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
-use crate::server::Reply;
 use jqjail_protocol::hide::{DEFAULT_LIST_PAGE, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE};
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePut,
@@ -20,10 +20,7 @@ use jqjail_store::{Store, StoreError};
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. A put's content was held
 /// to the input limit at its head (`server::check_head`): a hide is a filter's input.
-pub(crate) fn handle(request: Request<'_>, store: Option<&Store>, tenant: &TenantOf) -> Reply {
-    let Some(store) = store else {
-        return Response::Error(unavailable()).into();
-    };
+pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
     let t = &*tenant.name;
     let result = tokio::task::block_in_place(|| match request {
         Request::HidePut(put) => {
@@ -123,13 +120,10 @@ pub(crate) fn handle(request: Request<'_>, store: Option<&Store>, tenant: &Tenan
 pub(crate) async fn put_streamed(
     put: HidePut<'_>,
     content: &mut Arriving<'_>,
-    store: Option<&Store>,
+    store: &Store,
     tenant: &TenantOf,
     payer: (&crate::tenant::Admission, u32),
 ) -> Response {
-    let Some(store) = store else {
-        return Response::Error(unavailable());
-    };
     let size = content.len();
     // Refused before a byte of it is written: a hide larger than the whole quota.
     if size > tenant.hides.quota_bytes {
@@ -203,11 +197,10 @@ fn put_reply(done: Result<jqjail_store::Put, StoreError>) -> Response {
 /// A tenant's hide as a run's input: its length and its file, to be read as the worker
 /// takes it.
 pub(crate) fn open_input(
-    store: Option<&Store>,
+    store: &Store,
     tenant: &TenantOf,
     id: &str,
 ) -> Result<(u64, std::fs::File), Box<ErrorReply>> {
-    let store = store.ok_or_else(|| Box::new(unavailable()))?;
     tokio::task::block_in_place(|| store.open_hide(&tenant.name, id))
         .map(|(entry, file)| (entry.size, file))
         .map_err(|e| Box::new(error_reply(e)))
@@ -287,13 +280,6 @@ fn entry(e: jqjail_store::Entry) -> HideEntry {
         meta: e.meta.into_iter().collect(),
         created_ms: e.created_ms,
     }
-}
-
-pub(crate) fn unavailable() -> ErrorReply {
-    ErrorReply::new(
-        ErrorCode::StoreUnavailable,
-        "this daemon has no hide store (start it with --store DIR)",
-    )
 }
 
 fn error_reply(e: StoreError) -> ErrorReply {

@@ -1,0 +1,122 @@
+//! The socket server: accepts connections, speaks the protocol, hands runs to the pool, and
+//! drains on shutdown. It never parses a filter or an input document: inputs go to a worker
+//! as the bytes they arrived as (architecture invariant).
+
+use crate::cgroup::CgroupParent;
+use crate::config::Config;
+use crate::pool::{Pool, PoolConfig, negotiate_isolation};
+use crate::spawn::{Launcher, Program};
+use crate::tenant::Admission;
+use jqjail_protocol::worker::StartupArgs;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UnixListener;
+
+mod connection;
+mod handlers;
+mod listener;
+
+use listener::{listen, spawn_expiry, spawn_reload};
+
+/// The server name sent in the handshake.
+pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
+
+/// How often hides past the age limit are swept (besides on every put).
+pub const EXPIRE_EVERY: Duration = Duration::from_secs(600);
+
+/// Re-reads the configuration (on SIGHUP); an error keeps the running configuration.
+pub type Reload = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+struct Shared {
+    cfg: Config,
+    /// The tenant policy in force: `cfg`'s, replaced on reload.
+    policy: std::sync::RwLock<Config>,
+    stats: crate::stats::Stats,
+    pool: Pool,
+    /// Every budget a request's cost is taken from before it is spent.
+    admission: Admission,
+    /// A tenant can fail runs at will: logged at most once a second.
+    failed_run_log: crate::admit::Throttle,
+    /// The per-worker cgroup limit in force (0: none).
+    cgroup_bytes: u64,
+    /// The hide store, when the daemon has one.
+    store: Arc<jqjail_store::Store>,
+    /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
+    expire_now: tokio::sync::Notify,
+}
+
+/// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
+/// been connected for that long), then stops accepting, lets in-flight requests finish within
+/// the drain timeout. Idle workers die with the pool: each is killed and reaped when its handle
+/// is dropped, and by its parent-death signal should the daemon die first.
+pub async fn serve(
+    listener: UnixListener,
+    cfg: Config,
+    program: Program,
+    store: Arc<jqjail_store::Store>,
+    shutdown: impl Future<Output = ()>,
+    reload: Option<Reload>,
+) -> std::io::Result<()> {
+    let startup = StartupArgs {
+        parent_pid: std::process::id(),
+        heap_bytes: cfg.limits.max_heap_bytes,
+        cpu_seconds: cfg.cpu_seconds,
+        max_input_bytes: cfg.limits.max_input_bytes,
+        max_filter_bytes: cfg.limits.max_filter_bytes,
+        isolation: cfg.isolation,
+        uid: cfg.worker_uids.first,
+    };
+    let launcher = Launcher::new(cfg.worker_start, program, cfg.worker_uids);
+    let startup = negotiate_isolation(&launcher, startup).await;
+    let cgroup = match cfg.cgroup_limit() {
+        0 => None,
+        limit => match CgroupParent::create(limit) {
+            Ok(parent) => {
+                tracing::info!(
+                    limit_bytes = limit,
+                    "each worker gets its own memory cgroup"
+                );
+                Some(Arc::new(parent))
+            }
+            Err(why) => {
+                tracing::warn!(reason = %why, "per-worker memory cgroups unavailable; RLIMIT_DATA alone bounds the heap");
+                None
+            }
+        },
+    };
+    tracing::info!(
+        workers = %launcher.describe(),
+        limits = ?cfg.limits,
+        stack_bytes = cfg.stack_bytes,
+        cpu_seconds = cfg.cpu_seconds,
+        prestart = cfg.prestart,
+        max_concurrent = cfg.max_concurrent,
+        "jqjaild ready"
+    );
+    crate::systemd::notify("READY=1");
+    let pool = Pool::start(PoolConfig {
+        launcher,
+        startup,
+        prestart: cfg.prestart,
+        max_concurrent: cfg.max_concurrent,
+        cgroup: cgroup.clone(),
+    });
+    let shared = Arc::new(Shared {
+        policy: std::sync::RwLock::new(cfg.clone()),
+        stats: crate::stats::Stats::default(),
+        admission: Admission::new(&cfg),
+        failed_run_log: Default::default(),
+        cfg,
+        pool,
+        cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
+        store,
+        expire_now: tokio::sync::Notify::new(),
+    });
+    spawn_expiry(&shared);
+    if let Some(reload) = reload {
+        spawn_reload(&shared, reload);
+    }
+    listen(listener, shared, shutdown).await;
+    Ok(())
+}
