@@ -381,3 +381,82 @@ fn runs_over_a_hide_take_their_slot_before_a_worker() {
     }
     busy.join().unwrap();
 }
+
+/// The other end of attack 1: one uid's every connection sends a maximal frame (the 512 KiB a
+/// frame may be) of one-byte arguments, about 14 MiB once decoded, more than a uid may hold:
+/// each is refused at once with its size, and the daemon's memory stays where it was (large
+/// frames are decoded two at a time, and nothing of a refused one is kept).
+#[test]
+fn maximal_argument_frames_are_refused_without_holding_memory() {
+    let _alone = crate::util::exclusive();
+    let d = Daemon::start();
+    let max = jqjail_protocol::MAX_FRAME_BYTES as usize;
+    let args = (max - 64) / 2;
+    let frame = Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: ".".into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(1)),
+            args: Args {
+                named: Default::default(),
+                positional: vec!["1".to_string(); args],
+            },
+            outputs: Default::default(),
+        }))
+        .unwrap();
+    assert!(frame.len() <= max, "{} of {max}", frame.len());
+    let before = rss(d.pid());
+    let socket = d.socket.clone();
+    let watcher = {
+        let pid = d.pid();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(6) {
+                peak = peak.max(rss(pid));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        })
+    };
+    let senders: Vec<_> = (0..8)
+        .map(|_| {
+            let (frame, socket) = (frame.clone(), socket.clone());
+            std::thread::spawn(move || {
+                let mut refused = 0;
+                for _ in 0..16 {
+                    let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                    let hello = [0x00, 0x02, 0x00];
+                    s.write_all(&(hello.len() as u32).to_le_bytes()).unwrap();
+                    s.write_all(&hello).unwrap();
+                    crate::util::read_frame_raw(&mut s).unwrap();
+                    s.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+                    s.write_all(&frame).unwrap();
+                    s.write_all(b"1").unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+                    if let jqjail_protocol::Response::Error(e) = crate::util::read_response(&mut s)
+                    {
+                        assert_eq!(e.code, jqjail_protocol::ErrorCode::InvalidRequest, "{e}");
+                        refused += 1;
+                    }
+                }
+                refused
+            })
+        })
+        .collect();
+    let refused: usize = senders.into_iter().map(|s| s.join().unwrap()).sum();
+    let peak = watcher.join().unwrap();
+    eprintln!(
+        "128 maximal frames of {args} arguments: {refused} refused; daemon RSS {} MiB before, {} MiB at the peak",
+        before >> 20,
+        peak >> 20
+    );
+    assert_eq!(refused, 128);
+    assert!(
+        peak < before + (64 << 20),
+        "daemon RSS went from {before} to {peak} bytes"
+    );
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}
