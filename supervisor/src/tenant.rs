@@ -71,7 +71,7 @@ impl Costs {
             Request::Run(_) => (false, false),
             Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => (true, false),
             // A search scans the whole hide; a put read whole is hashed and written at once.
-            // (A streamed put is hashed as it arrives, at the client's pace.)
+            // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.)
             Request::HideSearch(_) => (false, true),
             Request::HidePut(put) => (false, put.content.len() <= READ_WHOLE_TAIL),
         };
