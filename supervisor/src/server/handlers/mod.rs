@@ -18,6 +18,7 @@ use crate::pool::JobInput;
 use crate::tenant::Costs;
 use jqjail_protocol::{ErrorCode, ErrorReply, Input, Request};
 use std::time::Instant;
+
 /// Answers one request of a tenant, its tail (if any) in hand: one handler per kind of
 /// request. The turns its kind costs ([`Costs`]: a large answer, the supervisor's CPU) are
 /// taken first, waiting at most the frame timeout, and held until the answer is written.
@@ -44,7 +45,7 @@ pub(crate) async fn answer(
     reply
 }
 
-pub(crate) async fn answer_kind(
+async fn answer_kind(
     request: Request<'_>,
     session: &Session,
     tenant: &TenantOf,
@@ -66,7 +67,13 @@ pub(crate) async fn answer_kind(
             ErrorCode::ProtocolError,
             "hello was already exchanged on this connection",
         )),
-        request => hides::handle(request, &shared.store, tenant),
+        request @ (Request::HidePut(_)
+        | Request::HideGet(_)
+        | Request::HideCut(_)
+        | Request::HideSearch(_)
+        | Request::HideList(_)
+        | Request::HideDelete(_)
+        | Request::HideUsage) => hides::handle(request, &shared.store, tenant),
     }
 }
 
