@@ -120,9 +120,9 @@ pub struct Held {
 }
 
 impl Held {
-    /// KiB held.
-    pub fn kib(&self) -> u64 {
-        self.kib
+    fn add(&mut self, turn: Turn, kib: u64) {
+        self.turns.push(turn);
+        self.kib += kib;
     }
 }
 
@@ -164,8 +164,7 @@ impl Admission {
         let take = self.memory.take_many(&uid, more as u32);
         match tokio::time::timeout_at(by.into(), take).await {
             Ok(turn) => {
-                held.turns.push(turn);
-                held.kib += more;
+                held.add(turn, more);
                 Ok(())
             }
             Err(_) => Err(Box::new(self.memory_busy())),
@@ -185,8 +184,7 @@ impl Admission {
         }
         match self.memory.try_take_many(&uid, more as u32) {
             Ok(turn) => {
-                held.turns.push(turn);
-                held.kib += more;
+                held.add(turn, more);
                 Ok(true)
             }
             Err(_) => Ok(false),

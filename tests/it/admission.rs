@@ -13,6 +13,25 @@ use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 
+/// The bincode frame of a run of `filter` with `count` positional arguments, each the one-byte
+/// JSON text `1`, and an inline input of `tail_len` bytes still to come.
+fn args_frame(filter: &str, tail_len: u64, count: usize) -> Vec<u8> {
+    Encoding::Bincode
+        .encode(&Request::Run(RunRequest {
+            filter: filter.into(),
+            lang: Default::default(),
+            limits: Default::default(),
+            on_oversize: Default::default(),
+            input: Input::Inline(Tail::pending(tail_len)),
+            args: Args {
+                named: Default::default(),
+                positional: vec!["1".to_string(); count],
+            },
+            outputs: Default::default(),
+        }))
+        .unwrap()
+}
+
 /// Runs the CLI as `nobody` with `args`, `stdin` as its input; returns (success, stdout,
 /// stderr, wall time).
 pub(crate) fn cli_as_nobody(
@@ -53,20 +72,7 @@ pub(crate) fn cli_as_nobody(
 fn decoded_arguments_are_budgeted_from_the_first_byte() {
     let _alone = crate::util::exclusive();
     let (d, _dir) = configured("");
-    let frame = Encoding::Bincode
-        .encode(&Request::Run(RunRequest {
-            filter: "$ARGS.positional | length".into(),
-            lang: Default::default(),
-            limits: Default::default(),
-            on_oversize: Default::default(),
-            input: Input::Inline(Tail::pending(64)),
-            args: Args {
-                named: Default::default(),
-                positional: vec!["1".to_string(); 32_740],
-            },
-            outputs: Default::default(),
-        }))
-        .unwrap();
+    let frame = args_frame("$ARGS.positional | length", 64, 32_740);
     assert!(frame.len() <= 64 << 10, "{}", frame.len());
     let before = rss(d.pid());
     // The uid's every connection but one (kept for the CLI of the check below).
@@ -127,20 +133,7 @@ fn decoded_arguments_are_budgeted_from_the_first_byte() {
 #[test]
 fn a_request_larger_decoded_than_a_uids_budget_is_refused_with_its_size() {
     let d = Daemon::start();
-    let frame = Encoding::Bincode
-        .encode(&Request::Run(RunRequest {
-            filter: ".".into(),
-            lang: Default::default(),
-            limits: Default::default(),
-            on_oversize: Default::default(),
-            input: Input::Inline(Tail::pending(1)),
-            args: Args {
-                named: Default::default(),
-                positional: vec!["1".to_string(); 200_000],
-            },
-            outputs: Default::default(),
-        }))
-        .unwrap();
+    let frame = args_frame(".", 1, 200_000);
     let mut s = crate::util::begin_stream(&d, &frame);
     s.write_all(b"1").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -392,20 +385,7 @@ fn maximal_argument_frames_are_refused_without_holding_memory() {
     let d = Daemon::start();
     let max = jqjail_protocol::MAX_FRAME_BYTES as usize;
     let args = (max - 64) / 2;
-    let frame = Encoding::Bincode
-        .encode(&Request::Run(RunRequest {
-            filter: ".".into(),
-            lang: Default::default(),
-            limits: Default::default(),
-            on_oversize: Default::default(),
-            input: Input::Inline(Tail::pending(1)),
-            args: Args {
-                named: Default::default(),
-                positional: vec!["1".to_string(); args],
-            },
-            outputs: Default::default(),
-        }))
-        .unwrap();
+    let frame = args_frame(".", 1, args);
     assert!(frame.len() <= max, "{} of {max}", frame.len());
     let before = rss(d.pid());
     let socket = d.socket.clone();

@@ -584,7 +584,9 @@ fn unread_answers_cannot_pile_up() {
 #[test]
 fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
     if !root() {
-        eprintln!("skipped: needs root, to run a second tenant as another uid");
+        crate::util::skip(
+            "stalled_uploads_of_one_tenant_leave_slots_for_another: needs root, to run a second tenant as another uid",
+        );
         return;
     }
     // The defaults but the frame timeout (so the stalled uploads outlive the test) and the
@@ -603,31 +605,13 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
 
     // Another tenant's large input (streamed too) is served at once.
     let input = format!("{{\"a\":5,\"pad\":\"{}\"}}", "x".repeat(300 << 10));
-    let start = Instant::now();
-    let out = Command::new(crate::util::CLI)
-        .args([".a", "-"])
-        .env("JQJAIL_SOCKET", &d.socket)
-        .uid(65534)
-        .gid(65534)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(input.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let (ok, stdout, stderr, took) =
+        crate::admission::cli_as_nobody(&d, &[".a", "-"], input.as_bytes());
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "5");
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "5");
-    assert!(
-        start.elapsed() < Duration::from_secs(4),
-        "the other tenant waited {:?}",
-        start.elapsed()
+        took < Duration::from_secs(4),
+        "the other tenant waited {took:?}"
     );
     // The uploads complete: one was evaluated; the others were over the tenant's one turn
     // (of two) and say so.

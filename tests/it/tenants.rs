@@ -134,7 +134,9 @@ fn a_full_tenant_queue_answers_overloaded_at_once_and_recovers() {
 #[test]
 fn a_flooding_tenant_does_not_starve_another() {
     if !root() {
-        eprintln!("skipped: needs root to connect as a second uid");
+        crate::util::skip(
+            "a_flooding_tenant_does_not_starve_another: needs root to connect as a second uid",
+        );
         return;
     }
     let _alone = crate::util::exclusive();

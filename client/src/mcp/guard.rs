@@ -8,6 +8,7 @@
 //! error at once. A line whose head names no `id` and `tools/call` method cannot be answered
 //! (nothing says to whom); it is dropped, and said so on stderr.
 
+use serde_json::Value;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -173,7 +174,10 @@ fn id_and_method(head: &[u8]) -> (Option<String>, Option<String>) {
         }
         let raw = &head[start..s.i];
         match key.as_str() {
-            "id" if matches!(raw.first(), Some(b'"' | b'-' | b'0'..=b'9')) => {
+            // Only an id that is a JSON number or string is put back into the stand-in.
+            "id" if serde_json::from_slice::<Value>(raw)
+                .is_ok_and(|v| v.is_number() || v.is_string()) =>
+            {
                 id = std::str::from_utf8(raw).ok().map(str::to_string)
             }
             "method" => {
@@ -304,6 +308,8 @@ mod tests {
         assert_eq!(id, None);
         let (id, _) = id_and_method(br#"{"id":12"#);
         assert_eq!(id, None, "a number cut by the end is not known");
+        let (id, _) = id_and_method(br#"{"id":12x,"method":"tools/call"}"#);
+        assert_eq!(id, None, "an id that is not JSON is not answered to");
     }
 
     #[tokio::test]
