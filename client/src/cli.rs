@@ -720,13 +720,25 @@ impl<W: Write> Printer<W> {
                     Err(e) => Err(print_failed(e)),
                 }
             }
-            // The output was kept as a hide: print its first page as `jqjail hide cut` would.
+            // The output was kept as a hide: its first page goes to stdout as it is (the
+            // start of the output's text), and where the rest is to stderr.
             Ok(Answer::Hidden(hidden)) => {
-                let page = hide::page_json(&hidden.first).unwrap_or_default();
-                let text = serde_json::to_string(&page).unwrap_or_default();
+                let (entry, first) = (&hidden.entry, &hidden.first);
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "jqjail: the output ({} bytes) is over the output limit and was kept as hide {}; \
+                     this is page 1 of {} ({} bytes a page): read on with `jqjail hide cut {} 2`, \
+                     or filter it with `jqjail --hide {} FILTER`",
+                    entry.size,
+                    entry.id,
+                    first.total_pages,
+                    first.page_size,
+                    entry.id,
+                    entry.id
+                );
                 (self.last, self.failed) = (Some(true), None);
                 self.out
-                    .write_all(text.as_bytes())
+                    .write_all(first.content.as_bytes())
                     .and_then(|()| self.out.write_all(b"\n"))
                     .map_err(|e| print_failed(print::PrintError::Io(e)))
             }

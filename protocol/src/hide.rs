@@ -20,8 +20,9 @@ pub struct HidePut<'a> {
     #[serde(default)]
     pub source: String,
     /// Key/value pairs kept with the hide (at most 64, each string at most 1,024 bytes). A
-    /// message with more pairs does not decode: the pairs are counted as they are read, so
-    /// a declared million pairs never becomes a million-entry map.
+    /// message with more pairs decodes with the first 65 (and is refused for them): the
+    /// pairs are counted as they are read, so a declared million pairs never becomes a
+    /// million-entry map.
     #[serde(default, deserialize_with = "bounded_meta")]
     pub meta: BTreeMap<String, String>,
     /// The bytes: the message's tail (v2), `content_bytes` on the wire.
@@ -42,8 +43,8 @@ impl<'de> Deserialize<'de> for BoundedMeta {
     }
 }
 
-/// Deserializes meta pairs, failing at the first pair over [`MAX_META_PAIRS`] instead of
-/// building a map of whatever size the message declares.
+/// Deserializes meta pairs, keeping at most one over [`MAX_META_PAIRS`] (enough for the
+/// refusal) instead of building a map of whatever size the message declares.
 pub fn bounded_meta<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<String, String>, D::Error> {
@@ -59,12 +60,12 @@ pub fn bounded_meta<'de, D: serde::Deserializer<'de>>(
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
             while let Some((key, value)) = map.next_entry::<String, String>()? {
-                if out.len() == MAX_META_PAIRS {
-                    return Err(serde::de::Error::custom(format!(
-                        "more than {MAX_META_PAIRS} meta pairs"
-                    )));
+                // One pair past the limit is kept, so that the request still decodes and is
+                // refused as `INVALID_REQUEST` with its tail skipped; the rest are read (the
+                // frame's length bounds them) and dropped at once.
+                if out.len() <= MAX_META_PAIRS {
+                    out.insert(key, value);
                 }
-                out.insert(key, value);
             }
             Ok(out)
         }

@@ -746,9 +746,10 @@ pub fn check_labels(kind: &str, source: &str, meta: &[(String, String)]) -> Resu
         }
     }
     if meta.len() > MAX_META_PAIRS {
+        // A decoded request keeps one pair past the limit and drops the rest, so the count
+        // past the limit is not known here.
         return Err(StoreError::Invalid(format!(
-            "{} meta pairs, over the limit of {MAX_META_PAIRS}",
-            meta.len()
+            "more than {MAX_META_PAIRS} meta pairs, the limit"
         )));
     }
     if let Some((k, v)) = meta

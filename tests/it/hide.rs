@@ -209,6 +209,32 @@ fn oversized_output_is_kept_as_a_hide_when_asked() {
         expected.as_bytes()
     );
     assert_eq!(hidden.entry.meta["filter"], filter);
+    // In lines mode the hide holds what the same run answers collapsed: one value as itself
+    // (not an array of one), several as an array.
+    let lines = RunOptions {
+        outputs: jqjail_protocol::Outputs::Lines,
+        ..opts
+    };
+    let Answer::Hidden(hidden) = c
+        .run_answer(filter, Source::Inline(b"null"), &lines)
+        .unwrap()
+    else {
+        panic!("expected the lines to be kept as a hide");
+    };
+    assert_eq!(
+        c.hide_get(&hidden.entry.id).unwrap().content.as_bytes(),
+        expected.as_bytes()
+    );
+    let Answer::Hidden(hidden) = c
+        .run_answer(&format!("{filter}, 7"), Source::Inline(b"null"), &lines)
+        .unwrap()
+    else {
+        panic!("expected the lines to be kept as a hide");
+    };
+    assert_eq!(
+        c.hide_get(&hidden.entry.id).unwrap().content.as_bytes(),
+        format!("[{expected},7]").as_bytes()
+    );
     // A small output is an ordinary answer even when hides are allowed.
     let Answer::Output(small) = c.run_answer("1+1", Source::Inline(b"null"), &opts).unwrap() else {
         panic!("a small output is not hidden");
@@ -427,8 +453,9 @@ fn the_hide_command_line() {
     );
     let plain = json(&cli(&d, &["cut", &id, "1"], b""));
     assert!(plain.get("preface").is_none(), "{plain}");
-    // An output kept as a hide prints its first page, text included, and the hide holds the
-    // outputs as one JSON value (an array), whatever form the CLI asked them in.
+    // An output kept as a hide prints its first page as text, says on stderr where the rest
+    // is, and the hide holds the outputs as one JSON value (an array), as a collapsed run
+    // answers them.
     let kept = Command::new(CLI)
         .arg("--socket")
         .arg(&d.socket)
@@ -442,12 +469,16 @@ fn the_hide_command_line() {
         ])
         .output()
         .unwrap();
-    let first: serde_json::Value = serde_json::from_slice(&kept.stdout).unwrap();
-    assert!(
-        first["content"].as_str().unwrap().starts_with("[0,1,2"),
-        "{first}"
-    );
-    let hide = first["hide_id"].as_str().unwrap();
+    let page = String::from_utf8(kept.stdout).unwrap();
+    assert!(page.starts_with("[0,1,2,3"), "{page}");
+    let note = String::from_utf8(kept.stderr).unwrap();
+    let hide = note
+        .split_whitespace()
+        .skip_while(|w| *w != "hide")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(';');
+    assert!(note.contains("`jqjail hide cut "), "{note}");
     let out = Command::new(CLI)
         .arg("--socket")
         .arg(&d.socket)

@@ -312,3 +312,112 @@ fn hides_are_listed_a_page_at_a_time() {
     send(&mut s, &json!({"hide_list": {"limit": 0}}));
     assert_eq!(recv(&mut s)["error"]["code"], "INVALID_REQUEST");
 }
+
+#[test]
+fn a_put_with_too_many_meta_pairs_is_refused_and_the_connection_kept() {
+    let d = Daemon::start();
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    send(&mut s, &json!({"hello": {"protocol": 2}}));
+    recv(&mut s);
+    let meta: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), json!("v"))).collect();
+    // Refused for its head, before the tail: the tail is skipped and the connection kept.
+    send_with(
+        &mut s,
+        &json!({"hide_put": {"source": "m", "meta": meta, "content_bytes": 3}}),
+        b"[1]",
+    );
+    let refused = recv(&mut s);
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 64 meta pairs"),
+        "{refused}"
+    );
+    send(&mut s, &json!("hide_usage"));
+    assert_eq!(recv(&mut s)["hide_usage"]["entries"], 0);
+}
+
+#[test]
+fn an_oversized_json_hello_is_refused_in_json() {
+    let d = Daemon::start();
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    // A hello padded past the 4,096-byte first frame: its first byte says JSON.
+    let padded = format!(
+        r#"{{"hello":{{"protocol":2,"client":"{}"}}}}"#,
+        "x".repeat(5000)
+    );
+    s.write_all(&(padded.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(padded.as_bytes()).unwrap();
+    let reply = recv(&mut s);
+    assert_eq!(reply["error"]["code"], "FRAME_TOO_LARGE", "{reply}");
+    assert_eq!(reply["error"]["limit"], 4096);
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The language-neutral error exchanges (`protocol/vectors/exchanges.json`), which every
+/// client's tests replay against the real daemon, replayed here with serde_json alone.
+#[test]
+fn the_conformance_exchanges_hold() {
+    let text =
+        std::fs::read_to_string(crate::util::repo_file("protocol/vectors/exchanges.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let d = Daemon::start();
+    let exchanges = doc["exchanges"].as_array().unwrap();
+    assert!(exchanges.len() >= 10);
+    for ex in exchanges {
+        let name = ex["name"].as_str().unwrap();
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        if ex["hello"].as_bool().unwrap() {
+            send(&mut s, &json!({"hello": {"protocol": 2}}));
+            assert!(recv(&mut s).get("hello").is_some(), "{name}");
+        }
+        for step in ex["steps"].as_array().unwrap() {
+            if let Some(frame) = step.get("send") {
+                send_with(&mut s, frame, &unhex(step["tail_hex"].as_str().unwrap()));
+                continue;
+            }
+            let want = &step["expect"];
+            let (got, tail) = recv_with(&mut s);
+            let kind = want["response"].as_str().unwrap();
+            let body = got
+                .get(kind)
+                .unwrap_or_else(|| panic!("{name}: expected {kind}, got {got}"));
+            if let Some(code) = want.get("code") {
+                assert_eq!(&body["code"], code, "{name}: {got}");
+            }
+            if let Some(codes) = want.get("code_one_of") {
+                assert!(
+                    codes.as_array().unwrap().contains(&body["code"]),
+                    "{name}: {got}"
+                );
+            }
+            for field in ["limit", "actual"] {
+                if let Some(v) = want.get(field) {
+                    assert_eq!(&body[field], v, "{name}: {got}");
+                }
+            }
+            if let Some(t) = want.get("tail_hex") {
+                assert_eq!(tail, unhex(t.as_str().unwrap()), "{name}");
+            }
+        }
+        if ex["closed"].as_bool().unwrap() {
+            // End of file, or a reset when the daemon closed with bytes of ours unread.
+            let mut rest = Vec::new();
+            match s.read_to_end(&mut rest) {
+                Ok(n) => assert_eq!(n, 0, "{name}: not closed"),
+                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{name}"),
+            }
+        }
+    }
+}

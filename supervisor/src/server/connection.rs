@@ -39,6 +39,16 @@ pub(crate) async fn peek_encoding<R: AsyncRead + Unpin>(rd: &mut R) -> Encoding 
     }
 }
 
+/// The encoding of a first frame whose length prefix was read, from its body's first byte,
+/// waiting at most [`REFUSAL_PEEK`]; bincode if it does not come.
+async fn peek_body_encoding<R: AsyncRead + Unpin>(rd: &mut R) -> Encoding {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(REFUSAL_PEEK, rd.read_exact(&mut first)).await {
+        Ok(Ok(_)) => Encoding::detect(&first),
+        _ => Encoding::Bincode,
+    }
+}
+
 /// Why a connection's read loop ended.
 pub(crate) enum End {
     Closed,
@@ -394,7 +404,13 @@ pub(crate) async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     {
         Ok(frame) => frame.body,
         Err(end) => {
-            finish(wr, Encoding::Bincode, shared, end).await;
+            // An oversized hello is answered in the encoding its body's first byte tells, when
+            // that byte comes within a second: a JSON-only client never needs bincode.
+            let enc = match end {
+                End::TooLarge(..) => peek_body_encoding(rd).await,
+                _ => Encoding::Bincode,
+            };
+            finish(wr, enc, shared, end).await;
             return None;
         }
     };

@@ -236,13 +236,11 @@ pub(crate) async fn run_input(
                 return Response::Error(e);
             };
             cost.output_bytes = output.len() as u64;
-            // A hide is one JSON value: outputs asked for as lines are kept as an array of
-            // them (each line is one compact JSON text, which holds no raw newline).
+            // A hide is one JSON value, the one the same run answers with its outputs
+            // collapsed, whichever form was asked for: so a hide can be filtered by ID, and
+            // every client keeps the same hide for the same run.
             let kept = match outputs {
-                jqjail_protocol::Outputs::Lines => {
-                    let body = output.strip_suffix('\n').unwrap_or(&output);
-                    format!("[{}]", body.replace('\n', ","))
-                }
+                jqjail_protocol::Outputs::Lines => collapse_lines(&output),
                 jqjail_protocol::Outputs::Collapsed => output,
             };
             match super::hides::keep_output(store, tenant, &filter, kept.as_bytes()) {
@@ -278,5 +276,28 @@ pub(crate) async fn run_input(
             e.cost = Some(cost);
             Response::Error(e)
         }
+    }
+}
+
+/// Outputs written as lines (each a compact JSON text, which holds no raw newline), in the
+/// collapsed form: none is `null`, one is itself, several are an array of them.
+fn collapse_lines(lines: &str) -> String {
+    let body = lines.strip_suffix('\n').unwrap_or(lines);
+    match body.matches('\n').count() {
+        _ if body.is_empty() => "null".to_string(),
+        0 => body.to_string(),
+        _ => format!("[{}]", body.replace('\n', ",")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collapse_lines;
+
+    #[test]
+    fn lines_collapse_as_a_collapsed_run_answers() {
+        assert_eq!(collapse_lines(""), "null");
+        assert_eq!(collapse_lines("[0,1,2]\n"), "[0,1,2]");
+        assert_eq!(collapse_lines("1\n\"a\\nb\"\n{}\n"), "[1,\"a\\nb\",{}]");
     }
 }

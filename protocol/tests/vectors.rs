@@ -1,0 +1,415 @@
+//! The language-neutral conformance vectors (`protocol/vectors/messages.json`): one example of
+//! every request and response, as its JSON frame body, its bincode body and its tail. This
+//! test builds them from the protocol's own types and fails when the file differs, so the
+//! file is always what the daemon speaks; the Python, Go and TypeScript clients' tests read
+//! the same file. After a deliberate change, `JQJAIL_BLESS=1 cargo test -p jqjail-protocol
+//! --test vectors` rewrites it.
+
+use jqjail_protocol::{
+    Args, Cost, Encoding, ErrorCode, ErrorReply, Hello, HelloReply, HiddenReply, HideContent,
+    HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest, HideMatch, HidePut,
+    HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, Input, Lang,
+    LimitOverrides, Limits, OnOversize, Outputs, Request, Response, RunReply, RunRequest,
+    StatsReply, Tail,
+};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One vector: the frame in both encodings (body only, and the JSON one with its length
+/// prefix), and the tail that follows it.
+fn vector(name: &str, json_body: Vec<u8>, bincode_body: Vec<u8>, tail: &[u8]) -> Value {
+    let mut framed = (json_body.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(&json_body);
+    json!({
+        "name": name,
+        "json": String::from_utf8(json_body).unwrap(),
+        "json_frame_hex": hex(&framed),
+        "bincode_hex": hex(&bincode_body),
+        "tail_hex": hex(tail),
+    })
+}
+
+fn request(name: &str, msg: Request<'_>) -> Value {
+    let tail = msg
+        .tail()
+        .map(|t| t.as_bytes().to_vec())
+        .unwrap_or_default();
+    let (j, b) = (
+        Encoding::Json.encode(&msg).unwrap(),
+        Encoding::Bincode.encode(&msg).unwrap(),
+    );
+    // Both decode back to the message, the tail pending.
+    for (enc, body) in [(Encoding::Json, &j), (Encoding::Bincode, &b)] {
+        let mut got = enc.decode::<Request<'_>>(body).unwrap();
+        if let Some(pending) = got.tail_mut() {
+            assert_eq!(pending.len(), tail.len() as u64, "{name}");
+            pending.fill(tail.clone()).unwrap();
+        }
+        assert_eq!(got, msg, "{name} in {enc:?}");
+    }
+    vector(name, j, b, &tail)
+}
+
+fn response(name: &str, msg: Response) -> Value {
+    let tail = msg
+        .tail()
+        .map(|t| t.as_bytes().to_vec())
+        .unwrap_or_default();
+    let (j, b) = (
+        Encoding::Json.encode(&msg).unwrap(),
+        Encoding::Bincode.encode(&msg).unwrap(),
+    );
+    for (enc, body) in [(Encoding::Json, &j), (Encoding::Bincode, &b)] {
+        let mut got = enc.decode::<Response>(body).unwrap();
+        if let Some(pending) = got.tail_mut() {
+            assert_eq!(pending.len(), tail.len() as u64, "{name}");
+            pending.fill(tail.clone()).unwrap();
+        }
+        assert_eq!(got, msg, "{name} in {enc:?}");
+    }
+    vector(name, j, b, &tail)
+}
+
+fn run(filter: &str, input: Input<'static>) -> RunRequest<'static> {
+    RunRequest {
+        filter: filter.into(),
+        lang: Lang::Jq,
+        limits: LimitOverrides::default(),
+        on_oversize: OnOversize::Error,
+        input,
+        args: Args::default(),
+        outputs: Outputs::Collapsed,
+    }
+}
+
+fn cost() -> Cost {
+    Cost {
+        wall_us: 1500,
+        cpu_us: 900,
+        peak_rss_bytes: 4_194_304,
+        input_bytes: 7,
+        output_bytes: 1,
+    }
+}
+
+fn entry() -> HideEntry {
+    HideEntry {
+        id: "github-1a2b3c4d".into(),
+        kind: "tool_output".into(),
+        source: "GitHub".into(),
+        size: 200,
+        sha256: "1a2b3c4d".to_string() + &"0".repeat(56),
+        meta: BTreeMap::from([
+            ("b".to_string(), "2".to_string()),
+            ("a".to_string(), "1".to_string()),
+        ]),
+        created_ms: 1_780_000_000_000,
+    }
+}
+
+fn cut(page: &'static [u8], preface: Option<&str>) -> HideCut {
+    HideCut {
+        hide_id: "github-1a2b3c4d".into(),
+        page: 2,
+        total_pages: 4,
+        page_size: 64,
+        offset: 64,
+        size: 200,
+        content: Tail::from(page),
+        preface: preface.map(str::to_string),
+    }
+}
+
+fn requests() -> Vec<Value> {
+    let mut with_everything = run(
+        ".items[] | $x",
+        Input::Inline(Tail::from(&br#"{"items":[1]}"#[..])),
+    );
+    with_everything.limits = LimitOverrides {
+        max_output_bytes: Some(1000),
+        timeout_ms: Some(300),
+        max_depth: Some(64),
+    };
+    with_everything.on_oversize = OnOversize::Hide;
+    with_everything.outputs = Outputs::Lines;
+    with_everything.args = Args {
+        named: [("x".to_string(), "\"text\"".to_string())]
+            .into_iter()
+            .collect(),
+        positional: vec!["42".into()],
+    };
+    let mut path = run(
+        "items[*].name",
+        Input::Inline(Tail::from(&br#"{"items":[]}"#[..])),
+    );
+    path.lang = Lang::Path;
+    let mut shape = run("", Input::Hide("github-1a2b3c4d".into()));
+    shape.lang = Lang::Shape;
+    vec![
+        request(
+            "hello",
+            Request::Hello(Hello {
+                protocol: 2,
+                client: "my-agent/2.3".into(),
+            }),
+        ),
+        request(
+            "run inline",
+            Request::Run(run(".a", Input::Inline(Tail::from(&br#"{"a":1}"#[..])))),
+        ),
+        request("run with every field", Request::Run(with_everything)),
+        request(
+            "run over a hide",
+            Request::Run(run("length", Input::Hide("github-1a2b3c4d".into()))),
+        ),
+        request(
+            "run over values",
+            Request::Run(run(
+                "[inputs]",
+                Input::Values {
+                    values: Tail::from(&b"1 2\n{\"a\":3}"[..]),
+                    null_input: true,
+                },
+            )),
+        ),
+        request("run in the path language", Request::Run(path)),
+        request("shape of a hide", Request::Run(shape)),
+        request("stats", Request::Stats),
+        request(
+            "hide_put",
+            Request::HidePut(HidePut {
+                kind: "tool_output".into(),
+                source: "GitHub".into(),
+                meta: BTreeMap::from([("turn".to_string(), "7".to_string())]),
+                content: Tail::from(&b"[{\"id\":1}]"[..]),
+            }),
+        ),
+        request(
+            "hide_put of bytes that are not UTF-8",
+            Request::HidePut(HidePut {
+                kind: String::new(),
+                source: "bin".into(),
+                meta: BTreeMap::new(),
+                content: Tail::from(&[0xff, 0xfe, 0x00][..]),
+            }),
+        ),
+        request(
+            "hide_get",
+            Request::HideGet(HideRef {
+                id: "github-1a2b3c4d".into(),
+            }),
+        ),
+        request(
+            "hide_cut",
+            Request::HideCut(HideCutRequest {
+                id: "github-1a2b3c4d".into(),
+                page: 2,
+                page_size: Some(64),
+                hint: true,
+            }),
+        ),
+        request(
+            "hide_search",
+            Request::HideSearch(HideSearchRequest {
+                id: "github-1a2b3c4d".into(),
+                query: "needle".into(),
+                ignore_case: true,
+                page_size: None,
+                max_matches: Some(10),
+            }),
+        ),
+        request(
+            "hide_list",
+            Request::HideList(HideListRequest {
+                offset: 100,
+                limit: Some(50),
+            }),
+        ),
+        request(
+            "hide_delete",
+            Request::HideDelete(HideRef {
+                id: "github-1a2b3c4d".into(),
+            }),
+        ),
+        request("hide_usage", Request::HideUsage),
+    ]
+}
+
+fn responses() -> Vec<Value> {
+    vec![
+        response(
+            "hello",
+            Response::Hello(HelloReply {
+                protocol: 2,
+                server: "jqjaild/0.1.0".into(),
+                limits: Limits::default(),
+            }),
+        ),
+        response(
+            "run",
+            Response::Run(RunReply {
+                output: Tail::from(&b"1"[..]).into_owned(),
+                cost: cost(),
+            }),
+        ),
+        response(
+            "run with lines",
+            Response::Run(RunReply {
+                output: Tail::from(&b"1\n\"a\\nb\"\n"[..]).into_owned(),
+                cost: cost(),
+            }),
+        ),
+        response(
+            "error",
+            Response::Error(ErrorReply {
+                code: ErrorCode::Timeout,
+                message: "the filter ran for 200 ms, over the 200 ms limit".into(),
+                limit: Some(200),
+                actual: Some(200),
+                detail: None,
+                cost: Some(cost()),
+            }),
+        ),
+        response(
+            "error without numbers",
+            Response::Error(ErrorReply::new(
+                ErrorCode::CompileError,
+                "undefined filter: nope/0",
+            )),
+        ),
+        response(
+            "stats",
+            Response::Stats(StatsReply {
+                uptime_ms: 60_000,
+                outcomes: vec![("OK".into(), 10), ("TIMEOUT".into(), 1)],
+                latency: jqjail_protocol::Latency {
+                    count: 11,
+                    p50_us: 900,
+                    p90_us: 2000,
+                    p99_us: 200_000,
+                },
+                running: 1,
+                waiting: 0,
+                connections: 2,
+                workers_started: 12,
+                worker_start_failures: 0,
+                tenants: vec![jqjail_protocol::TenantStats {
+                    name: "uid-1000".into(),
+                    requests: 11,
+                    errors: 1,
+                }],
+            }),
+        ),
+        response(
+            "hide_put",
+            Response::HidePut(HidePutReply {
+                entry: entry(),
+                created: true,
+                evicted: vec!["old-00000000".into()],
+            }),
+        ),
+        response(
+            "hide_content",
+            Response::HideContent(HideContent {
+                entry: HideEntry { size: 3, ..entry() },
+                content: Tail::from(&[0xff, 0xfe, 0x00][..]).into_owned(),
+            }),
+        ),
+        response(
+            "hide_cut",
+            Response::HideCut(cut(
+                b"abababab",
+                Some("[HIDE id=github-1a2b3c4d page=2/4 bytes=200] …"),
+            )),
+        ),
+        response(
+            "hide_search",
+            Response::HideSearch(HideSearchReply {
+                hide_id: "github-1a2b3c4d".into(),
+                matches: vec![
+                    HideMatch { page: 1, offset: 1 },
+                    HideMatch {
+                        page: 2,
+                        offset: 70,
+                    },
+                ],
+                truncated: true,
+                total_pages: 4,
+                page_size: 64,
+            }),
+        ),
+        response(
+            "hide_list",
+            Response::HideList(HideListReply {
+                entries: vec![entry()],
+                total: 3,
+                next: Some(1),
+            }),
+        ),
+        response(
+            "hide_list, last page",
+            Response::HideList(HideListReply {
+                entries: vec![],
+                total: 0,
+                next: None,
+            }),
+        ),
+        response("hide_entry", Response::HideEntry(entry())),
+        response(
+            "hide_usage",
+            Response::HideUsage(HideUsageReply {
+                entries: 1,
+                bytes: 216,
+                quota_bytes: 1 << 30,
+                max_age_secs: 604_800,
+            }),
+        ),
+        response(
+            "hidden",
+            Response::Hidden(HiddenReply {
+                entry: entry(),
+                first: HideCut {
+                    page: 1,
+                    offset: 0,
+                    ..cut(
+                        b"[0,1,2,",
+                        Some("[HIDE id=github-1a2b3c4d page=1/4 bytes=200] …"),
+                    )
+                },
+                cost: cost(),
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn the_vectors_file_is_what_the_protocol_speaks() {
+    let vectors = json!({
+        "about": "jqjail protocol v2 conformance vectors, generated by protocol/tests/vectors.rs from \
+                  the protocol's own types (PROTOCOL.md). Each vector: `json` is the JSON frame body, \
+                  `json_frame_hex` the same with its 4-byte little-endian length prefix, `bincode_hex` \
+                  the bincode frame body, `tail_hex` the raw bytes that follow the frame (empty: none). \
+                  The JSON texts are byte-exact as the daemon writes them; a client may write its \
+                  requests with other whitespace or field order, but must decode these.",
+        "protocol": 2,
+        "requests": requests(),
+        "responses": responses(),
+    });
+    let text = serde_json::to_string_pretty(&vectors).unwrap() + "\n";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("vectors/messages.json");
+    if std::env::var_os("JQJAIL_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == text,
+        "{} is not what the protocol speaks; if the change is deliberate (and PROTOCOL.md says \
+         so), rewrite it with JQJAIL_BLESS=1 cargo test -p jqjail-protocol --test vectors",
+        path.display()
+    );
+}
