@@ -1,0 +1,325 @@
+package jqjail
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// SystemSocket is where the system service listens.
+	SystemSocket = "/run/jqjail/jqjail.sock"
+	// SocketEnv names a socket to use instead of the defaults.
+	SocketEnv = "JQJAIL_SOCKET"
+	// DaemonUIDsEnv lists, comma-separated, uids besides the user's own and root's whose
+	// daemon this client trusts.
+	DaemonUIDsEnv = "JQJAIL_DAEMON_UIDS"
+)
+
+// Client is one connection to the daemon. Its methods may be called from several goroutines;
+// they take turns (one request at a time per connection: open more clients for concurrency).
+// After a failure to talk to the daemon (an *Error with Code Unavailable, or a cancelled
+// context) the connection is closed and every later call fails; dial a new one.
+type Client struct {
+	mu     sync.Mutex
+	conn   *net.UnixConn
+	path   string
+	limits Limits
+	server string
+	broken error
+}
+
+// Dial connects to the daemon at socket, or, when socket is "", at the first of the places
+// every jqjail client looks (PROTOCOL.md, "Finding the socket"): $JQJAIL_SOCKET, the system
+// service's socket, the user's private daemon. It checks who serves the socket before it
+// sends a byte, then exchanges hellos.
+func Dial(ctx context.Context, socket string) (*Client, error) {
+	if socket != "" {
+		return dial(ctx, socket)
+	}
+	if env := os.Getenv(SocketEnv); env != "" {
+		c, err := dial(ctx, env)
+		if err != nil {
+			return nil, fmt.Errorf("%w (from $%s)", err, SocketEnv)
+		}
+		return c, nil
+	}
+	c, err := dial(ctx, SystemSocket)
+	var e *Error
+	if err == nil || (errors.As(err, &e) && e.Code != Unavailable) || errors.Is(err, errUntrusted) {
+		return c, err
+	}
+	return dial(ctx, PrivateSocket())
+}
+
+// PrivateSocket is the socket of the user's private daemon (the one the jqjail command line
+// starts): in the first usable of $XDG_RUNTIME_DIR/jqjail, $TMPDIR/jqjail-UID and
+// ${XDG_CACHE_HOME:-$HOME/.cache}/jqjail.
+func PrivateSocket() string {
+	uid := os.Getuid()
+	var candidates []string
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			candidates = append(candidates, filepath.Join(dir, "jqjail"))
+		}
+	}
+	candidates = append(candidates, filepath.Join(os.TempDir(), fmt.Sprintf("jqjail-%d", uid)))
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		if home := os.Getenv("HOME"); home != "" {
+			cache = filepath.Join(home, ".cache")
+		}
+	}
+	if cache != "" {
+		candidates = append(candidates, filepath.Join(cache, "jqjail"))
+	}
+	for _, dir := range candidates {
+		if usable(dir, uid) {
+			return filepath.Join(dir, "jqjail.sock")
+		}
+	}
+	return filepath.Join(candidates[len(candidates)-1], "jqjail.sock")
+}
+
+// usable: nothing there yet, or a directory of uid's own (not a link) closed to others.
+func usable(dir string, uid int) bool {
+	st, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == uid && st.Mode().Perm()&0o077 == 0
+}
+
+var errUntrusted = errors.New("untrusted daemon")
+
+func dial(ctx context.Context, path string) (*Client, error) {
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, unavailable("cannot connect to %s: %v", path, err)
+	}
+	conn := raw.(*net.UnixConn)
+	if err := checkPeer(conn, path); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &Client{conn: conn, path: path}
+	hello, _ := json.Marshal(helloRequest("jqjail-go/" + Version))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, _, err := c.roundTrip(ctx, hello, nil, maxTailBytes)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	switch r.kind {
+	case "hello":
+	case "error":
+		conn.Close()
+		return nil, errorOf(r.fields)
+	default:
+		conn.Close()
+		return nil, unavailable("expected a hello reply from %s, got %s", path, r.kind)
+	}
+	var reply struct {
+		Server string  `json:"server"`
+		Limits *Limits `json:"limits"`
+	}
+	if err := json.Unmarshal(r.fields, &reply); err != nil || reply.Limits == nil {
+		conn.Close()
+		return nil, unavailable("the hello reply of %s has no usable limits", path)
+	}
+	c.limits, c.server = *reply.Limits, reply.Server
+	return c, nil
+}
+
+func helloRequest(client string) any {
+	return map[string]any{"hello": map[string]any{"protocol": ProtocolVersion, "client": client}}
+}
+
+// TrustedUIDs are the uids whose daemon this client talks to: the user's, root's (systemd's
+// socket activation listens as root), and those in $JQJAIL_DAEMON_UIDS.
+func TrustedUIDs() ([]uint32, error) {
+	uids := []uint32{uint32(os.Getuid()), 0}
+	for _, part := range strings.Split(os.Getenv(DaemonUIDsEnv), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		uid, err := strconv.ParseUint(part, 10, 32)
+		if err != nil {
+			return nil, unavailable("$%s holds %q, which is not a uid", DaemonUIDsEnv, part)
+		}
+		uids = append(uids, uint32(uid))
+	}
+	return uids, nil
+}
+
+// checkPeer refuses a daemon run by anyone but a trusted uid: a socket in a shared
+// directory may be another user's, who would read everything sent to it.
+func checkPeer(conn *net.UnixConn, path string) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return unavailable("cannot inspect %s: %v", path, err)
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return unavailable("cannot read the peer of %s: %v %v", path, err, credErr)
+	}
+	trusted, err := TrustedUIDs()
+	if err != nil {
+		return err
+	}
+	for _, uid := range trusted {
+		if cred.Uid == uid {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is served by uid %d, which is not trusted (trusted: %v); set $%s if that uid runs your daemon",
+		errUntrusted, path, cred.Uid, trusted, DaemonUIDsEnv)
+}
+
+// Limits are the daemon's, from its hello reply.
+func (c *Client) Limits() Limits { return c.limits }
+
+// Server is the daemon's name and version.
+func (c *Client) Server() string { return c.server }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// deadlineGrace: when the context's deadline passes, the daemon's own answer (a TIMEOUT
+// naming the limit) is awaited this much longer before the request is abandoned.
+const deadlineGrace = 500 * time.Millisecond
+
+// call sends one request (a frame and its tail) and reads its one answer: the answer's
+// fields and tail, or the error it carries. expect names the variants that may answer.
+func (c *Client) call(ctx context.Context, request any, tail []byte, expect ...string) (response, []byte, error) {
+	body, err := json.Marshal(request)
+	if err != nil {
+		return response{}, nil, fmt.Errorf("jqjail: encoding the request: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return response{}, nil, c.broken
+	}
+	bound := c.limits.MaxInputBytes
+	if c.limits.MaxOutputBytes > bound {
+		bound = c.limits.MaxOutputBytes
+	}
+	r, answerTail, err := c.roundTrip(ctx, body, tail, bound)
+	if err != nil {
+		c.broken = err
+		c.conn.Close()
+		return response{}, nil, err
+	}
+	if r.kind == "error" {
+		return response{}, nil, errorOf(r.fields)
+	}
+	for _, k := range expect {
+		if r.kind == k {
+			return r, answerTail, nil
+		}
+	}
+	c.broken = unavailable("the daemon answered %s, expected %s", r.kind, strings.Join(expect, " or "))
+	c.conn.Close()
+	return response{}, nil, c.broken
+}
+
+// roundTrip writes a frame and its tail and reads one response frame and its tail, within
+// ctx: its deadline (plus a grace for the daemon's own answer) bounds the I/O, and its
+// cancellation abandons the request. Called with c.mu held.
+func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64) (response, []byte, error) {
+	if err := ctx.Err(); err != nil {
+		return response{}, nil, err
+	}
+	deadline := time.Time{}
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d.Add(deadlineGrace)
+	}
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		return response{}, nil, unavailable("setting a deadline: %v", err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				select {
+				case <-time.After(deadlineGrace):
+				case <-done:
+					return
+				}
+			}
+			c.conn.SetDeadline(time.Unix(1, 0))
+		case <-done:
+		}
+	}()
+	fail := func(what string, err error) (response, []byte, error) {
+		if ctx.Err() != nil {
+			return response{}, nil, fmt.Errorf("jqjail: %s %s: %w", what, c.path, ctx.Err())
+		}
+		return response{}, nil, unavailable("%s %s: %v", what, c.path, err)
+	}
+	out := frame(body)
+	if len(tail) <= 64<<10 {
+		out = append(out, tail...)
+		tail = nil
+	}
+	if _, err := c.conn.Write(out); err != nil {
+		return fail("writing to", err)
+	}
+	if len(tail) > 0 {
+		if _, err := c.conn.Write(tail); err != nil {
+			return fail("writing to", err)
+		}
+	}
+	var prefix [4]byte
+	if _, err := io.ReadFull(c.conn, prefix[:]); err != nil {
+		return fail("reading from", err)
+	}
+	n := binary.LittleEndian.Uint32(prefix[:])
+	if n > MaxResponseFrameBytes {
+		return response{}, nil, unavailable("the daemon sent a %d-byte frame, over the %d-byte maximum", n, MaxResponseFrameBytes)
+	}
+	frameBody := make([]byte, n)
+	if _, err := io.ReadFull(c.conn, frameBody); err != nil {
+		return fail("reading from", err)
+	}
+	r, err := decodeResponse(frameBody)
+	if err != nil {
+		return response{}, nil, err
+	}
+	if bound > maxTailBytes {
+		bound = maxTailBytes
+	}
+	tailLen, err := tailLength(r, bound)
+	if err != nil {
+		return response{}, nil, err
+	}
+	answerTail := make([]byte, tailLen)
+	if _, err := io.ReadFull(c.conn, answerTail); err != nil {
+		return fail("reading from", err)
+	}
+	return r, answerTail, nil
+}

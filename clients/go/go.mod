@@ -1,0 +1,3 @@
+module jqjail.dev/jqjail
+
+go 1.19

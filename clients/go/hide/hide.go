@@ -1,0 +1,397 @@
+// Package hide is the persistent store of oversized tool outputs ("hides") and the per-turn
+// paginator that serves them to a model through the hide_next, hide_jump and hide_search
+// tools, as the flock'd directory store it replaces offered, now kept by a jqjail daemon:
+// hides are owned by the uid that put them, paged off the daemon's disk, and can be
+// filtered by ID with jq (jqjail.Client.RunHide).
+//
+// Changing from the old package: its import path becomes "jqjail.dev/jqjail/hide";
+// NewStore takes the daemon's socket ("" to find it) instead of a directory; and
+// HideBuffer.Store returns an error beside the hide, since storing now crosses a socket.
+package hide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"jqjail.dev/jqjail"
+)
+
+// Hide is one stored input.
+type Hide struct {
+	ID        string
+	Source    string
+	Content   string
+	CreatedAt time.Time
+}
+
+// Cut is one page of a hide (pages from 1). Preface is the reflection hint a model gets with
+// page 1 of a FirstCut: where it is, and to summarise before paging on.
+type Cut struct {
+	HideID     string
+	Page       int
+	TotalPages int
+	Content    string
+	Preface    string
+}
+
+// StoreEntry is a hide's metadata.
+type StoreEntry struct {
+	ID        string
+	Kind      string
+	Source    string
+	SizeBytes int64
+	Meta      map[string]string
+	CreatedAt time.Time
+}
+
+// DefaultPageSize is the daemon's page size (bytes).
+const DefaultPageSize = 16_384
+
+// callTimeout bounds each call the store makes on the daemon.
+const callTimeout = 30 * time.Second
+
+// Store is the caller's part of the daemon's hide store. Its methods may be called from
+// several goroutines.
+type Store struct {
+	socket string
+	mu     sync.Mutex
+	client *jqjail.Client
+}
+
+// NewStore is the store of the daemon at socket ("" finds it as every jqjail client does);
+// it connects on first use, and again after a connection fails.
+func NewStore(socket string) *Store {
+	return &Store{socket: socket}
+}
+
+// with runs f on a connection, dialling one if there is none; a connection that failed is
+// dropped, so the next call dials again.
+func (s *Store) with(f func(ctx context.Context, c *jqjail.Client) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		c, err := jqjail.Dial(ctx, s.socket)
+		if err != nil {
+			return fmt.Errorf("hide: %w", err)
+		}
+		s.client = c
+	}
+	err := f(ctx, s.client)
+	var e *jqjail.Error
+	if err != nil && (!errors.As(err, &e) || e.Code == jqjail.Unavailable) {
+		s.client.Close()
+		s.client = nil
+	}
+	if err != nil {
+		return fmt.Errorf("hide: %w", err)
+	}
+	return nil
+}
+
+func entryOf(e *jqjail.HideEntry) StoreEntry {
+	return StoreEntry{
+		ID: e.ID, Kind: e.Kind, Source: e.Source, SizeBytes: int64(e.Size), Meta: e.Meta,
+		CreatedAt: time.UnixMilli(int64(e.CreatedMs)),
+	}
+}
+
+func cutOf(c *jqjail.HideCut) Cut {
+	return Cut{
+		HideID: c.HideID, Page: int(c.Page), TotalPages: int(c.TotalPages),
+		Content: string(c.Content), Preface: c.Preface,
+	}
+}
+
+// Put persists one hide; the same content from the same source gives the same ID again.
+func (s *Store) Put(kind, source string, content []byte, meta map[string]string) (StoreEntry, error) {
+	var out StoreEntry
+	err := s.with(func(ctx context.Context, c *jqjail.Client) error {
+		put, err := c.HidePut(ctx, kind, source, content, meta)
+		if err == nil {
+			out = entryOf(&put.Entry)
+		}
+		return err
+	})
+	return out, err
+}
+
+// Get reads a hide's metadata and bytes.
+func (s *Store) Get(id string) (StoreEntry, []byte, error) {
+	var out StoreEntry
+	var content []byte
+	err := s.with(func(ctx context.Context, c *jqjail.Client) error {
+		entry, bytes, err := c.HideGet(ctx, id)
+		if err == nil {
+			out, content = entryOf(entry), bytes
+		}
+		return err
+	})
+	return out, content, err
+}
+
+// Cut is page `page` (from 1) at pageSizeBytes a page (64 to 1,048,576), paged off the
+// daemon's disk; no page splits a UTF-8 character.
+func (s *Store) Cut(id string, page, pageSizeBytes int) (Cut, error) {
+	return s.cut(id, page, pageSizeBytes, false)
+}
+
+func (s *Store) cut(id string, page, pageSize int, hint bool) (Cut, error) {
+	if page < 1 || pageSize < 1 {
+		return Cut{}, fmt.Errorf("hide: page %d at %d bytes a page: both must be positive", page, pageSize)
+	}
+	var out Cut
+	err := s.with(func(ctx context.Context, c *jqjail.Client) error {
+		cut, err := c.HideCut(ctx, id, uint64(page), uint64(pageSize), hint)
+		if err == nil {
+			out = cutOf(cut)
+		}
+		return err
+	})
+	return out, err
+}
+
+// List is every hide of the caller, newest first.
+func (s *Store) List() ([]StoreEntry, error) {
+	var out []StoreEntry
+	err := s.with(func(ctx context.Context, c *jqjail.Client) error {
+		entries, err := c.HideList(ctx)
+		for i := range entries {
+			out = append(out, entryOf(&entries[i]))
+		}
+		return err
+	})
+	return out, err
+}
+
+// Delete removes a hide.
+func (s *Store) Delete(id string) error {
+	return s.with(func(ctx context.Context, c *jqjail.Client) error {
+		_, err := c.HideDelete(ctx, id)
+		return err
+	})
+}
+
+// LoadIntoBuffer is a buffer whose latest hide is the stored hide id.
+func (s *Store) LoadIntoBuffer(id string, pageSize int) (*HideBuffer, error) {
+	b := s.NewHideBuffer(pageSize)
+	entry, _, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	b.latest, b.latestSize = entry.ID, int(entry.SizeBytes)
+	return b, nil
+}
+
+// HideBuffer pages oversized tool outputs for one turn of a model: it remembers the latest
+// hide and, per hide, the last page served, so hide_next reads on. The pages stay on the
+// daemon's disk. Its methods may be called from several goroutines.
+type HideBuffer struct {
+	store      *Store
+	pageSize   int
+	mu         sync.Mutex
+	latest     string
+	latestSize int
+	cursors    map[string]int
+}
+
+// NewHideBuffer is a buffer of pageSize-byte pages over the store of the daemon found as
+// every jqjail client finds it.
+func NewHideBuffer(pageSize int) *HideBuffer {
+	return NewStore("").NewHideBuffer(pageSize)
+}
+
+// NewHideBuffer is a buffer of pageSize-byte pages over this store.
+func (s *Store) NewHideBuffer(pageSize int) *HideBuffer {
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	return &HideBuffer{store: s, pageSize: pageSize, cursors: map[string]int{}}
+}
+
+// ToolOutputKind is the kind of the hides a buffer stores.
+const ToolOutputKind = "tool_output"
+
+// Store adds a hide (kind tool_output) and makes it the latest.
+func (b *HideBuffer) Store(source, content string) (*Hide, error) {
+	entry, err := b.store.Put(ToolOutputKind, source, []byte(content), nil)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.latest, b.latestSize = entry.ID, int(entry.SizeBytes)
+	delete(b.cursors, entry.ID)
+	return &Hide{ID: entry.ID, Source: source, Content: content, CreatedAt: entry.CreatedAt}, nil
+}
+
+// Get reads a hide back; false when there is none of that ID for the caller, or the daemon
+// could not be asked (Load says which).
+func (b *HideBuffer) Get(id string) (*Hide, bool) {
+	h, err := b.Load(id)
+	return h, err == nil
+}
+
+// Load reads a hide back, or says why it cannot.
+func (b *HideBuffer) Load(id string) (*Hide, error) {
+	entry, content, err := b.store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return &Hide{ID: entry.ID, Source: entry.Source, Content: string(content), CreatedAt: entry.CreatedAt}, nil
+}
+
+// Cut is page `page` (from 1) of a hide, which becomes that hide's position for Next.
+func (b *HideBuffer) Cut(id string, page int) (Cut, error) {
+	return b.serve(id, page, false)
+}
+
+// Next is the page after the last one served of hide id ("" for the latest).
+func (b *HideBuffer) Next(id string) (Cut, error) {
+	id, err := b.pick(id)
+	if err != nil {
+		return Cut{}, err
+	}
+	b.mu.Lock()
+	page := b.cursors[id] + 1
+	b.mu.Unlock()
+	return b.serve(id, page, false)
+}
+
+// Search is the page holding the first occurrence of query; false when there is none.
+func (b *HideBuffer) Search(id, query string) (Cut, bool, error) {
+	return b.search(id, query, false)
+}
+
+func (b *HideBuffer) search(id, query string, ignoreCase bool) (Cut, bool, error) {
+	var found *jqjail.SearchResult
+	err := b.store.with(func(ctx context.Context, c *jqjail.Client) error {
+		var err error
+		found, err = c.HideSearch(ctx, id, query, jqjail.SearchOptions{
+			IgnoreCase: ignoreCase, PageSize: uint64(b.pageSize), MaxMatches: 1,
+		})
+		return err
+	})
+	if err != nil {
+		return Cut{}, false, err
+	}
+	if len(found.Matches) == 0 {
+		return Cut{}, false, nil
+	}
+	cut, err := b.serve(id, int(found.Matches[0].Page), false)
+	return cut, err == nil, err
+}
+
+// NeedsPaging: the latest hide is larger than a page.
+func (b *HideBuffer) NeedsPaging() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.latest != "" && b.latestSize > b.pageSize
+}
+
+// FirstCut is page 1 of the latest hide, with the reflection hint.
+func (b *HideBuffer) FirstCut() (Cut, error) {
+	id, err := b.pick("")
+	if err != nil {
+		return Cut{}, err
+	}
+	return b.serve(id, 1, true)
+}
+
+// TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide, page 1
+// already served, so Next goes on to page 2.
+func (b *HideBuffer) TakeOver(h *jqjail.Hidden) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.latest, b.latestSize = h.Entry.ID, int(h.Entry.Size)
+	b.cursors[h.Entry.ID] = int(h.First.Page)
+}
+
+func (b *HideBuffer) serve(id string, page int, hint bool) (Cut, error) {
+	cut, err := b.store.cut(id, page, b.pageSize, hint)
+	if err != nil {
+		return Cut{}, err
+	}
+	b.mu.Lock()
+	b.cursors[cut.HideID] = cut.Page
+	b.mu.Unlock()
+	return cut, nil
+}
+
+func (b *HideBuffer) pick(id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.latest == "" {
+		return "", &jqjail.Error{Code: "NOT_FOUND", Message: "no hide was stored or loaded in this buffer yet"}
+	}
+	return b.latest, nil
+}
+
+// Format is a page as a model sees it: the hint (page 1), a header, the text, an end marker.
+func Format(c Cut) string {
+	var out strings.Builder
+	if c.Preface != "" {
+		out.WriteString(c.Preface + "\n")
+	}
+	fmt.Fprintf(&out, "[HIDE id=%s page=%d/%d]\n%s\n[END page %d/%d]", c.HideID, c.Page, c.TotalPages, c.Content, c.Page, c.TotalPages)
+	return out.String()
+}
+
+// CallTool answers a model's hide_next, hide_jump or hide_search call (arguments as the
+// tool definitions give them) with text for the model; failures as "error: CODE: …".
+func (b *HideBuffer) CallTool(name string, args map[string]any) string {
+	id, _ := args["hide_id"].(string)
+	answer := func(c Cut, err error) string {
+		if err != nil {
+			return "error: " + strings.TrimPrefix(err.Error(), "hide: ")
+		}
+		return Format(c)
+	}
+	switch name {
+	case "hide_next":
+		return answer(b.Next(id))
+	case "hide_jump":
+		page, ok := args["page"].(float64)
+		if !ok || page < 1 || page != float64(int(page)) {
+			return "error: hide_jump needs a positive integer `page`"
+		}
+		id, err := b.pick(id)
+		if err != nil {
+			return answer(Cut{}, err)
+		}
+		return answer(b.Cut(id, int(page)))
+	case "hide_search":
+		query, ok := args["query"].(string)
+		if !ok {
+			return "error: hide_search needs a string `query`"
+		}
+		id, err := b.pick(id)
+		if err != nil {
+			return answer(Cut{}, err)
+		}
+		ignoreCase, _ := args["ignore_case"].(bool)
+		cut, found, err := b.search(id, query, ignoreCase)
+		if err != nil {
+			return answer(Cut{}, err)
+		}
+		if !found {
+			return fmt.Sprintf("Not found: %q does not occur in hide %s.", query, id)
+		}
+		return fmt.Sprintf("Found %q on page %d:\n%s", query, cut.Page, answer(cut, nil))
+	}
+	return "error: " + name + " is not a hide tool"
+}
+
+// ToolDefs are the tool definitions for a model: hide_next, hide_jump and hide_search, and
+// jq, json_path and json_shape, from the same list as `jqjail tools`.
+func ToolDefs() []jqjail.ToolDefinition {
+	return jqjail.ToolDefs()
+}

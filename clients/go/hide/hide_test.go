@@ -1,0 +1,182 @@
+package hide
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"jqjail.dev/jqjail"
+	"jqjail.dev/jqjail/internal/testdaemon"
+)
+
+func TestMain(m *testing.M) { testdaemon.Main(m) }
+
+// The old package's test surface, against the daemon's store.
+func TestStorePutGetCutListDelete(t *testing.T) {
+	s := NewStore("")
+	content := []byte(strings.Repeat("0123456789", 100) + "é")
+	e, err := s.Put("webhook", "GitHub Intake", content, map[string]string{"turn": "3"})
+	if err != nil || !strings.HasPrefix(e.ID, "githubintake-") || e.SizeBytes != int64(len(content)) {
+		t.Fatalf("put %+v %v", e, err)
+	}
+	got, bytes, err := s.Get(e.ID)
+	if err != nil || string(bytes) != string(content) || got.Meta["turn"] != "3" {
+		t.Fatalf("get %v", err)
+	}
+	// Pages: TotalPages agrees with the length; no page splits the last character.
+	var joined strings.Builder
+	first, err := s.Cut(e.ID, 1, 64)
+	if err != nil || first.TotalPages != (len(content)+63)/64 {
+		t.Fatalf("cut %+v %v", first, err)
+	}
+	for p := 1; p <= first.TotalPages; p++ {
+		c, err := s.Cut(e.ID, p, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined.WriteString(c.Content)
+	}
+	if joined.String() != string(content) {
+		t.Fatal("the pages do not join back to the content")
+	}
+	if _, err := s.Cut(e.ID, 99, 64); err == nil || !strings.Contains(err.Error(), "PAGE_OUT_OF_RANGE") {
+		t.Fatal(err)
+	}
+	second, err := s.Put("webhook", "other", []byte("[1]"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.List()
+	if err != nil || len(list) < 2 || list[0].ID != second.ID {
+		t.Fatalf("list (newest first): %+v %v", list, err)
+	}
+	if err := s.Delete(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(e.ID); err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
+		t.Fatal(err)
+	}
+}
+
+func TestParallelPutsDoNotCorrupt(t *testing.T) {
+	s := NewStore("")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			content := []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("p", 5000)))
+			e, err := s.Put("k", "parallel", content, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, got, err := s.Get(e.ID); err != nil || string(got) != string(content) {
+				errs <- fmt.Errorf("%s read back wrong: %v", e.ID, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestHideBufferPagesSearchesAndLoads(t *testing.T) {
+	b := NewHideBuffer(100)
+	if b.NeedsPaging() {
+		t.Fatal("an empty buffer needs no paging")
+	}
+	if _, err := b.FirstCut(); err == nil {
+		t.Fatal("a first cut of nothing")
+	}
+	var text strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&text, "row %02d\n", i) // 350 bytes
+	}
+	h, err := b.Store("search_tool", text.String())
+	if err != nil || h.Content != text.String() {
+		t.Fatal(err)
+	}
+	if !b.NeedsPaging() {
+		t.Fatal("350 bytes at 100 a page need paging")
+	}
+	first, err := b.FirstCut()
+	if err != nil || first.Page != 1 || first.TotalPages != 4 || first.Preface == "" {
+		t.Fatalf("%+v %v", first, err)
+	}
+	next, err := b.Next("")
+	if err != nil || next.Page != 2 || next.Preface != "" {
+		t.Fatalf("%+v %v", next, err)
+	}
+	found, ok, err := b.Search(h.ID, "row 40")
+	if err != nil || !ok || found.Page != 3 || !strings.Contains(found.Content, "row 40") {
+		t.Fatalf("%+v %v %v", found, ok, err)
+	}
+	if _, ok, err := b.Search(h.ID, "absent"); ok || err != nil {
+		t.Fatal("a miss is false, not an error", err)
+	}
+	if got, ok := b.Get(h.ID); !ok || got.Content != text.String() {
+		t.Fatal("get")
+	}
+	if _, ok := b.Get("nope-00000000"); ok {
+		t.Fatal("an unknown hide")
+	}
+	loaded, err := NewStore("").LoadIntoBuffer(h.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := loaded.FirstCut()
+	if err != nil || again.Content != first.Content {
+		t.Fatal("a loaded buffer reproduces the hide", err)
+	}
+	// The tools a model calls.
+	if out := b.CallTool("hide_jump", map[string]any{"page": 3.0}); !strings.Contains(out, "page=3/4") {
+		t.Fatal(out)
+	}
+	if out := b.CallTool("hide_next", map[string]any{}); !strings.Contains(out, "page=4/4") {
+		t.Fatal(out)
+	}
+	if out := b.CallTool("hide_search", map[string]any{"query": "ROW 07", "ignore_case": true}); !strings.Contains(out, "on page 1") {
+		t.Fatal(out)
+	}
+	if out := b.CallTool("hide_jump", map[string]any{"page": 9.0}); !strings.HasPrefix(out, "error: PAGE_OUT_OF_RANGE") {
+		t.Fatal(out)
+	}
+}
+
+// A run's output kept as a hide is taken over by a buffer: hide_next goes on to page 2.
+func TestABufferTakesOverAHiddenRun(t *testing.T) {
+	ctx := context.Background()
+	c, err := jqjail.Dial(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Run(ctx, "[range(5000)]", []byte("null"), &jqjail.RunOptions{Hide: true, MaxOutputBytes: 1000})
+	if err != nil || r.Hidden == nil {
+		t.Fatal(err)
+	}
+	b := NewHideBuffer(DefaultPageSize)
+	b.TakeOver(r.Hidden)
+	next, err := b.Next("")
+	if err != nil || next.Page != 2 || next.HideID != r.Hidden.Entry.ID {
+		t.Fatalf("%+v %v", next, err)
+	}
+}
+
+func TestToolDefs(t *testing.T) {
+	var names []string
+	for _, d := range ToolDefs() {
+		names = append(names, d.Name)
+	}
+	for _, want := range []string{"hide_next", "hide_jump", "hide_search", "jq", "json_path", "json_shape"} {
+		if !strings.Contains(strings.Join(names, ","), want) {
+			t.Fatal(names)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+// Package jq evaluates a jq filter against a JSON input and returns the JSON-stringified
+// result, as the in-process gojq wrapper it replaces did, with the same constants, output
+// shape and error discipline; the filter now runs in a jqjail daemon's confined worker, whose
+// kernel-enforced limits (memory, CPU, a system-call allowlist) hold where a heap sampler in
+// the caller's process could only poll.
+//
+// Changing from the old package is one import line: its path becomes
+// "jqjail.dev/jqjail/jq"; calls to jq.Run stay as they are.
+package jq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"jqjail.dev/jqjail"
+)
+
+// DefaultTimeout is applied when the context passed to Run carries no deadline.
+const DefaultTimeout = 5 * time.Second
+
+// MaxHeapGrowthBytes bounds the memory a single Run may take; the daemon enforces it in the
+// worker (its max_heap_bytes, 256 MiB by default) and Run reports it as MEMORY_LIMIT.
+const MaxHeapGrowthBytes = 256 << 20
+
+// MaxInputBytes is the cap on the size of the input passed to Run.
+const MaxInputBytes = 20 << 20
+
+// MaxOutputBytes is the cap on the JSON-encoded size of the filtered result (array framing
+// included).
+const MaxOutputBytes = 100_000
+
+// Socket is the daemon's socket; "" uses the discovery every jqjail client shares
+// ($JQJAIL_SOCKET, the system service, the user's private daemon).
+var Socket = ""
+
+// Run evaluates filter against input (one JSON text) and returns the result as JSON text:
+// exactly one output → that value (a string output is quoted); several → an array of them;
+// none → null. Integers keep every digit.
+//
+// Bounds: input ≤ MaxInputBytes; output ≤ MaxOutputBytes; ctx's deadline, or DefaultTimeout
+// without one, is sent as the run's time limit (capped at the daemon's), and cancelling ctx
+// abandons the run. Errors are loud and self-describing; those the daemon answers unwrap
+// (errors.As) to a *jqjail.Error with its Code, Limit and Actual, and a run stopped by ctx's
+// deadline also matches context.DeadlineExceeded.
+func Run(ctx context.Context, filter string, input []byte) (string, error) {
+	if len(input) > MaxInputBytes {
+		return "", fmt.Errorf("jq: input is %d bytes, over the %d-byte MaxInputBytes limit; narrow the remote call instead of filtering this much in memory", len(input), MaxInputBytes)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	// A kept connection the daemon has since closed (its idle timeout) fails before the run
+	// reaches it; runs have no side effects, so the run is tried once more on a new one.
+	for attempt := 0; ; attempt++ {
+		c, pooled, err := take(ctx)
+		if err != nil {
+			return "", fmt.Errorf("jq: no jqjail daemon to run the filter: %w", err)
+		}
+		out, timeout, err := runOn(ctx, c, filter, input)
+		var e *jqjail.Error
+		lost := err != nil && errors.As(err, &e) && e.Code == jqjail.Unavailable
+		give(c, err == nil || (e != nil && !lost))
+		if lost && pooled && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return "", explain(ctx, err, timeout)
+		}
+		return out, nil
+	}
+}
+
+func runOn(ctx context.Context, c *jqjail.Client, filter string, input []byte) (string, uint64, error) {
+	deadline, _ := ctx.Deadline()
+	timeout := uint64(time.Until(deadline).Milliseconds())
+	if timeout == 0 {
+		return "", 0, context.DeadlineExceeded
+	}
+	if max := c.Limits().TimeoutMs; timeout > max {
+		timeout = max
+	}
+	maxOutput := uint64(MaxOutputBytes)
+	if max := c.Limits().MaxOutputBytes; maxOutput > max {
+		maxOutput = max
+	}
+	result, err := c.Run(ctx, filter, input, &jqjail.RunOptions{TimeoutMs: timeout, MaxOutputBytes: maxOutput})
+	if err != nil {
+		return "", timeout, err
+	}
+	return string(result.Output), timeout, nil
+}
+
+// deadlineError is a daemon's TIMEOUT that the context's deadline set: it unwraps to the
+// *jqjail.Error and also matches context.DeadlineExceeded.
+type deadlineError struct {
+	msg string
+	err error
+}
+
+func (d *deadlineError) Error() string        { return d.msg }
+func (d *deadlineError) Unwrap() error        { return d.err }
+func (d *deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// explain words an error for a model or an operator, keeping it unwrappable.
+func explain(ctx context.Context, err error, timeoutMs uint64) error {
+	var e *jqjail.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("jq: %w", err)
+	}
+	switch e.Code {
+	case "TIMEOUT":
+		if ctx.Err() != nil {
+			msg := fmt.Sprintf("jq: filter stopped at the context's deadline (%d ms): %v", timeoutMs, err)
+			return &deadlineError{msg: msg, err: err}
+		}
+		return fmt.Errorf("jq: filter stopped after %d ms: %w", timeoutMs, err)
+	case "MEMORY_LIMIT":
+		return fmt.Errorf("jq: filter needed more than the %d-byte memory budget; narrow it: %w", uint64(MaxHeapGrowthBytes), err)
+	case "OUTPUT_TOO_LARGE":
+		return fmt.Errorf("jq: filtered result is over %d bytes; narrow the filter: %w", MaxOutputBytes, err)
+	case "COMPILE_ERROR":
+		return fmt.Errorf("jq: parse filter: %w", err)
+	case "INVALID_JSON", "INPUT_TOO_DEEP":
+		return fmt.Errorf("jq: input: %w", err)
+	}
+	return fmt.Errorf("jq: %w", err)
+}
+
+// Idle connections, kept for the next Run (a connection serves one request at a time).
+var (
+	mu   sync.Mutex
+	idle []*jqjail.Client
+)
+
+const maxIdle = 8
+
+// take is a kept connection (pooled) or a new one.
+func take(ctx context.Context) (c *jqjail.Client, pooled bool, err error) {
+	mu.Lock()
+	if n := len(idle); n > 0 {
+		c := idle[n-1]
+		idle = idle[:n-1]
+		mu.Unlock()
+		return c, true, nil
+	}
+	mu.Unlock()
+	c, err = jqjail.Dial(ctx, Socket)
+	return c, false, err
+}
+
+func give(c *jqjail.Client, reusable bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if reusable && len(idle) < maxIdle {
+		idle = append(idle, c)
+		return
+	}
+	c.Close()
+}
