@@ -216,17 +216,21 @@ fn a_cli_without_a_daemon_beside_it_finds_one_on_path_or_says_where_it_looked() 
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
-/// The Python package ships the tool list as a file; it must be the CLI's list.
+/// The Python, Go and TypeScript packages ship the tool list as a file; each must be the
+/// CLI's list.
 #[test]
-fn the_python_package_carries_the_same_tool_definitions() {
+fn every_client_package_carries_the_same_tool_definitions() {
     let out = Command::new(CLI).arg("tools").output().unwrap();
     let ours: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let shipped = std::fs::read(repo_file("clients/python/src/jqjail/tools.json")).unwrap();
-    let shipped: serde_json::Value = serde_json::from_slice(&shipped).unwrap();
-    assert_eq!(
-        shipped, ours,
-        "regenerate it: jqjail tools > clients/python/src/jqjail/tools.json"
-    );
+    for copy in [
+        "clients/python/src/jqjail/tools.json",
+        "clients/go/tools.json",
+        "clients/typescript/tools.json",
+    ] {
+        let shipped = std::fs::read(repo_file(copy)).unwrap();
+        let shipped: serde_json::Value = serde_json::from_slice(&shipped).unwrap();
+        assert_eq!(shipped, ours, "regenerate it: jqjail tools > {copy}");
+    }
 }
 
 #[test]

@@ -132,3 +132,41 @@ fn no_reply_carries_more_than_the_threshold_and_every_call_is_answered() {
         assert!(worst <= n.parse().unwrap(), "{report}");
     }
 }
+
+/// The official MCP TypeScript SDK (npm `@modelcontextprotocol/sdk`), if installed:
+/// `JQJAIL_TEST_MCP_TS_SDK` names the package's directory (.ci/run installs it). A name that
+/// is no directory fails rather than skips.
+#[test]
+fn the_official_typescript_sdk_lists_calls_and_pages() {
+    let Ok(sdk) = std::env::var("JQJAIL_TEST_MCP_TS_SDK") else {
+        skip(
+            "the MCP TypeScript SDK is not installed (npm install @modelcontextprotocol/sdk, and \
+             name its directory in JQJAIL_TEST_MCP_TS_SDK; .ci/run does both where npm is \
+             reachable)",
+        );
+        return;
+    };
+    assert!(
+        std::path::Path::new(&sdk).join("package.json").is_file(),
+        "JQJAIL_TEST_MCP_TS_SDK={sdk} is not an installed package"
+    );
+    let d = Daemon::start();
+    let out = Command::new("node")
+        .arg(repo_file("tests/mcp/official_ts_client.mjs"))
+        .arg(&sdk)
+        .arg(CLI)
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("official_ts_client.mjs: {stdout}");
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(summary["server"], "jqjail");
+    let stats = d.client().stats().unwrap();
+    assert_eq!(stats.outcome("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);
+}

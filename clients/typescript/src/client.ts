@@ -1,0 +1,380 @@
+import { lstatSync, statSync } from "node:fs";
+import { connect as netConnect, Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import {
+  Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
+  MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, VERSION,
+} from "./wire.js";
+
+export const SYSTEM_SOCKET = "/run/jqjail/jqjail.sock";
+export const SOCKET_ENV = "JQJAIL_SOCKET";
+export const DAEMON_UIDS_ENV = "JQJAIL_DAEMON_UIDS";
+
+/** The uids whose daemon this client talks to: the user's, root's, and $JQJAIL_DAEMON_UIDS'. */
+export function trustedUids(): number[] {
+  const uids = [process.getuid!(), 0];
+  for (const part of (process.env[DAEMON_UIDS_ENV] ?? "").split(",")) {
+    const p = part.trim();
+    if (p === "") continue;
+    if (!/^[0-9]+$/.test(p)) throw unavailable(`$${DAEMON_UIDS_ENV} holds "${p}", which is not a uid`);
+    uids.push(Number(p));
+  }
+  return uids;
+}
+
+/**
+ * Who serves a socket. Node cannot read a connected socket's peer (SO_PEERCRED), so this checks
+ * the socket file instead: it must be a socket owned by a trusted uid, in a directory owned by
+ * a trusted uid that no other user can write to (or a sticky one), so that nobody else can have
+ * put it there or swap it between this check and the connection; the check is made again
+ * after connecting. The Rust, Python and Go clients check the peer process itself.
+ */
+export function checkSocketFile(path: string): { dev: number; ino: number } {
+  const trusted = trustedUids();
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch (e) {
+    throw unavailable(`cannot connect to ${path}: ${(e as Error).message}`);
+  }
+  if (!st.isSocket()) throw unavailable(`${path} is not a socket`);
+  if (!trusted.includes(st.uid)) {
+    throw unavailable(`${path} belongs to uid ${st.uid}, which is not trusted (trusted: ${trusted.join(", ")}); set $${DAEMON_UIDS_ENV} if that uid runs your daemon`);
+  }
+  const dir = statSync(dirname(path));
+  const othersMayWrite = (dir.mode & 0o022) !== 0;
+  const sticky = (dir.mode & 0o1000) !== 0;
+  if (!trusted.includes(dir.uid) || (othersMayWrite && !sticky)) {
+    throw unavailable(`${path} is in ${dirname(path)}, which another user could change (owner ${dir.uid}, mode ${(dir.mode & 0o7777).toString(8)}); not trusting the socket`);
+  }
+  return { dev: st.dev, ino: st.ino };
+}
+
+/** The socket of the user's private daemon, in the first usable of the CLI's directories. */
+export function privateSocket(): string {
+  const uid = process.getuid!();
+  const candidates: string[] = [];
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  if (runtime) {
+    try {
+      if (statSync(runtime).isDirectory()) candidates.push(join(runtime, "jqjail"));
+    } catch {
+      // not there: skipped
+    }
+  }
+  candidates.push(join(process.env.TMPDIR || tmpdir(), `jqjail-${uid}`));
+  const cache = process.env.XDG_CACHE_HOME || (process.env.HOME ? join(process.env.HOME, ".cache") : "");
+  if (cache) candidates.push(join(cache, "jqjail"));
+  for (const dir of candidates) {
+    try {
+      const st = lstatSync(dir);
+      if (st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0) return join(dir, "jqjail.sock");
+    } catch {
+      return join(dir, "jqjail.sock"); // nothing there yet: usable
+    }
+  }
+  return join(candidates[candidates.length - 1], "jqjail.sock");
+}
+
+/** A named argument: bound as `$name`; its value is sent as JSON text, data and never code. */
+export type Args = Record<string, unknown> | Array<[string, unknown]>;
+
+export interface RunOptions {
+  lang?: "jq" | "path" | "shape";
+  /** Every output as compact JSON and a newline, rather than the collapsed answer. */
+  outputs?: "collapsed" | "lines";
+  /** Keep an output over the output limit as a hide (`RunResult.hidden`). */
+  onOversize?: "error" | "hide";
+  timeoutMs?: number;
+  maxOutputBytes?: number;
+  maxDepth?: number;
+  args?: Args;
+  positional?: unknown[];
+  /** Abandons the request (the connection is closed). */
+  signal?: AbortSignal;
+}
+
+/** A run's answer: `output` is JSON text (integers keep every digit), or `hidden`. */
+export interface RunResult {
+  output: string;
+  cost: Cost;
+  hidden: Hidden | null;
+}
+
+/** What may be given as input: JSON text (string or bytes), or any JSON value. */
+export type Input = string | Uint8Array | unknown;
+
+function inputBytes(input: Input): Buffer {
+  if (typeof input === "string") return Buffer.from(input, "utf8");
+  if (input instanceof Uint8Array) return Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  const text = JSON.stringify(input);
+  if (text === undefined) throw new TypeError("the input has no JSON form");
+  return Buffer.from(text, "utf8");
+}
+
+/** A run request's fields (PROTOCOL.md, "run (request)"). */
+export function runRequest(filter: string, input: object, options: RunOptions = {}): object {
+  const run: Record<string, unknown> = {
+    filter,
+    lang: options.lang ?? "jq",
+    input,
+    outputs: options.outputs ?? "collapsed",
+    on_oversize: options.onOversize ?? "error",
+    limits: {
+      timeout_ms: options.timeoutMs ?? null,
+      max_output_bytes: options.maxOutputBytes ?? null,
+      max_depth: options.maxDepth ?? null,
+    },
+  };
+  if (options.args || options.positional) {
+    const pairs = Array.isArray(options.args) ? options.args : Object.entries(options.args ?? {});
+    // JSON objects keep insertion order for string keys (not for integer-like ones, which are
+    // not valid names anyway): $ARGS.named lists the names in the order given.
+    const named: Record<string, string> = {};
+    for (const [name, value] of pairs) named[name] = JSON.stringify(value);
+    run.args = { named, positional: (options.positional ?? []).map((v) => JSON.stringify(v)) };
+  }
+  return { run };
+}
+
+/**
+ * One connection to the daemon, promise-based. Calls take turns (one request at a time per
+ * connection; open more clients for concurrency). After a failure to talk to the daemon (code
+ * UNAVAILABLE) or an aborted request, the connection is closed and later calls fail.
+ */
+export class Client {
+  readonly path: string;
+  limits!: Limits;
+  server = "";
+  private sock: Socket;
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private waiter: (() => void) | null = null;
+  private ended: Error | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private broken: Error | null = null;
+
+  private constructor(path: string, sock: Socket) {
+    this.path = path;
+    this.sock = sock;
+    sock.on("data", (chunk: Buffer) => {
+      this.chunks.push(chunk);
+      this.buffered += chunk.length;
+      this.wake();
+    });
+    sock.on("end", () => this.finish(unavailable(`${path} closed the connection`)));
+    sock.on("close", () => this.finish(unavailable(`${path} closed the connection`)));
+    sock.on("error", (e) => this.finish(unavailable(`${path}: ${e.message}`)));
+  }
+
+  /**
+   * Connects to the daemon at `path`, or where every jqjail client looks (PROTOCOL.md,
+   * "Finding the socket"): $JQJAIL_SOCKET, the system service's socket, the user's private
+   * daemon. Checks who serves the socket before a byte is sent, then exchanges hellos.
+   */
+  static async connect(path?: string, options: { signal?: AbortSignal } = {}): Promise<Client> {
+    if (path) return Client.open(path, options.signal);
+    const env = process.env[SOCKET_ENV];
+    if (env) return Client.open(env, options.signal);
+    try {
+      return await Client.open(SYSTEM_SOCKET, options.signal);
+    } catch (e) {
+      const refusedThere = e instanceof JqjailError && e.code !== "UNAVAILABLE";
+      if (refusedThere || /not trusted|another user/.test(String(e))) throw e;
+    }
+    return Client.open(privateSocket(), options.signal);
+  }
+
+  private static async open(path: string, signal?: AbortSignal): Promise<Client> {
+    const before = checkSocketFile(path);
+    const sock = await new Promise<Socket>((resolve, reject) => {
+      const s = netConnect(path);
+      s.once("connect", () => resolve(s));
+      s.once("error", (e) => reject(unavailable(`cannot connect to ${path}: ${e.message}`)));
+    });
+    const after = (() => {
+      try {
+        return checkSocketFile(path);
+      } catch (e) {
+        sock.destroy();
+        throw e;
+      }
+    })();
+    if (after.dev !== before.dev || after.ino !== before.ino) {
+      sock.destroy();
+      throw unavailable(`${path} was replaced while connecting; not trusting it`);
+    }
+    const c = new Client(path, sock);
+    try {
+      const r = await c.roundTrip(frame({ hello: { protocol: PROTOCOL_VERSION, client: `jqjail-typescript/${VERSION}` } }), undefined, MAX_TAIL_BYTES, signal);
+      if (r.response.kind === "error") throw errorOf(r.response.fields);
+      if (r.response.kind !== "hello" || typeof r.response.fields?.limits !== "object") {
+        throw unavailable(`expected a hello reply from ${path}, got ${r.response.kind}`);
+      }
+      c.limits = r.response.fields.limits;
+      c.server = String(r.response.fields.server ?? "");
+      return c;
+    } catch (e) {
+      sock.destroy();
+      throw e;
+    }
+  }
+
+  close(): void {
+    this.sock.destroy();
+  }
+
+  private finish(e: Error): void {
+    this.ended ??= e;
+    this.wake();
+  }
+
+  private wake(): void {
+    const w = this.waiter;
+    this.waiter = null;
+    w?.();
+  }
+
+  private async readExact(n: number, signal?: AbortSignal): Promise<Buffer> {
+    while (this.buffered < n) {
+      if (this.ended) throw this.ended;
+      if (signal?.aborted) throw signal.reason ?? new Error("aborted");
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve;
+        signal?.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+    const all = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.buffered);
+    const out = all.subarray(0, n);
+    const rest = all.subarray(n);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.buffered = rest.length;
+    return out;
+  }
+
+  private async roundTrip(head: Buffer, tail: Buffer | undefined, bound: number, signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
+    if (signal?.aborted) throw signal.reason ?? new Error("aborted");
+    this.sock.write(tail && tail.length > 0 ? Buffer.concat([head, tail]) : head);
+    const prefix = await this.readExact(4, signal);
+    const n = prefix.readUInt32LE(0);
+    if (n > MAX_RESPONSE_FRAME_BYTES) {
+      throw unavailable(`the daemon sent a ${n}-byte frame, over the ${MAX_RESPONSE_FRAME_BYTES}-byte maximum`);
+    }
+    const response = decodeResponse(await this.readExact(n, signal));
+    const tailBytes = await this.readExact(tailLength(response, Math.min(bound, MAX_TAIL_BYTES)), signal);
+    return { response, tail: tailBytes };
+  }
+
+  /** Sends one request and reads its one answer; `expect` names the variants that may answer. */
+  private call(request: unknown, tail: Buffer | undefined, expect: string[], signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
+    const turn = this.queue.then(async () => {
+      if (this.broken) throw this.broken;
+      const bound = Math.max(this.limits.max_input_bytes, this.limits.max_output_bytes);
+      let r;
+      try {
+        r = await this.roundTrip(frame(request), tail, bound, signal);
+      } catch (e) {
+        this.broken = e instanceof Error ? e : new Error(String(e));
+        this.sock.destroy();
+        throw e;
+      }
+      if (r.response.kind === "error") throw errorOf(r.response.fields);
+      if (!expect.includes(r.response.kind)) {
+        this.broken = unavailable(`the daemon answered ${r.response.kind}, expected ${expect.join(" or ")}`);
+        this.sock.destroy();
+        throw this.broken;
+      }
+      return r;
+    });
+    this.queue = turn.catch(() => undefined);
+    return turn;
+  }
+
+  /** Evaluates `filter` over `input` (JSON text as a string or bytes, or any JSON value). */
+  run(filter: string, input: Input, options: RunOptions = {}): Promise<RunResult> {
+    const tail = inputBytes(input);
+    return this.runWith(filter, { inline: tail.length }, tail, options);
+  }
+
+  /** Evaluates `filter` over one of the caller's hides, read by the daemon off its disk. */
+  runHide(filter: string, id: string, options: RunOptions = {}): Promise<RunResult> {
+    return this.runWith(filter, { hide: id }, undefined, options);
+  }
+
+  /** Evaluates `filter` over a stream of JSON texts that it reads with `input` and `inputs`. */
+  runValues(filter: string, values: string | Uint8Array, nullInput: boolean, options: RunOptions = {}): Promise<RunResult> {
+    const tail = inputBytes(values);
+    return this.runWith(filter, { values: { values: tail.length, null_input: nullInput } }, tail, options);
+  }
+
+  /** The bounded shape summary of a JSON document, or of a hide (`{ hide: id }`). */
+  async shape(input: Input | { hide: string }): Promise<unknown> {
+    const hide = typeof input === "object" && input !== null && !(input instanceof Uint8Array) && "hide" in input ? (input as { hide: string }).hide : null;
+    const r = hide !== null ? await this.runHide("", hide, { lang: "shape" }) : await this.run("", input, { lang: "shape" });
+    return JSON.parse(r.output);
+  }
+
+  private async runWith(filter: string, input: object, tail: Buffer | undefined, options: RunOptions): Promise<RunResult> {
+    const { response, tail: out } = await this.call(runRequest(filter, input, options), tail, ["run", "hidden"], options.signal);
+    if (response.kind === "hidden") {
+      const f = response.fields;
+      const hidden: Hidden = { entry: f.entry, first: cutOf(f.first, out), cost: f.cost };
+      return { output: "", cost: f.cost, hidden };
+    }
+    return { output: out.toString("utf8"), cost: response.fields.cost, hidden: null };
+  }
+
+  /** The daemon's counters, as far as the caller may see them. */
+  async stats(): Promise<any> {
+    return (await this.call("stats", undefined, ["stats"])).response.fields;
+  }
+
+  /** Stores `content` as a hide of the caller: the same content from the same source gives the same ID. */
+  async hidePut(content: string | Uint8Array, options: { kind?: string; source?: string; meta?: Record<string, string> } = {}): Promise<{ entry: HideEntry; created: boolean; evicted: string[] }> {
+    const tail = inputBytes(content);
+    const request = { hide_put: { kind: options.kind ?? "", source: options.source ?? "", meta: options.meta ?? {}, content_bytes: tail.length } };
+    return (await this.call(request, tail, ["hide_put"])).response.fields;
+  }
+
+  async hideGet(id: string): Promise<{ entry: HideEntry; content: Buffer }> {
+    const r = await this.call({ hide_get: { id } }, undefined, ["hide_content"]);
+    return { entry: r.response.fields.entry, content: r.tail };
+  }
+
+  /** Page `page` (from 1) of a hide; `pageSize` bytes a page (default 16,384). */
+  async hideCut(id: string, page: number, options: { pageSize?: number; hint?: boolean } = {}): Promise<HideCut> {
+    const r = await this.call({ hide_cut: { id, page, page_size: options.pageSize ?? null, hint: options.hint ?? false } }, undefined, ["hide_cut"]);
+    return cutOf(r.response.fields, r.tail);
+  }
+
+  async hideSearch(id: string, query: string, options: { ignoreCase?: boolean; pageSize?: number; maxMatches?: number } = {}): Promise<{ hide_id: string; matches: { page: number; offset: number }[]; truncated: boolean; total_pages: number; page_size: number }> {
+    const request = { hide_search: { id, query, ignore_case: options.ignoreCase ?? false, page_size: options.pageSize ?? null, max_matches: options.maxMatches ?? null } };
+    return (await this.call(request, undefined, ["hide_search"])).response.fields;
+  }
+
+  /** One page of the caller's hides, newest first; `next` is the next page's offset or null. */
+  async hideListPage(offset = 0, limit?: number): Promise<{ entries: HideEntry[]; total: number; next: number | null }> {
+    return (await this.call({ hide_list: { offset, limit: limit ?? null } }, undefined, ["hide_list"])).response.fields;
+  }
+
+  /** All of the caller's hides, newest first. */
+  async hideList(): Promise<HideEntry[]> {
+    const all: HideEntry[] = [];
+    let offset = 0;
+    for (;;) {
+      const page = await this.hideListPage(offset, 1000);
+      all.push(...page.entries);
+      if (page.next === null || page.next <= offset) return all;
+      offset = page.next;
+    }
+  }
+
+  async hideDelete(id: string): Promise<HideEntry> {
+    return (await this.call({ hide_delete: { id } }, undefined, ["hide_entry"])).response.fields;
+  }
+
+  async hideUsage(): Promise<{ entries: number; bytes: number; quota_bytes: number; max_age_secs: number }> {
+    return (await this.call("hide_usage", undefined, ["hide_usage"])).response.fields;
+  }
+}

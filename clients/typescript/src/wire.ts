@@ -1,0 +1,156 @@
+// The jqjail protocol v2 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
+// Everything here is pure; the client moves the bytes.
+
+export const PROTOCOL_VERSION = 2;
+export const VERSION = "0.1.0";
+/** Response frames longer than this are refused (the daemon's never are). */
+export const MAX_RESPONSE_FRAME_BYTES = 8 << 20;
+/** No tail is read past this, whatever the daemon's limits say. */
+export const MAX_TAIL_BYTES = 1 << 30;
+
+/** The code of failures to reach, trust or understand the daemon; the connection is closed. */
+export const UNAVAILABLE = "UNAVAILABLE";
+
+/**
+ * An error the daemon answered (`code` is the stable code to branch on, PROTOCOL.md "Error
+ * codes"; `limit` and `actual` name the limit and the value that hit it), or a failure to reach
+ * or trust it (`code` UNAVAILABLE).
+ */
+export class JqjailError extends Error {
+  readonly code: string;
+  readonly limit: number | null;
+  readonly actual: number | null;
+  readonly detail: string | null;
+
+  constructor(code: string, message: string, limit: number | null = null, actual: number | null = null, detail: string | null = null) {
+    super(`${code}: ${message}`);
+    this.name = "JqjailError";
+    this.code = code;
+    this.limit = limit;
+    this.actual = actual;
+    this.detail = detail;
+  }
+}
+
+export function unavailable(message: string): JqjailError {
+  return new JqjailError(UNAVAILABLE, message);
+}
+
+export interface Limits {
+  max_input_bytes: number;
+  max_filter_bytes: number;
+  max_depth: number;
+  max_output_bytes: number;
+  timeout_ms: number;
+  max_heap_bytes: number;
+}
+
+export interface Cost {
+  wall_us: number;
+  cpu_us: number;
+  peak_rss_bytes: number;
+  input_bytes: number;
+  output_bytes: number;
+}
+
+export interface HideEntry {
+  id: string;
+  kind: string;
+  source: string;
+  size: number;
+  sha256: string;
+  meta: Record<string, string>;
+  created_ms: number;
+}
+
+/** One page of a hide: `content` is the page's bytes, `preface` the hint for a model. */
+export interface HideCut {
+  hide_id: string;
+  page: number;
+  total_pages: number;
+  page_size: number;
+  offset: number;
+  size: number;
+  content: Buffer;
+  preface: string | null;
+}
+
+/** A run's output over the output limit, kept as a hide: its entry and page 1. */
+export interface Hidden {
+  entry: HideEntry;
+  first: HideCut;
+  cost: Cost;
+}
+
+/** A JSON frame: the body with its 4-byte little-endian length prefix. */
+export function frame(message: unknown): Buffer {
+  const body = Buffer.from(JSON.stringify(message), "utf8");
+  const out = Buffer.alloc(4 + body.length);
+  out.writeUInt32LE(body.length, 0);
+  body.copy(out, 4);
+  return out;
+}
+
+export interface Response {
+  kind: string;
+  fields: any;
+}
+
+/** A response body as its variant and fields. */
+export function decodeResponse(body: Buffer): Response {
+  let message: unknown;
+  try {
+    message = JSON.parse(body.toString("utf8"));
+  } catch (e) {
+    throw unavailable(`the daemon's frame is not JSON: ${(e as Error).message}`);
+  }
+  if (typeof message === "string") return { kind: message, fields: {} };
+  if (message === null || typeof message !== "object" || Array.isArray(message)) {
+    throw unavailable("the daemon's frame is not one response");
+  }
+  const keys = Object.keys(message);
+  if (keys.length !== 1) throw unavailable(`the daemon's frame holds ${keys.length} responses, not one`);
+  return { kind: keys[0], fields: (message as Record<string, unknown>)[keys[0]] };
+}
+
+/** How many raw bytes follow a response's frame (PROTOCOL.md, "Tails"), checked against `bound`. */
+export function tailLength(r: Response, bound: number): number {
+  let n: unknown;
+  switch (r.kind) {
+    case "run":
+      n = r.fields?.output_bytes;
+      break;
+    case "hide_content":
+    case "hide_cut":
+      n = r.fields?.content_bytes;
+      break;
+    case "hidden":
+      n = r.fields?.first?.content_bytes;
+      break;
+    default:
+      return 0;
+  }
+  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
+    throw unavailable(`the daemon's ${r.kind} answer has a bad tail length`);
+  }
+  if (n > bound) throw unavailable(`the daemon announced a ${n}-byte tail, over the ${bound}-byte bound`);
+  return n;
+}
+
+export function errorOf(fields: any): JqjailError {
+  if (typeof fields?.code !== "string") return unavailable("the daemon's error answer does not decode");
+  return new JqjailError(fields.code, String(fields.message ?? ""), fields.limit ?? null, fields.actual ?? null, fields.detail ?? null);
+}
+
+export function cutOf(fields: any, content: Buffer): HideCut {
+  return {
+    hide_id: fields.hide_id,
+    page: fields.page,
+    total_pages: fields.total_pages,
+    page_size: fields.page_size,
+    offset: fields.offset,
+    size: fields.size,
+    content,
+    preface: fields.preface ?? null,
+  };
+}
