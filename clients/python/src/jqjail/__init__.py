@@ -4,6 +4,7 @@ Standard library only. `Client` (blocking) and `AsyncClient` (asyncio) speak pro
 its JSON encoding; errors are `JqjailError` with the daemon's stable `code`."""
 
 from ._wire import (
+    CLIENT_NAME,
     Cost,
     ConnectionFailed,
     HideContent,
@@ -19,7 +20,11 @@ from .client import Client
 from .hide_buffer import HideBuffer, format_cut
 from .tools import definitions
 
+#: The package's version (also in the hello it sends, as `jqjail-python/VERSION`).
+__version__ = CLIENT_NAME.split("/", 1)[1]
+
 __all__ = [
+    "__version__",
     "AsyncClient",
     "Client",
     "ConnectionFailed",

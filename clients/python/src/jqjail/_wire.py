@@ -286,9 +286,20 @@ def as_bytes(text: "str | bytes") -> bytes:
     return text.encode("utf-8") if isinstance(text, str) else bytes(text)
 
 
+def input_bytes(input: Any) -> bytes:
+    """An input as JSON text: `str` and `bytes` are JSON text already; any other value (a dict,
+    a list, a number, None…) is encoded as JSON, non-ASCII as UTF-8."""
+    if isinstance(input, (str, bytes, bytearray, memoryview)):
+        return as_bytes(input) if isinstance(input, str) else bytes(input)
+    try:
+        return json.dumps(input, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"the input is not JSON text or a JSON value: {e}") from None
+
+
 def run_request(
     filter: str,
-    input: "str | bytes | None",
+    input: Any,
     hide_id: Optional[str],
     *,
     lang: str = "jq",
@@ -300,11 +311,12 @@ def run_request(
     max_output_bytes: Optional[int] = None,
     max_depth: Optional[int] = None,
 ) -> Request:
-    """A run: `input` is JSON text, or `hide_id` names a hide. `args` values are Python
+    """A run: `input` is JSON text (`str` or `bytes`) or any other JSON value (`None` means no
+    input: then `hide_id` names a hide; send `"null"` for null). `args` values are Python
     values, sent as JSON texts: data, never filter code."""
     if (input is None) == (hide_id is None):
         raise ValueError("give exactly one of input and hide_id")
-    tail = b"" if input is None else as_bytes(input)
+    tail = b"" if input is None else input_bytes(input)
     run: Dict[str, Any] = {
         "filter": filter,
         "lang": lang,
@@ -321,10 +333,42 @@ def run_request(
     return Request(encode({"run": run}), tail, ("run", "hidden"))
 
 
-def find_socket(path: "str | os.PathLike[str] | None") -> str:
+def candidate_sockets(path: "str | os.PathLike[str] | None") -> List[str]:
+    """Where to connect, in the order every jqjail client shares (PROTOCOL.md, "Finding the
+    socket"): the path given; else $JQJAIL_SOCKET; else the system service's socket, then
+    (when nothing accepts a connection there) the user's private daemon's."""
     if path is not None:
-        return os.fspath(path)
-    return os.environ.get(SOCKET_ENV) or SYSTEM_SOCKET
+        return [os.fspath(path)]
+    if os.environ.get(SOCKET_ENV):
+        return [os.environ[SOCKET_ENV]]
+    return [SYSTEM_SOCKET, private_socket()]
+
+
+def private_socket() -> str:
+    """The socket of the user's private daemon (the one the `jqjail` CLI starts)."""
+    uid = os.getuid()
+    candidates = []
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        candidates.append(os.path.join(runtime, "jqjail"))
+    candidates.append(os.path.join(os.environ.get("TMPDIR") or "/tmp", f"jqjail-{uid}"))
+    cache = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else ""
+    )
+    if cache:
+        candidates.append(os.path.join(cache, "jqjail"))
+    for d in candidates:
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            return os.path.join(d, "jqjail.sock")
+        except OSError:
+            continue
+        import stat as _stat
+
+        if _stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
+            return os.path.join(d, "jqjail.sock")
+    return os.path.join(candidates[-1], "jqjail.sock")
 
 
 def trusted_uids() -> List[int]:

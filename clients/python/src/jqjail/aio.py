@@ -20,7 +20,7 @@ from ._wire import (
     check_hello,
     check_peer,
     decode,
-    find_socket,
+    candidate_sockets,
     frame,
     frame_length,
     hello,
@@ -44,11 +44,14 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, socket_path: "str | os.PathLike[str] | None" = None) -> "AsyncClient":
-        path = find_socket(socket_path)
-        try:
-            reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
-        except OSError as e:
-            raise ConnectionFailed(f"cannot connect to {path}: {e}") from None
+        candidates = candidate_sockets(socket_path)
+        for i, path in enumerate(candidates):
+            try:
+                reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
+                break
+            except OSError as e:
+                if i + 1 == len(candidates):
+                    raise ConnectionFailed(f"cannot connect to {path}: {e}") from None
         client = cls(reader, writer, path)
         try:
             check_peer(writer.get_extra_info("socket"), path)
@@ -110,7 +113,7 @@ class AsyncClient:
     async def run(
         self,
         filter: str,
-        input: "str | bytes | None" = None,
+        input: Any = None,
         *,
         hide_id: Optional[str] = None,
         args: Optional[Mapping[str, Any]] = None,
@@ -139,7 +142,7 @@ class AsyncClient:
             )
         )
 
-    async def shape(self, input: "str | bytes | None" = None, *, hide_id: Optional[str] = None) -> Any:
+    async def shape(self, input: Any = None, *, hide_id: Optional[str] = None) -> Any:
         reply = await self._call(run_request("", input, hide_id, lang="shape"))
         return reply.value()
 

@@ -20,7 +20,7 @@ from ._wire import (
     check_hello,
     check_peer,
     decode,
-    find_socket,
+    candidate_sockets,
     frame,
     frame_length,
     hello,
@@ -34,19 +34,25 @@ MAX_LISTED = 10_000
 
 class Client:
     """A connection to a jqjail daemon. `socket_path` defaults to $JQJAIL_SOCKET, then the
-    system service's socket. The daemon must be the user's own, root's, or a uid named in
+    system service's socket, then the user's private daemon's (the order every jqjail client
+    shares; PROTOCOL.md, "Finding the socket"). The daemon must be the user's own, root's, or a uid named in
     $JQJAIL_DAEMON_UIDS (checked before anything is sent)."""
 
     def __init__(self, socket_path: "str | os.PathLike[str] | None" = None, timeout: Optional[float] = None):
-        self.socket_path = find_socket(socket_path)
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
+        candidates = candidate_sockets(socket_path)
+        for i, path in enumerate(candidates):
+            self.socket_path = path
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._sock.settimeout(timeout)
-            self._broken: Optional[str] = None
             try:
-                self._sock.connect(self.socket_path)
+                self._sock.connect(path)
+                break
             except OSError as e:
-                raise ConnectionFailed(f"cannot connect to {self.socket_path}: {e}") from None
+                self._sock.close()
+                if i + 1 == len(candidates):
+                    raise ConnectionFailed(f"cannot connect to {path}: {e}") from None
+        try:
+            self._broken: Optional[str] = None
             check_peer(self._sock, self.socket_path)
             self._sock.sendall(hello())
             variant, fields = decode(self._read_frame())
@@ -107,7 +113,7 @@ class Client:
     def run(
         self,
         filter: str,
-        input: "str | bytes | None" = None,
+        input: Any = None,
         *,
         hide_id: Optional[str] = None,
         args: Optional[Mapping[str, Any]] = None,
@@ -119,7 +125,8 @@ class Client:
         max_output_bytes: Optional[int] = None,
         max_depth: Optional[int] = None,
     ) -> Union[RunReply, Hidden]:
-        """Runs `filter` over `input` (JSON text) or the hide `hide_id`. With
+        """Runs `filter` over `input` (JSON text as `str` or `bytes`, or any JSON value such as a
+        dict) or the hide `hide_id`. With
         `on_oversize="hide"` an output over the limit comes back as `Hidden`."""
         return self._call(
             run_request(
@@ -137,7 +144,7 @@ class Client:
             )
         )
 
-    def shape(self, input: "str | bytes | None" = None, *, hide_id: Optional[str] = None) -> Any:
+    def shape(self, input: Any = None, *, hide_id: Optional[str] = None) -> Any:
         """The shape summary of a document or a hide, parsed (at most 4 KiB of JSON)."""
         reply = self._call(run_request("", input, hide_id, lang="shape"))
         return reply.value()

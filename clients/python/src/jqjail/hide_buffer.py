@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._wire import HideCut, HideEntry, JqjailError
+from ._wire import HideCut, HideEntry, Hidden, JqjailError
 from .client import Client
 
 TOOL_OUTPUT_KIND = "tool_output"
@@ -38,6 +38,12 @@ class HideBuffer:
         self.latest = (entry.id, entry.size)
         self._cursors.pop(entry.id, None)
         return entry
+
+    def take_over(self, hidden: Hidden) -> None:
+        """Makes a run's hidden output (`Client.run(..., on_oversize="hide")`) the latest
+        hide, its page 1 already served: `next()` goes on to page 2."""
+        self.latest = (hidden.entry.id, hidden.entry.size)
+        self._cursors[hidden.entry.id] = hidden.first.page
 
     def needs_paging(self) -> bool:
         return self.latest is not None and self.latest[1] > self.page_size
