@@ -325,6 +325,37 @@ struct StatsArgs {
     socket: Option<PathBuf>,
 }
 
+/// `jqjail tools`: the tool definitions for a model API (no daemon is needed).
+#[derive(Debug, Parser)]
+#[command(name = "jqjail tools")]
+struct ToolsArgs {
+    /// The form: a neutral list, OpenAI's function tools, or Anthropic's tools.
+    #[arg(value_enum, default_value = "neutral")]
+    format: ToolsFormat,
+    /// Accepted as every subcommand accepts it; no daemon is asked.
+    #[arg(long, hide = true)]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ToolsFormat {
+    Neutral,
+    Openai,
+    Anthropic,
+}
+
+/// Prints the tool definitions.
+fn tools(args: ToolsArgs) -> Exit {
+    let format = match args.format {
+        ToolsFormat::Neutral => crate::tools::Format::Neutral,
+        ToolsFormat::Openai => crate::tools::Format::OpenAi,
+        ToolsFormat::Anthropic => crate::tools::Format::Anthropic,
+    };
+    let text = serde_json::to_string_pretty(&crate::tools::definitions(format)).unwrap_or_default();
+    let _ = writeln!(std::io::stdout(), "{text}");
+    Exit::Success
+}
+
 /// `jqjail shape`: the shape summary of a JSON document.
 #[derive(Debug, Parser)]
 #[command(name = "jqjail shape")]
@@ -413,25 +444,6 @@ fn stats(args: StatsArgs) -> Exit {
 /// Runs the command line with these arguments (argv\[0\] first); returns the exit status.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
     let args: Vec<OsString> = args.into_iter().collect();
-    // `jqjail tools [openai|anthropic]`: the tool definitions, no daemon needed.
-    if args.get(1).is_some_and(|a| a == "tools") {
-        let format = match args.get(2).and_then(|a| a.to_str()) {
-            None | Some("neutral") => crate::tools::Format::Neutral,
-            Some("openai") => crate::tools::Format::OpenAi,
-            Some("anthropic") => crate::tools::Format::Anthropic,
-            Some(other) => {
-                report(
-                    "USAGE",
-                    &format!("unknown tools format `{other}`; use neutral, openai or anthropic"),
-                );
-                return Exit::Usage.into();
-            }
-        };
-        let text =
-            serde_json::to_string_pretty(&crate::tools::definitions(format)).unwrap_or_default();
-        let _ = writeln!(std::io::stdout(), "{text}");
-        return Exit::Success.into();
-    }
     // `jqjail hide …` and `jqjail stats`, also after `--socket S` (the one option every
     // command takes); a filter spelled like a subcommand is still reachable after `--`.
     let (subcommand, args) = subcommand(args);
@@ -439,6 +451,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
         Some("hide") => parse_and_run(args, hide::main),
         Some("stats") => parse_and_run(args, stats),
         Some("shape") => parse_and_run(args, shape),
+        Some("tools") => parse_and_run(args, tools),
         // A program of its own (see `mcp_executable`): it replaces this process.
         Some("mcp") => run_mcp(args),
         _ => match quick_run(&args).map_or_else(|| parse_run(args), Ok) {
@@ -468,6 +481,7 @@ fn subcommand(args: Vec<OsString>) -> (Option<&'static str>, Vec<OsString>) {
         Some("hide") => "hide",
         Some("stats") => "stats",
         Some("shape") => "shape",
+        Some("tools") => "tools",
         Some("mcp") => "mcp",
         _ => return (None, args),
     };
@@ -736,7 +750,9 @@ impl<W: Write> Printer<W> {
                     entry.id,
                     entry.id
                 );
-                (self.last, self.failed) = (Some(true), None);
+                // Page 1 is a prefix of the output's text, not the output: the run still ends
+                // with the output limit's status, so a pipeline does not take it for the answer.
+                (self.last, self.failed) = (Some(true), Some(Exit::of(ErrorCode::OutputTooLarge)));
                 self.out
                     .write_all(first.content.as_bytes())
                     .and_then(|()| self.out.write_all(b"\n"))

@@ -1,6 +1,7 @@
 package jqjail
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -119,10 +120,10 @@ func dial(ctx context.Context, path string) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{conn: conn, path: path}
-	hello, _ := json.Marshal(helloRequest("jqjail-go/" + Version))
+	hello, _ := encodeJSON(helloRequest("jqjail-go/" + Version))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, _, err := c.roundTrip(ctx, hello, nil, maxTailBytes)
+	r, _, err := c.roundTrip(ctx, hello, nil, 0, []string{"hello"})
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -213,7 +214,7 @@ const deadlineGrace = 500 * time.Millisecond
 // call sends one request (a frame and its tail) and reads its one answer: the answer's
 // fields and tail, or the error it carries. expect names the variants that may answer.
 func (c *Client) call(ctx context.Context, request any, tail []byte, expect ...string) (response, []byte, error) {
-	body, err := json.Marshal(request)
+	body, err := encodeJSON(request)
 	if err != nil {
 		return response{}, nil, fmt.Errorf("jqjail: encoding the request: %w", err)
 	}
@@ -226,29 +227,61 @@ func (c *Client) call(ctx context.Context, request any, tail []byte, expect ...s
 	if c.limits.MaxOutputBytes > bound {
 		bound = c.limits.MaxOutputBytes
 	}
-	r, answerTail, err := c.roundTrip(ctx, body, tail, bound)
+	r, answerTail, err := c.roundTrip(ctx, body, tail, bound, expect)
 	if err != nil {
 		c.broken = err
 		c.conn.Close()
 		return response{}, nil, err
 	}
 	if r.kind == "error" {
-		return response{}, nil, errorOf(r.fields)
-	}
-	for _, k := range expect {
-		if r.kind == k {
-			return r, answerTail, nil
+		err := errorOf(r.fields)
+		// The answers after which the daemon closes the connection (PROTOCOL.md, "Errors that
+		// close the connection"): this one is not used again.
+		if e, ok := err.(*Error); ok && closesConnection(e) {
+			c.broken = unavailable("the connection was closed after %v", e)
+			c.conn.Close()
 		}
+		return response{}, nil, err
 	}
-	c.broken = unavailable("the daemon answered %s, expected %s", r.kind, strings.Join(expect, " or "))
-	c.conn.Close()
-	return response{}, nil, c.broken
+	return r, answerTail, nil
+}
+
+func closesConnection(e *Error) bool {
+	switch e.Code {
+	case "FRAME_TOO_LARGE", "PROTOCOL_ERROR", "UNSUPPORTED_VERSION", "PERMISSION_DENIED":
+		return true
+	case "OVERLOADED":
+		return strings.HasSuffix(e.Message, "the connection is closed")
+	}
+	return false
+}
+
+// Usable says whether the connection can take another request (false once it failed, was
+// abandoned, or was closed by the daemon).
+func (c *Client) Usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken == nil
+}
+
+// encodeJSON is json.Marshal without HTML escaping (<, > and & stay one byte each, so a
+// request is no longer on the wire than it must be).
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // roundTrip writes a frame and its tail and reads one response frame and its tail, within
 // ctx: its deadline (plus a grace for the daemon's own answer) bounds the I/O, and its
-// cancellation abandons the request. Called with c.mu held.
-func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64) (response, []byte, error) {
+// cancellation abandons the request. A response that is neither an error nor one of expect
+// ends the connection before its tail is read; a tail is read as it arrives, never allocated
+// whole in advance. Called with c.mu held.
+func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64, expect []string) (response, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return response{}, nil, err
 	}
@@ -259,9 +292,15 @@ func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64)
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return response{}, nil, unavailable("setting a deadline: %v", err)
 	}
-	done := make(chan struct{})
-	defer close(done)
+	// The watcher abandons the request when ctx ends; it has exited before roundTrip
+	// returns, so it can never touch the deadline of a later request.
+	done, exited := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(done)
+		<-exited
+	}()
 	go func() {
+		defer close(exited)
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -310,6 +349,13 @@ func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64)
 	if err != nil {
 		return response{}, nil, err
 	}
+	expected := r.kind == "error"
+	for _, k := range expect {
+		expected = expected || r.kind == k
+	}
+	if !expected {
+		return response{}, nil, unavailable("the daemon answered %s, expected %s", r.kind, strings.Join(expect, " or "))
+	}
 	if bound > maxTailBytes {
 		bound = maxTailBytes
 	}
@@ -317,9 +363,17 @@ func (c *Client) roundTrip(ctx context.Context, body, tail []byte, bound uint64)
 	if err != nil {
 		return response{}, nil, err
 	}
-	answerTail := make([]byte, tailLen)
-	if _, err := io.ReadFull(c.conn, answerTail); err != nil {
+	var answerTail bytes.Buffer
+	answerTail.Grow(int(min64(tailLen, 1<<20)))
+	if _, err := io.CopyN(&answerTail, c.conn, int64(tailLen)); err != nil {
 		return fail("reading from", err)
 	}
-	return r, answerTail, nil
+	return r, answerTail.Bytes(), nil
+}
+
+func min64(a, b uint64) uint64 {
+	if a < b {
+		return a
+	}
+	return b
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -471,5 +472,72 @@ func TestToolDefsAreTheCLIs(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "jq,json_path,json_shape,hide_next,hide_jump,hide_search" {
 		t.Fatal(names)
+	}
+}
+
+// A context cancelled after its call returned must not reach the next call on the same
+// connection (its watcher had not exited: about one call in 3,000 failed).
+func TestACancelAfterACallNeverReachesTheNext(t *testing.T) {
+	c := dialT(t)
+	for i := 0; i < 3000; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, err := c.Stats(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}
+
+// An answer after which the daemon closes the connection leaves the client unusable, so a
+// pool never hands it out again.
+func TestAClosingAnswerEndsTheClient(t *testing.T) {
+	c := dialT(t)
+	_, err := c.Run(context.Background(), "$x", []byte("null"), &RunOptions{Args: []Arg{{"x", 1}, {"x", 2}}})
+	if codeOf(err) != "PROTOCOL_ERROR" {
+		t.Fatal(err)
+	}
+	if c.Usable() {
+		t.Fatal("usable after PROTOCOL_ERROR")
+	}
+}
+
+// A lying daemon's list pages that never move on are refused, not gathered for ever.
+func TestAHideListThatDoesNotMoveOnIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "liar.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		answer := func(v string) { conn.Write(frame([]byte(v))) }
+		read := func() bool {
+			var prefix [4]byte
+			if _, err := io.ReadFull(conn, prefix[:]); err != nil {
+				return false
+			}
+			_, err := io.ReadFull(conn, make([]byte, binary.LittleEndian.Uint32(prefix[:])))
+			return err == nil
+		}
+		read()
+		answer(`{"hello":{"protocol":2,"server":"liar","limits":{"max_input_bytes":1000,"max_filter_bytes":1000,"max_depth":10,"max_output_bytes":1000,"timeout_ms":1000,"max_heap_bytes":1000}}}`)
+		entry := `{"id":"a-00000000","kind":"","source":"","size":1,"sha256":"","meta":{},"created_ms":0}`
+		for i := 0; read(); i++ {
+			answer(fmt.Sprintf(`{"hide_list":{"entries":[%s,%s],"total":9,"next":%d}}`, entry, entry, i+1))
+		}
+	}()
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.HideList(context.Background()); codeOf(err) != Unavailable || !strings.Contains(err.Error(), "does not move on") {
+		t.Fatal(err)
 	}
 }

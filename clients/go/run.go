@@ -283,7 +283,11 @@ func listRequest(offset uint64, limit uint32) any {
 	return map[string]any{"hide_list": map[string]any{"offset": offset, "limit": optional(uint64(limit))}}
 }
 
-// HideList lists all of the caller's hides, newest first, a page at a time.
+// MaxListed is the most hides HideList gathers: the store's own cap per tenant.
+const MaxListed = 10_000
+
+// HideList lists all of the caller's hides, newest first, a page at a time (at most
+// MaxListed; a daemon whose pages do not move on is refused).
 func (c *Client) HideList(ctx context.Context) ([]HideEntry, error) {
 	var all []HideEntry
 	offset := uint64(0)
@@ -293,8 +297,12 @@ func (c *Client) HideList(ctx context.Context) ([]HideEntry, error) {
 			return nil, err
 		}
 		all = append(all, page.Entries...)
-		if page.Next == nil || *page.Next <= offset {
+		if page.Next == nil {
 			return all, nil
+		}
+		if *page.Next != offset+uint64(len(page.Entries)) || len(page.Entries) == 0 || len(all) > MaxListed {
+			return nil, unavailable("the daemon's hide list does not move on (offset %d, %d entries, next %d, %d gathered)",
+				offset, len(page.Entries), *page.Next, len(all))
 		}
 		offset = *page.Next
 	}

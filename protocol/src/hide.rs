@@ -59,12 +59,16 @@ pub fn bounded_meta<'de, D: serde::Deserializer<'de>>(
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
+            let mut pairs = 0usize;
             while let Some((key, value)) = map.next_entry::<String, String>()? {
+                pairs += 1;
                 // One pair past the limit is kept, so that the request still decodes and is
                 // refused as `INVALID_REQUEST` with its tail skipped; the rest are read (the
                 // frame's length bounds them) and dropped at once.
-                if out.len() <= MAX_META_PAIRS {
-                    out.insert(key, value);
+                if pairs <= MAX_META_PAIRS + 1 && out.insert(key, value).is_some() {
+                    // As for argument names: a key given twice does not decode, so the count
+                    // of pairs is the count of keys.
+                    return Err(serde::de::Error::custom("a meta key is given twice"));
                 }
             }
             Ok(out)

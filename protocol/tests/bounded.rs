@@ -227,4 +227,10 @@ fn a_put_never_holds_more_than_sixty_five_meta_pairs() {
     assert_eq!(json_len(64), 64);
     assert_eq!(json_len(65), 65);
     assert_eq!(json_len(1000), 65);
+    // A key given twice does not decode (a map would keep one, and hide the count).
+    let twice = r#"{"hide_put":{"meta":{"a":"1","a":"2"},"content_bytes":0}}"#;
+    let e = Encoding::Json
+        .decode::<Request<'_>>(twice.as_bytes())
+        .unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
 }

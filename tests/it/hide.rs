@@ -471,6 +471,8 @@ fn the_hide_command_line() {
         .unwrap();
     let page = String::from_utf8(kept.stdout).unwrap();
     assert!(page.starts_with("[0,1,2,3"), "{page}");
+    // Not the answer but its first page: the output limit's status (6).
+    assert_eq!(kept.status.code(), Some(6));
     let note = String::from_utf8(kept.stderr).unwrap();
     let hide = note
         .split_whitespace()

@@ -303,13 +303,18 @@ func (b *HideBuffer) FirstCut() (Cut, error) {
 	return b.serve(id, 1, true)
 }
 
-// TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide, page 1
-// already served, so Next goes on to page 2.
+// TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide. Its page 1
+// counts as served when it was cut at this buffer's page size, so Next goes on to page 2;
+// cut at another size, Next serves page 1 again at this buffer's size (rather than skip or
+// repeat bytes).
 func (b *HideBuffer) TakeOver(h *jqjail.Hidden) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.latest, b.latestSize = h.Entry.ID, int(h.Entry.Size)
-	b.cursors[h.Entry.ID] = int(h.First.Page)
+	delete(b.cursors, h.Entry.ID)
+	if int(h.First.PageSize) == b.pageSize {
+		b.cursors[h.Entry.ID] = int(h.First.Page)
+	}
 }
 
 func (b *HideBuffer) serve(id string, page int, hint bool) (Cut, error) {

@@ -167,6 +167,14 @@ func TestABufferTakesOverAHiddenRun(t *testing.T) {
 	if err != nil || next.Page != 2 || next.HideID != r.Hidden.Entry.ID {
 		t.Fatalf("%+v %v", next, err)
 	}
+	// Page 1 was cut at 16,384 bytes: a buffer of 4,096-byte pages starts again from page 1
+	// at its own size, rather than serve bytes the model saw or skip some.
+	small := NewHideBuffer(4096)
+	small.TakeOver(r.Hidden)
+	again, err := small.Next("")
+	if err != nil || again.Page != 1 || !strings.HasPrefix(again.Content, "[0,1,2") {
+		t.Fatalf("%+v %v", again, err)
+	}
 }
 
 func TestToolDefs(t *testing.T) {

@@ -64,7 +64,7 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 		out, timeout, err := runOn(ctx, c, filter, input)
 		var e *jqjail.Error
 		lost := err != nil && errors.As(err, &e) && e.Code == jqjail.Unavailable
-		give(c, err == nil || (e != nil && !lost))
+		give(c, c.Usable())
 		if lost && pooled && attempt == 0 && ctx.Err() == nil {
 			continue
 		}

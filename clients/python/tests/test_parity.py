@@ -158,6 +158,12 @@ def test_a_buffer_takes_over_a_hidden_run(socket_path):
         buffer.take_over(hidden)
         second = buffer.next()
         assert (second.hide_id, second.page) == (hidden.entry.id, 2)
+        # Page 1 was cut at 16,384 bytes: a buffer of another page size starts from page 1 at
+        # its own size, rather than skip bytes or serve them twice.
+        small = jqjail.HideBuffer(c, 4096)
+        small.take_over(hidden)
+        again = small.next()
+        assert again.page == 1 and again.text.startswith("[0,1,2")
 
 
 def test_the_package_has_a_version():

@@ -1,17 +1,39 @@
 import { lstatSync, statSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import {
   Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
   MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, VERSION,
 } from "./wire.js";
 
+/** The most hides `hideList` gathers: the store's own cap per tenant. */
+export const MAX_LISTED = 10_000;
 export const SYSTEM_SOCKET = "/run/jqjail/jqjail.sock";
 export const SOCKET_ENV = "JQJAIL_SOCKET";
 export const DAEMON_UIDS_ENV = "JQJAIL_DAEMON_UIDS";
 
 /** The uids whose daemon this client talks to: the user's, root's, and $JQJAIL_DAEMON_UIDS'. */
+/** `signal`, also aborted after `timeoutMs` when that is given. */
+function withTimeout(signal: AbortSignal | undefined, timeoutMs: number | undefined): AbortSignal | undefined {
+  if (timeoutMs === undefined) return signal;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return signal ? AbortSignal.any([signal, timeout]) : timeout;
+}
+
+/** The hello reply's limits, each a safe non-negative integer (they bound what is read). */
+function limitsOf(fields: any, path: string): Limits {
+  const names = ["max_input_bytes", "max_filter_bytes", "max_depth", "max_output_bytes", "timeout_ms", "max_heap_bytes"] as const;
+  const limits = fields?.limits;
+  for (const name of names) {
+    const v = limits?.[name];
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+      throw unavailable(`the hello reply of ${path} has no usable ${name}`);
+    }
+  }
+  return limits as Limits;
+}
+
 export function trustedUids(): number[] {
   const uids = [process.getuid!(), 0];
   for (const part of (process.env[DAEMON_UIDS_ENV] ?? "").split(",")) {
@@ -42,11 +64,16 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
   if (!trusted.includes(st.uid)) {
     throw unavailable(`${path} belongs to uid ${st.uid}, which is not trusted (trusted: ${trusted.join(", ")}); set $${DAEMON_UIDS_ENV} if that uid runs your daemon`);
   }
-  const dir = statSync(dirname(path));
-  const othersMayWrite = (dir.mode & 0o022) !== 0;
-  const sticky = (dir.mode & 0o1000) !== 0;
-  if (!trusted.includes(dir.uid) || (othersMayWrite && !sticky)) {
-    throw unavailable(`${path} is in ${dirname(path)}, which another user could change (owner ${dir.uid}, mode ${(dir.mode & 0o7777).toString(8)}); not trusting the socket`);
+  // Every directory on the way (as OpenSSH's secure_path): one another user could rename
+  // could be swapped for theirs between the checks and back.
+  for (let dir = dirname(resolve(path)); ; dir = dirname(dir)) {
+    const d = statSync(dir);
+    const othersMayWrite = (d.mode & 0o022) !== 0;
+    const sticky = (d.mode & 0o1000) !== 0;
+    if (!trusted.includes(d.uid) || (othersMayWrite && !sticky)) {
+      throw unavailable(`${path} is under ${dir}, which another user could change (owner ${d.uid}, mode ${(d.mode & 0o7777).toString(8)}); not trusting the socket`);
+    }
+    if (dir === dirname(dir)) break;
   }
   return { dev: st.dev, ino: st.ino };
 }
@@ -70,8 +97,8 @@ export function privateSocket(): string {
     try {
       const st = lstatSync(dir);
       if (st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0) return join(dir, "jqjail.sock");
-    } catch {
-      return join(dir, "jqjail.sock"); // nothing there yet: usable
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return join(dir, "jqjail.sock"); // nothing there yet: usable
     }
   }
   return join(candidates[candidates.length - 1], "jqjail.sock");
@@ -113,6 +140,18 @@ function inputBytes(input: Input): Buffer {
   return Buffer.from(text, "utf8");
 }
 
+/** A value's JSON text; a value without one (undefined, a function, a BigInt, a cycle) is refused. */
+function jsonText(value: unknown, what: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new TypeError(`${what} has no JSON form: ${(e as Error).message}`);
+  }
+  if (text === undefined) throw new TypeError(`${what} has no JSON form`);
+  return text;
+}
+
 /** A run request's fields (PROTOCOL.md, "run (request)"). */
 export function runRequest(filter: string, input: object, options: RunOptions = {}): object {
   const run: Record<string, unknown> = {
@@ -129,38 +168,68 @@ export function runRequest(filter: string, input: object, options: RunOptions = 
   };
   if (options.args || options.positional) {
     const pairs = Array.isArray(options.args) ? options.args : Object.entries(options.args ?? {});
-    // JSON objects keep insertion order for string keys (not for integer-like ones, which are
-    // not valid names anyway): $ARGS.named lists the names in the order given.
-    const named: Record<string, string> = {};
-    for (const [name, value] of pairs) named[name] = JSON.stringify(value);
-    run.args = { named, positional: (options.positional ?? []).map((v) => JSON.stringify(v)) };
+    // A prototype-free object: `__proto__` is a name like any other. String keys keep their
+    // order (integer-like ones would not, but they are not valid names): $ARGS.named lists the
+    // names in the order given.
+    const named: Record<string, string> = Object.create(null);
+    for (const [name, value] of pairs) {
+      if (Object.prototype.hasOwnProperty.call(named, name)) throw new TypeError(`the argument $${name} is given twice`);
+      named[name] = jsonText(value, `the argument $${name}`);
+    }
+    const positional = (options.positional ?? []).map((v, i) => jsonText(v, `positional argument ${i}`));
+    run.args = { named, positional };
   }
   return { run };
+}
+
+/** The answers after which the daemon closes the connection (PROTOCOL.md). */
+function closesConnection(e: JqjailError): boolean {
+  if (["FRAME_TOO_LARGE", "PROTOCOL_ERROR", "UNSUPPORTED_VERSION", "PERMISSION_DENIED"].includes(e.code)) return true;
+  return e.code === "OVERLOADED" && e.message.endsWith("the connection is closed");
+}
+
+export interface ConnectOptions {
+  /** Abandons connecting. */
+  signal?: AbortSignal;
+  /**
+   * Bounds each call, connecting and the hello included, in milliseconds; a call over it is
+   * abandoned and the connection closed. Default: no bound but the daemon's own limits.
+   */
+  timeoutMs?: number;
 }
 
 /**
  * One connection to the daemon, promise-based. Calls take turns (one request at a time per
  * connection; open more clients for concurrency). After a failure to talk to the daemon (code
- * UNAVAILABLE) or an aborted request, the connection is closed and later calls fail.
+ * UNAVAILABLE), an aborted or timed-out call, or an answer after which the daemon closes the
+ * connection, the connection is closed and later calls fail.
  */
 export class Client {
   readonly path: string;
   limits!: Limits;
   server = "";
   private sock: Socket;
+  private readonly timeoutMs: number | undefined;
   private chunks: Buffer[] = [];
   private buffered = 0;
+  /** Bytes the current read waits for; the socket is paused while nothing is wanted. */
+  private wanted = 0;
   private waiter: (() => void) | null = null;
   private ended: Error | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private broken: Error | null = null;
 
-  private constructor(path: string, sock: Socket) {
+  private constructor(path: string, sock: Socket, timeoutMs: number | undefined) {
     this.path = path;
     this.sock = sock;
+    this.timeoutMs = timeoutMs;
+    sock.pause();
     sock.on("data", (chunk: Buffer) => {
       this.chunks.push(chunk);
       this.buffered += chunk.length;
+      // Only what a read asked for is taken in: a peer that sends more than it announced
+      // meets a paused socket, not a growing buffer.
+      if (this.buffered >= this.wanted) sock.pause();
       this.wake();
     });
     sock.on("end", () => this.finish(unavailable(`${path} closed the connection`)));
@@ -173,46 +242,45 @@ export class Client {
    * "Finding the socket"): $JQJAIL_SOCKET, the system service's socket, the user's private
    * daemon. Checks who serves the socket before a byte is sent, then exchanges hellos.
    */
-  static async connect(path?: string, options: { signal?: AbortSignal } = {}): Promise<Client> {
-    if (path) return Client.open(path, options.signal);
+  static async connect(path?: string, options: ConnectOptions = {}): Promise<Client> {
+    if (path) return Client.open(path, options);
     const env = process.env[SOCKET_ENV];
-    if (env) return Client.open(env, options.signal);
+    if (env) return Client.open(env, options);
     try {
-      return await Client.open(SYSTEM_SOCKET, options.signal);
+      return await Client.open(SYSTEM_SOCKET, options);
     } catch (e) {
       const refusedThere = e instanceof JqjailError && e.code !== "UNAVAILABLE";
       if (refusedThere || /not trusted|another user/.test(String(e))) throw e;
     }
-    return Client.open(privateSocket(), options.signal);
+    return Client.open(privateSocket(), options);
   }
 
-  private static async open(path: string, signal?: AbortSignal): Promise<Client> {
+  private static async open(path: string, options: ConnectOptions): Promise<Client> {
+    const signal = withTimeout(options.signal, options.timeoutMs);
     const before = checkSocketFile(path);
     const sock = await new Promise<Socket>((resolve, reject) => {
       const s = netConnect(path);
-      s.once("connect", () => resolve(s));
+      const abort = () => {
+        s.destroy();
+        reject(signal!.reason ?? unavailable(`connecting to ${path} was abandoned`));
+      };
+      signal?.addEventListener("abort", abort, { once: true });
+      s.once("connect", () => {
+        signal?.removeEventListener("abort", abort);
+        resolve(s);
+      });
       s.once("error", (e) => reject(unavailable(`cannot connect to ${path}: ${e.message}`)));
     });
-    const after = (() => {
-      try {
-        return checkSocketFile(path);
-      } catch (e) {
-        sock.destroy();
-        throw e;
-      }
-    })();
-    if (after.dev !== before.dev || after.ino !== before.ino) {
-      sock.destroy();
-      throw unavailable(`${path} was replaced while connecting; not trusting it`);
-    }
-    const c = new Client(path, sock);
+    const c = new Client(path, sock, options.timeoutMs);
     try {
-      const r = await c.roundTrip(frame({ hello: { protocol: PROTOCOL_VERSION, client: `jqjail-typescript/${VERSION}` } }), undefined, MAX_TAIL_BYTES, signal);
-      if (r.response.kind === "error") throw errorOf(r.response.fields);
-      if (r.response.kind !== "hello" || typeof r.response.fields?.limits !== "object") {
-        throw unavailable(`expected a hello reply from ${path}, got ${r.response.kind}`);
+      const after = checkSocketFile(path);
+      if (after.dev !== before.dev || after.ino !== before.ino) {
+        throw unavailable(`${path} was replaced while connecting; not trusting it`);
       }
-      c.limits = r.response.fields.limits;
+      const hello = frame({ hello: { protocol: PROTOCOL_VERSION, client: `jqjail-typescript/${VERSION}` } });
+      const r = await c.roundTrip(hello, undefined, 0, ["hello"], signal);
+      if (r.response.kind === "error") throw errorOf(r.response.fields);
+      c.limits = limitsOf(r.response.fields, path);
       c.server = String(r.response.fields.server ?? "");
       return c;
     } catch (e) {
@@ -237,14 +305,17 @@ export class Client {
   }
 
   private async readExact(n: number, signal?: AbortSignal): Promise<Buffer> {
+    this.wanted = n;
     while (this.buffered < n) {
       if (this.ended) throw this.ended;
       if (signal?.aborted) throw signal.reason ?? new Error("aborted");
+      this.sock.resume();
       await new Promise<void>((resolve) => {
         this.waiter = resolve;
         signal?.addEventListener("abort", () => resolve(), { once: true });
       });
     }
+    this.wanted = 0;
     const all = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.buffered);
     const out = all.subarray(0, n);
     const rest = all.subarray(n);
@@ -253,8 +324,9 @@ export class Client {
     return out;
   }
 
-  private async roundTrip(head: Buffer, tail: Buffer | undefined, bound: number, signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
+  private async roundTrip(head: Buffer, tail: Buffer | undefined, bound: number, expect: string[], signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
     if (signal?.aborted) throw signal.reason ?? new Error("aborted");
+    if (this.buffered > 0) throw unavailable(`${this.path} sent bytes that answer nothing`);
     this.sock.write(tail && tail.length > 0 ? Buffer.concat([head, tail]) : head);
     const prefix = await this.readExact(4, signal);
     const n = prefix.readUInt32LE(0);
@@ -262,28 +334,33 @@ export class Client {
       throw unavailable(`the daemon sent a ${n}-byte frame, over the ${MAX_RESPONSE_FRAME_BYTES}-byte maximum`);
     }
     const response = decodeResponse(await this.readExact(n, signal));
+    if (response.kind !== "error" && !expect.includes(response.kind)) {
+      throw unavailable(`the daemon answered ${response.kind}, expected ${expect.join(" or ")}`);
+    }
     const tailBytes = await this.readExact(tailLength(response, Math.min(bound, MAX_TAIL_BYTES)), signal);
     return { response, tail: tailBytes };
   }
 
   /** Sends one request and reads its one answer; `expect` names the variants that may answer. */
-  private call(request: unknown, tail: Buffer | undefined, expect: string[], signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
+  private call(request: unknown, tail: Buffer | undefined, expect: string[], userSignal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
     const turn = this.queue.then(async () => {
       if (this.broken) throw this.broken;
       const bound = Math.max(this.limits.max_input_bytes, this.limits.max_output_bytes);
       let r;
       try {
-        r = await this.roundTrip(frame(request), tail, bound, signal);
+        r = await this.roundTrip(frame(request), tail, bound, expect, withTimeout(userSignal, this.timeoutMs));
       } catch (e) {
         this.broken = e instanceof Error ? e : new Error(String(e));
         this.sock.destroy();
         throw e;
       }
-      if (r.response.kind === "error") throw errorOf(r.response.fields);
-      if (!expect.includes(r.response.kind)) {
-        this.broken = unavailable(`the daemon answered ${r.response.kind}, expected ${expect.join(" or ")}`);
-        this.sock.destroy();
-        throw this.broken;
+      if (r.response.kind === "error") {
+        const e = errorOf(r.response.fields);
+        if (closesConnection(e)) {
+          this.broken = unavailable(`the connection was closed after ${e.message}`);
+          this.sock.destroy();
+        }
+        throw e;
       }
       return r;
     });
@@ -358,14 +435,17 @@ export class Client {
     return (await this.call({ hide_list: { offset, limit: limit ?? null } }, undefined, ["hide_list"])).response.fields;
   }
 
-  /** All of the caller's hides, newest first. */
+  /** All of the caller's hides, newest first (at most 10,000, the store's cap; a daemon whose pages do not move on is refused). */
   async hideList(): Promise<HideEntry[]> {
     const all: HideEntry[] = [];
     let offset = 0;
     for (;;) {
       const page = await this.hideListPage(offset, 1000);
       all.push(...page.entries);
-      if (page.next === null || page.next <= offset) return all;
+      if (page.next === null) return all;
+      if (page.entries.length === 0 || page.next !== offset + page.entries.length || all.length > MAX_LISTED) {
+        throw unavailable(`the daemon's hide list does not move on (offset ${offset}, ${page.entries.length} entries, next ${page.next}, ${all.length} gathered)`);
+      }
       offset = page.next;
     }
   }

@@ -30,10 +30,15 @@ export class HideBuffer {
     return entry;
   }
 
-  /** Makes a run's hidden output the latest hide, page 1 already served: `next` goes on to 2. */
+  /**
+   * Makes a run's hidden output the latest hide. Its page 1 counts as served when it was cut at
+   * this buffer's page size (`next` goes on to page 2); cut at another size, `next` serves page
+   * 1 again at this buffer's size, rather than skip or repeat bytes.
+   */
   takeOver(hidden: Hidden): void {
     this.latest = { id: hidden.entry.id, size: hidden.entry.size };
-    this.cursors.set(hidden.entry.id, hidden.first.page);
+    this.cursors.delete(hidden.entry.id);
+    if (hidden.first.page_size === this.pageSize) this.cursors.set(hidden.entry.id, hidden.first.page);
   }
 
   needsPaging(): boolean {

@@ -77,7 +77,8 @@ export async function query(client: Client, input: unknown, expression: string):
 export function jsonTool(options: { socket?: string } = {}) {
   let client: Client | null = null;
   const connected = async (): Promise<Client> => {
-    client ??= await Client.connect(options.socket);
+    // Each call is bounded on the socket too: the daemon's answer to the 1 s limit, and a grace.
+    client ??= await Client.connect(options.socket, { timeoutMs: TIMEOUT_MS + 2000 });
     return client;
   };
   const execute = async (args: { input: unknown; query: string }): Promise<JsonValue> => {

@@ -235,3 +235,96 @@ test("a socket another user could have put there or could swap is not trusted", 
     server.close();
   }
 });
+
+/** A fake listener: answers the hello with `hello`, then runs `after` on the socket. */
+async function liar(hello: unknown, after: (s: import("node:net").Socket) => void): Promise<{ path: string; close: () => void }> {
+  const dir = mkdtempSync(join(tmpdir(), "jqjail-liar-"));
+  const path = join(dir, "liar.sock");
+  const server = createServer((s) => {
+    s.on("error", () => undefined);
+    s.once("data", () => {
+      s.write(frame(hello));
+      after(s);
+    });
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  return { path, close: () => server.close() };
+}
+
+const limits = { max_input_bytes: 1000, max_filter_bytes: 1000, max_depth: 10, max_output_bytes: 1000, timeout_ms: 1000, max_heap_bytes: 1000 };
+
+test("a peer that floods the client cannot make it buffer without bound", async () => {
+  let flooding = true;
+  const chunk = Buffer.alloc(1 << 20, 0x41);
+  const l = await liar({ hello: { protocol: 2, server: "liar", limits } }, (s) => {
+    const pump = () => {
+      while (flooding && s.write(chunk));
+      if (flooding) s.once("drain", pump);
+    };
+    pump();
+  });
+  try {
+    const before = process.memoryUsage().rss;
+    const c = await Client.connect(l.path);
+    await new Promise((r) => setTimeout(r, 1500));
+    const grew = process.memoryUsage().rss - before;
+    flooding = false;
+    assert.ok(grew < 64 << 20, `the client grew by ${grew} bytes`);
+    await assert.rejects(c.stats(), /answer nothing|does not decode|not JSON|frame/);
+    c.close();
+  } finally {
+    flooding = false;
+    l.close();
+  }
+});
+
+test("a hello without usable limits is refused", async () => {
+  const l = await liar({ hello: { protocol: 2, server: "liar", limits: {} } }, () => undefined);
+  try {
+    await assert.rejects(Client.connect(l.path), /no usable max_input_bytes/);
+  } finally {
+    l.close();
+  }
+});
+
+test("a silent daemon cannot hang a call past the client's bound", async () => {
+  const l = await liar({ hello: { protocol: 2, server: "liar", limits } }, () => undefined);
+  try {
+    const c = await Client.connect(l.path, { timeoutMs: 300 });
+    const start = Date.now();
+    await assert.rejects(c.stats());
+    assert.ok(Date.now() - start < 3000);
+    c.close();
+  } finally {
+    l.close();
+  }
+});
+
+test("named arguments: any name, in order, never twice, only JSON values", async () => {
+  const c = await Client.connect();
+  try {
+    const r = await c.run("[$__proto__, $ARGS.named]", "null", { args: [["__proto__", 1], ["b", "x"]] });
+    assert.equal(r.output, '[1,{"__proto__":1,"b":"x"}]');
+    await assert.rejects(c.run("$x", "null", { args: [["x", 1], ["x", 2]] }), /given twice/);
+    await assert.rejects(c.run("$x", "null", { args: { x: undefined } }), /no JSON form/);
+    await assert.rejects(c.run(".", "null", { positional: [() => 1] }), /no JSON form/);
+    // Nothing was sent for those: the connection serves on.
+    assert.equal((await c.run("1", "null")).output, "1");
+  } finally {
+    c.close();
+  }
+});
+
+test("a buffer takes over a hidden run cut at another page size from page 1", async () => {
+  const c = await Client.connect();
+  try {
+    const r = await c.run("[range(5000)]", "null", { onOversize: "hide", maxOutputBytes: 1000 });
+    const small = new HideBuffer(c, 4096);
+    small.takeOver(r.hidden!);
+    const again = await small.next();
+    assert.equal(again.page, 1);
+    assert.ok(again.content.toString().startsWith("[0,1,2"));
+  } finally {
+    c.close();
+  }
+});

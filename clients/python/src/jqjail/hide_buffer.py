@@ -41,9 +41,13 @@ class HideBuffer:
 
     def take_over(self, hidden: Hidden) -> None:
         """Makes a run's hidden output (`Client.run(..., on_oversize="hide")`) the latest
-        hide, its page 1 already served: `next()` goes on to page 2."""
+        hide. Its page 1 counts as served when it was cut at this buffer's page size (`next()`
+        goes on to page 2); cut at another size, `next()` serves page 1 again at this buffer's
+        size, rather than skip or repeat bytes."""
         self.latest = (hidden.entry.id, hidden.entry.size)
-        self._cursors[hidden.entry.id] = hidden.first.page
+        self._cursors.pop(hidden.entry.id, None)
+        if hidden.first.page_size == self.page_size:
+            self._cursors[hidden.entry.id] = hidden.first.page
 
     def needs_paging(self) -> bool:
         return self.latest is not None and self.latest[1] > self.page_size

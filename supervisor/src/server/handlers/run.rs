@@ -201,7 +201,13 @@ pub(crate) async fn run_input(
         input_bytes: input_len,
         max_depth: effective.max_depth,
         max_output_bytes: match keep {
-            Some(_) => effective.max_output_bytes.max(limits.max_input_bytes),
+            // A hide holds at most `max_input_bytes`. Lines are kept collapsed, which is up to
+            // one byte longer than they are (two brackets for the last newline), so their
+            // worker stops one byte sooner and every hide stays filterable by its ID.
+            Some(_) => effective.max_output_bytes.max(match outputs {
+                jqjail_protocol::Outputs::Lines => limits.max_input_bytes.saturating_sub(1),
+                jqjail_protocol::Outputs::Collapsed => limits.max_input_bytes,
+            }),
             None => effective.max_output_bytes,
         },
     };
