@@ -69,7 +69,7 @@ const ATTACK_ENV: &str = "JQJAIL_PTRACE_ATTACK";
 #[test]
 fn no_other_process_can_attach_to_a_worker_at_any_point_of_its_life() {
     if !root() {
-        eprintln!("skipped: needs root, to run workers under their own uids and helpers as others");
+        crate::util::skip("needs root, to run workers under their own uids and helpers as others");
         return;
     }
     const WORKER_UID: u32 = 0x7A6A_0100;
@@ -214,7 +214,7 @@ fn accepting(socket: &Path) -> bool {
 #[test]
 fn a_planted_private_daemon_is_refused_and_does_not_lock_the_user_out() {
     if !root() {
-        eprintln!("skipped: needs root, to act as a victim and an attacker of two other uids");
+        crate::util::skip("needs root, to act as a victim and an attacker of two other uids");
         return;
     }
     const VICTIM: u32 = 4242;
@@ -448,7 +448,7 @@ pub(crate) fn rss(pid: i32) -> u64 {
 #[test]
 fn a_refused_uid_cannot_make_the_daemon_hold_memory() {
     if !root() {
-        eprintln!("skipped: needs root, to connect as a refused uid");
+        crate::util::skip("needs root, to connect as a refused uid");
         return;
     }
     let (d, _dir) = configured(
@@ -494,7 +494,7 @@ fn a_refused_uid_cannot_make_the_daemon_hold_memory() {
 #[test]
 fn a_flooding_uid_cannot_lock_out_a_tenant_or_flood_the_log() {
     if !root() {
-        eprintln!("skipped: needs root, to connect as a refused uid");
+        crate::util::skip("needs root, to connect as a refused uid");
         return;
     }
     let (d, _dir) = configured(

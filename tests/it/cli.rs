@@ -107,7 +107,7 @@ fn listener_pid(socket: &std::path::Path) -> i32 {
 #[test]
 fn starts_a_private_daemon_when_none_is_running() {
     if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        eprintln!("skipped: a system jqjail daemon is installed; the CLI would use it");
+        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
         return;
     }
     let runtime = tempfile::tempdir().unwrap();
@@ -142,7 +142,7 @@ fn starts_a_private_daemon_when_none_is_running() {
 #[test]
 fn a_cli_without_a_daemon_beside_it_finds_one_on_path_or_says_where_it_looked() {
     if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        eprintln!("skipped: a system jqjail daemon is installed; the CLI would use it");
+        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
         return;
     }
     let alone = tempfile::tempdir().unwrap();
@@ -247,6 +247,22 @@ fn tools_prints_definitions_in_each_shape() {
     }
     let bad = Command::new(CLI).args(["tools", "xml"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("possible values: neutral, openai, anthropic")
+    );
+}
+
+/// Issue 27: `jqjail tools --help` was "unknown tools format `--help`". Every subcommand
+/// answers `--help` with its own usage, and exits 0.
+#[test]
+fn help_works_after_every_subcommand() {
+    for sub in ["tools", "shape", "stats", "hide", "mcp"] {
+        let out = Command::new(CLI).args([sub, "--help"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{sub} --help: {text}");
+        assert!(text.contains("Usage:"), "{sub} --help: {text}");
+    }
 }
 
 /// Issue 15: subcommands were recognised only as the first argument, so `jqjail --socket S

@@ -233,8 +233,8 @@ fn each_worker_gets_a_memory_cgroup_where_the_host_allows() {
         &[],
     );
     if d.log().contains("memory cgroups unavailable") {
-        eprintln!(
-            "skipped: this host offers no writable cgroup-v1 memory controller (see the daemon log)"
+        crate::util::skip(
+            "this host offers no writable cgroup-v1 memory controller (see the daemon log)",
         );
         return;
     }
@@ -313,7 +313,7 @@ fn the_zygote_holds_only_what_its_children_need() {
 fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root, to start a daemon as another, unprivileged uid");
+        crate::util::skip("needs root, to start a daemon as another, unprivileged uid");
         return;
     }
     use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -3,7 +3,7 @@
 //! the reason, where that SDK is not installed; .ci/run installs it and names its Python in
 //! `JQJAIL_TEST_PYTHON`.
 
-use crate::util::{CLI, Daemon, repo_file, skip};
+use crate::util::{CLI, Daemon, repo_file, skip_unreachable as skip};
 use std::process::Command;
 
 /// The Python that has the MCP SDK: `JQJAIL_TEST_PYTHON`, which must have it (a CI that names

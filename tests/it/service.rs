@@ -249,7 +249,7 @@ fn the_service_as_the_readme_installs_it_by_hand_under_a_real_systemd() {
     let booted = match Booted::start() {
         Ok(b) => b,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            crate::util::skip(&why);
             return;
         }
     };
@@ -267,21 +267,21 @@ fn the_service_as_the_readme_installs_it_by_hand_under_a_real_systemd() {
 fn the_debian_package_as_the_readme_installs_it_under_a_real_systemd() {
     let started = Instant::now();
     if !root() {
-        eprintln!("skipped: needs root, to boot systemd in namespaces");
+        crate::util::skip("needs root, to boot systemd in namespaces");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let deb = match build_deb(dir.path()) {
         Ok(deb) => deb,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            crate::util::skip(&why);
             return;
         }
     };
     let booted = match Booted::start() {
         Ok(b) => b,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            crate::util::skip(&why);
             return;
         }
     };

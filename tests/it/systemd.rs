@@ -25,7 +25,7 @@ fn units_in(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 #[test]
 fn units_verify_and_their_exposure_is_at_most_1_0() {
     if !crate::util::installed("systemd-analyze") {
-        eprintln!("skipped: systemd-analyze is not installed (Debian package `systemd`)");
+        crate::util::skip("systemd-analyze is not installed (Debian package `systemd`)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -65,7 +65,7 @@ fn units_verify_and_their_exposure_is_at_most_1_0() {
 #[test]
 fn socket_activation_and_readiness_for_real() {
     if !crate::util::installed("systemd-socket-activate") {
-        eprintln!("skipped: systemd-socket-activate is not installed (Debian package `systemd`)");
+        crate::util::skip("systemd-socket-activate is not installed (Debian package `systemd`)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -62,7 +62,7 @@ const BUSY: &str = "reduce range(300000) as $i (0; . + $i)";
 #[test]
 fn unknown_uids_can_be_refused() {
     if !root() {
-        eprintln!("skipped: needs root to connect as a second uid");
+        crate::util::skip("needs root to connect as a second uid");
         return;
     }
     let Configured { d, .. } = with_config(
@@ -263,7 +263,7 @@ fn stats_count_outcomes_and_show_each_tenant_only_itself() {
 #[test]
 fn sighup_reloads_tenants_without_dropping_connections() {
     if !root() {
-        eprintln!("skipped: needs root to connect as a second uid");
+        crate::util::skip("needs root to connect as a second uid");
         return;
     }
     let Configured { d, config, _dir } = with_config(
@@ -406,7 +406,7 @@ fn cli_as_nobody(d: &Daemon, args: &[&str], stdin: &[u8]) -> (Option<i32>, Strin
 #[test]
 fn a_tenant_cannot_reach_another_tenants_hides_even_by_exact_id() {
     if !root() {
-        eprintln!("skipped: needs root to connect as a second uid");
+        crate::util::skip("needs root to connect as a second uid");
         return;
     }
     let d = Daemon::start_with(&["--socket-mode", "0666"], &[]);
@@ -460,7 +460,7 @@ fn a_tenant_cannot_reach_another_tenants_hides_even_by_exact_id() {
 #[test]
 fn hide_quotas_are_per_tenant() {
     if !root() {
-        eprintln!("skipped: needs root to connect as a second uid");
+        crate::util::skip("needs root to connect as a second uid");
         return;
     }
     let Configured { d, .. } = with_config(
