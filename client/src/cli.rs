@@ -441,6 +441,26 @@ fn stats(args: StatsArgs) -> Exit {
     }
 }
 
+/// The whole command line as one clap command, its subcommands included: what the man page
+/// and the shell completions are generated from (`docgen/`). The CLI itself parses each
+/// subcommand on its own (see [`main_with_args`]).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let sub =
+        |c: clap::Command, name: &'static str| c.name(name).bin_name(format!("jqjail {name}"));
+    Args::command()
+        .subcommand_negates_reqs(true)
+        .args_conflicts_with_subcommands(true)
+        .subcommand(sub(hide::HideArgs::command(), "hide"))
+        .subcommand(sub(ShapeArgs::command(), "shape"))
+        .subcommand(sub(StatsArgs::command(), "stats"))
+        .subcommand(sub(ToolsArgs::command(), "tools"))
+        .subcommand(
+            clap::Command::new("mcp")
+                .about("The MCP server over stdio (jqjail-mcp(1)); its options are jqjail-mcp's"),
+        )
+}
+
 /// Runs the command line with these arguments (argv\[0\] first); returns the exit status.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
     let args: Vec<OsString> = args.into_iter().collect();

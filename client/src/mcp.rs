@@ -386,6 +386,12 @@ fn transport(
         .with_max_line_length(max + 1)
 }
 
+/// `jqjail-mcp`'s command line as a clap command, for its man page and completions.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    McpArgs::command().name("jqjail-mcp").bin_name("jqjail-mcp")
+}
+
 /// `jqjail-mcp [--socket S] [--upstream [--hide-over BYTES] -- CMD ARGS…]` (also `jqjail mcp …`).
 #[derive(Debug, clap::Parser)]
 #[command(
