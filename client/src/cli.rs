@@ -9,6 +9,7 @@
 
 mod hide;
 mod print;
+mod prometheus;
 
 use crate::paths::{PrivateDir, SOCKET_ENV, SYSTEM_SOCKET};
 use crate::{Answer, Client, ClientError, ErrorCode, OnOversize, RunOptions, Source};
@@ -323,6 +324,16 @@ struct StatsArgs {
     /// The daemon's socket (default as for running a filter).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// `json`, or `prometheus` (the text exposition format, for node_exporter's textfile
+    /// collector).
+    #[arg(long, value_enum, default_value = "json")]
+    format: StatsFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StatsFormat {
+    Json,
+    Prometheus,
 }
 
 /// `jqjail tools`: the tool definitions for a model API (no daemon is needed).
@@ -418,6 +429,15 @@ fn stats(args: StatsArgs) -> Exit {
         Err(exit) => return exit,
     };
     match client.stats() {
+        Ok(reply) if args.format == StatsFormat::Prometheus => {
+            let socket = client.socket().display().to_string();
+            let _ = write!(
+                std::io::stdout(),
+                "{}",
+                prometheus::exposition(&reply, &socket)
+            );
+            Exit::Success
+        }
         Ok(reply) => {
             // Which daemon answered: so a user can tell the system service from a private one.
             // The listener's uid is whoever created the socket: root under socket activation.

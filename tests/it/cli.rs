@@ -2,6 +2,7 @@
 //! starts on a fresh machine.
 
 use crate::util::{CLI, DAEMON, Daemon, alive, repo_file, signal, wait_until};
+use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -444,4 +445,57 @@ fn stdin_as_dash_is_read_once_even_beside_a_file_named_dash() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "100000\n1\n");
+}
+
+/// Issue 27: `jqjail stats --format prometheus` is the daemon's counters in the exposition
+/// format, counting what was asked, and `promtool check metrics` accepts it.
+#[test]
+fn stats_in_the_prometheus_format_count_known_requests_and_pass_promtool() {
+    let d = Daemon::start();
+    for _ in 0..3 {
+        d.ok(".a", r#"{"a":1}"#);
+    }
+    let mut c = d.client();
+    assert!(c.run("nope(", b"1", &Default::default()).is_err());
+    let out = Command::new(CLI)
+        .args(["stats", "--format", "prometheus", "--socket"])
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let socket = d.socket.display().to_string();
+    for line in [
+        format!("jqjail_runs_total{{socket=\"{socket}\",outcome=\"OK\"}} 3"),
+        format!("jqjail_runs_total{{socket=\"{socket}\",outcome=\"COMPILE_ERROR\"}} 1"),
+        format!("jqjail_up{{socket=\"{socket}\"}} 1"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
+    if !crate::util::installed("promtool") {
+        crate::util::skip(
+            "promtool is not installed (Debian package `prometheus`; .ci/run installs it)",
+        );
+        return;
+    }
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }
