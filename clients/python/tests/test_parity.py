@@ -53,6 +53,7 @@ def test_the_requests_written_mean_the_vectors_and_every_response_decodes():
             max_depth=64,
         ),
         "run over a hide": _wire.run_request("length", None, "github-1a2b3c4d"),
+        "run over values": _wire.values_request("[inputs]", '1 2\n{"a":3}', True),
         "run in the path language": _wire.run_request("items[*].name", '{"items":[]}', None, lang="path"),
         "shape of a hide": _wire.run_request("", None, "github-1a2b3c4d", lang="shape"),
     }
@@ -170,3 +171,23 @@ def test_the_package_has_a_version():
     assert jqjail.__version__ == "0.1.0"
     pyproject = (REPO / "clients" / "python" / "pyproject.toml").read_text()
     assert f'version = "{jqjail.__version__}"' in pyproject
+
+
+def test_runs_over_a_stream_of_values(socket_path):
+    with jqjail.Client(socket_path) as c:
+        assert c.run_values("reduce inputs as $x (0; . + $x)", "1 2 3", null_input=True).output == "6"
+        assert c.run_values(". * 10", "1 2", outputs="lines").output == "10\n20\n"
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.run_values(".", "1 {")
+        assert e.value.code == "INVALID_JSON"
+
+    async def main():
+        c = await jqjail.AsyncClient.connect(socket_path)
+        try:
+            return (await c.run_values("[., input]", "1 2")).output
+        finally:
+            await c.close()
+
+    import asyncio
+
+    assert asyncio.run(main()) == "[1,2]"

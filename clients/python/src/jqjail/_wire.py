@@ -333,6 +333,17 @@ def run_request(
     return Request(encode({"run": run}), tail, ("run", "hidden"))
 
 
+def values_request(filter: str, values: "str | bytes", null_input: bool, **options: Any) -> Request:
+    """A run over a stream of JSON texts (`values`, separated by whitespace), which the filter
+    reads with `input` and `inputs`; with `null_input` it runs once on null (jq's `-n`),
+    else once for each value not yet read."""
+    request = run_request(filter, b"", None, **options)
+    tail = as_bytes(values)
+    run = json.loads(request.body)["run"]
+    run["input"] = {"values": {"values": len(tail), "null_input": bool(null_input)}}
+    return Request(encode({"run": run}), tail, request.expect)
+
+
 def candidate_sockets(path: "str | os.PathLike[str] | None") -> List[str]:
     """Where to connect, in the order every jqjail client shares (PROTOCOL.md, "Finding the
     socket"): the path given; else $JQJAIL_SOCKET; else the system service's socket, then

@@ -25,6 +25,7 @@ from ._wire import (
     frame_length,
     hello,
     run_request,
+    values_request,
     tail_length,
 )
 
@@ -141,6 +142,11 @@ class AsyncClient:
                 max_depth=max_depth,
             )
         )
+
+    async def run_values(self, filter: str, values: "str | bytes", *, null_input: bool = False, **options: Any) -> Union[RunReply, Hidden]:
+        """Runs `filter` over a stream of JSON texts that it reads with `input` and `inputs`
+        (jq's `-n` with `null_input`); `options` as for `run`, but `hide_id`."""
+        return await self._call(values_request(filter, values, null_input, **options))
 
     async def shape(self, input: Any = None, *, hide_id: Optional[str] = None) -> Any:
         reply = await self._call(run_request("", input, hide_id, lang="shape"))

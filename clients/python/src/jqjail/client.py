@@ -25,6 +25,7 @@ from ._wire import (
     frame_length,
     hello,
     run_request,
+    values_request,
     tail_length,
 )
 
@@ -143,6 +144,11 @@ class Client:
                 max_depth=max_depth,
             )
         )
+
+    def run_values(self, filter: str, values: "str | bytes", *, null_input: bool = False, **options: Any) -> Union[RunReply, Hidden]:
+        """Runs `filter` over a stream of JSON texts that it reads with `input` and `inputs`
+        (jq's `-n` with `null_input`); `options` as for `run`, but `hide_id`."""
+        return self._call(values_request(filter, values, null_input, **options))
 
     def shape(self, input: Any = None, *, hide_id: Optional[str] = None) -> Any:
         """The shape summary of a document or a hide, parsed (at most 4 KiB of JSON)."""
