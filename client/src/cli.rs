@@ -778,16 +778,18 @@ impl<W: Write> Printer<W> {
             // start of the output's text), and where the rest is to stderr.
             Ok(Answer::Hidden(hidden)) => {
                 let (entry, first) = (&hidden.entry, &hidden.first);
+                let read_on = match first.total_pages {
+                    1 => String::new(),
+                    _ => format!("read on with `jqjail hide cut {} 2`, or ", entry.id),
+                };
                 let _ = writeln!(
                     std::io::stderr(),
                     "jqjail: the output ({} bytes) is over the output limit and was kept as hide {}; \
-                     this is page 1 of {} ({} bytes a page): read on with `jqjail hide cut {} 2`, \
-                     or filter it with `jqjail --hide {} FILTER`",
+                     this is page 1 of {} ({} bytes a page): {read_on}filter it with `jqjail --hide {} FILTER`",
                     entry.size,
                     entry.id,
                     first.total_pages,
                     first.page_size,
-                    entry.id,
                     entry.id
                 );
                 // Page 1 is a prefix of the output's text, not the output: the run still ends

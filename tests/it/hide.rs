@@ -480,7 +480,9 @@ fn the_hide_command_line() {
         .nth(1)
         .unwrap()
         .trim_end_matches(';');
-    assert!(note.contains("`jqjail hide cut "), "{note}");
+    assert!(note.contains("page 1 of 1 "), "{note}");
+    assert!(note.contains("`jqjail --hide "), "{note}");
+    assert!(!note.contains("hide cut"), "one page has no page 2: {note}");
     let out = Command::new(CLI)
         .arg("--socket")
         .arg(&d.socket)
