@@ -91,9 +91,16 @@ fn socket_activation_and_readiness_for_real() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || socket.exists()));
-    // The first connection starts the daemon on the socket systemd-socket-activate holds.
-    let mut client = jqjail_client::Client::connect(&socket).expect("activation");
+    // The socket's file appears at bind(), a moment before systemd-socket-activate listens
+    // (a connection in between is refused: this failed once under load), so the first
+    // connection is retried until the listener is there.
+    let mut connected = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        connected = jqjail_client::Client::connect(&socket).ok();
+        connected.is_some()
+    }));
+    // That first connection started the daemon on the socket systemd-socket-activate holds.
+    let mut client = connected.expect("activation");
     let reply = client
         .run(".a", br#"{"a":"activated"}"#, &Default::default())
         .unwrap();
