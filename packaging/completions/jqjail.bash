@@ -724,7 +724,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__stats)
-            opts="-h --socket --help"
+            opts="-h --socket --format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -732,6 +732,10 @@ _jqjail() {
             case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "json prometheus" -- "${cur}"))
                     return 0
                     ;;
                 *)

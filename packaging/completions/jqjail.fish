@@ -109,6 +109,8 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand shape" -l socket -d 'The d
 complete -c jqjail -n "__fish_jqjail_using_subcommand shape" -s c -l compact-output -d 'Compact output'
 complete -c jqjail -n "__fish_jqjail_using_subcommand shape" -s h -l help -d 'Print help'
 complete -c jqjail -n "__fish_jqjail_using_subcommand stats" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
+complete -c jqjail -n "__fish_jqjail_using_subcommand stats" -l format -d '`json`, or `prometheus` (the text exposition format, for node_exporter\'s textfile collector)' -r -f -a "json\t''
+prometheus\t''"
 complete -c jqjail -n "__fish_jqjail_using_subcommand stats" -s h -l help -d 'Print help'
 complete -c jqjail -n "__fish_jqjail_using_subcommand tools" -l socket -d 'Accepted as every subcommand accepts it; no daemon is asked' -r -F
 complete -c jqjail -n "__fish_jqjail_using_subcommand tools" -s h -l help -d 'Print help'
