@@ -43,8 +43,20 @@ mod tests {
         let config = std::fs::read_to_string(super::pages::config_path()).unwrap();
         let files = super::pages::all(&config).unwrap();
         assert!(files.len() >= 13, "{}", files.len());
+        // No two generated files share a path (one would overwrite the other).
+        let mut paths: Vec<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
+        paths.sort_unstable();
+        let before = paths.len();
+        paths.dedup();
+        assert_eq!(paths.len(), before, "two generated files share a path");
         for (rel, bytes) in files {
             let committed = std::fs::read(root.join(&rel)).unwrap_or_default();
+            if committed != bytes {
+                // What it should be, beside the target directory's other files, to compare.
+                let fresh = std::env::temp_dir().join("jqjail-docgen-fresh").join(&rel);
+                let _ = std::fs::create_dir_all(fresh.parent().unwrap());
+                let _ = std::fs::write(&fresh, &bytes);
+            }
             assert!(
                 committed == bytes,
                 "packaging/{rel} is not what the clap definitions give; regenerate: cargo run -p jqjail-docgen"

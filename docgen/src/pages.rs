@@ -55,7 +55,10 @@ fn pages(
         .manual("jqjail")
         .render(&mut page)?;
     out.push((format!("man/{name}.{section}"), page));
-    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+    // `jqjail mcp` runs the program jqjail-mcp, whose own page is jqjail-mcp(1): the
+    // subcommand's would take the same file name.
+    let own_page = |s: &&Command| !["help", "mcp"].contains(&s.get_name());
+    for sub in command.get_subcommands().filter(own_page) {
         pages(sub, &format!("{name}-{}", sub.get_name()), section, out)?;
     }
     Ok(())
