@@ -58,7 +58,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	}
 	c, err := dial(ctx, SystemSocket)
 	var e *Error
-	if err == nil || (errors.As(err, &e) && e.Code != Unavailable) || errors.Is(err, errUntrusted) {
+	if err == nil || (errors.As(err, &e) && e.Code != Unavailable) || errors.Is(err, ErrUntrusted) {
 		return c, err
 	}
 	return dial(ctx, PrivateSocket())
@@ -105,8 +105,6 @@ func usable(dir string, uid int) bool {
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	return ok && int(sys.Uid) == uid && st.Mode().Perm()&0o077 == 0
 }
-
-var errUntrusted = errors.New("untrusted daemon")
 
 func dial(ctx context.Context, path string) (*Client, error) {
 	var d net.Dialer
@@ -194,8 +192,10 @@ func checkPeer(conn *net.UnixConn, path string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s is served by uid %d, which is not trusted (trusted: %v); set $%s if that uid runs your daemon",
-		errUntrusted, path, cred.Uid, trusted, DaemonUIDsEnv)
+	e := unavailable("%s is served by uid %d, which is not trusted (trusted: %v); set $%s if that uid runs your daemon",
+		path, cred.Uid, trusted, DaemonUIDsEnv)
+	e.untrusted = true
+	return e
 }
 
 // Limits are the daemon's, from its hello reply.

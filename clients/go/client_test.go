@@ -206,12 +206,10 @@ func TestConformanceExchanges(t *testing.T) {
 			}
 		}
 		recv := func() (response, []byte) {
-			var prefix [4]byte
-			if _, err := io.ReadFull(conn, prefix[:]); err != nil {
+			body, err := readFrame(conn)
+			if err != nil {
 				t.Fatalf("%s: %v", ex.Name, err)
 			}
-			body := make([]byte, binary.LittleEndian.Uint32(prefix[:]))
-			io.ReadFull(conn, body)
 			r, err := decodeResponse(body)
 			if err != nil {
 				t.Fatalf("%s: %v", ex.Name, err)
@@ -221,7 +219,9 @@ func TestConformanceExchanges(t *testing.T) {
 				t.Fatalf("%s: %v", ex.Name, err)
 			}
 			tail := make([]byte, n)
-			io.ReadFull(conn, tail)
+			if _, err := io.ReadFull(conn, tail); err != nil {
+				t.Fatalf("%s: %v", ex.Name, err)
+			}
 			return r, tail
 		}
 		if ex.Hello {
@@ -409,28 +409,16 @@ func TestHidesThroughTheClient(t *testing.T) {
 // A daemon that lies: a hello frame longer than any the daemon sends is refused before it
 // is allocated, and the client says why.
 func TestALyingDaemonIsBounded(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "liar.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+	path := liar(t, func(conn net.Conn) {
 		io.ReadFull(conn, make([]byte, 4))
 		var prefix [4]byte
 		binary.LittleEndian.PutUint32(prefix[:], 0xFFFFFFF0)
 		conn.Write(prefix[:])
 		time.Sleep(time.Second)
-	}()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = Dial(ctx, path)
+	_, err := Dial(ctx, path)
 	if codeOf(err) != Unavailable || !strings.Contains(err.Error(), "over the 8388608-byte maximum") {
 		t.Fatal(err)
 	}
@@ -504,34 +492,16 @@ func TestAClosingAnswerEndsTheClient(t *testing.T) {
 
 // A lying daemon's list pages that never move on are refused, not gathered for ever.
 func TestAHideListThatDoesNotMoveOnIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "liar.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+	path := liar(t, func(conn net.Conn) {
 		answer := func(v string) { conn.Write(frame([]byte(v))) }
-		read := func() bool {
-			var prefix [4]byte
-			if _, err := io.ReadFull(conn, prefix[:]); err != nil {
-				return false
-			}
-			_, err := io.ReadFull(conn, make([]byte, binary.LittleEndian.Uint32(prefix[:])))
-			return err == nil
-		}
+		read := func() bool { _, err := readFrame(conn); return err == nil }
 		read()
 		answer(`{"hello":{"protocol":2,"server":"liar","limits":{"max_input_bytes":1000,"max_filter_bytes":1000,"max_depth":10,"max_output_bytes":1000,"timeout_ms":1000,"max_heap_bytes":1000}}}`)
 		entry := `{"id":"a-00000000","kind":"","source":"","size":1,"sha256":"","meta":{},"created_ms":0}`
 		for i := 0; read(); i++ {
 			answer(fmt.Sprintf(`{"hide_list":{"entries":[%s,%s],"total":9,"next":%d}}`, entry, entry, i+1))
 		}
-	}()
+	})
 	c, err := Dial(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -540,4 +510,37 @@ func TestAHideListThatDoesNotMoveOnIsRefused(t *testing.T) {
 	if _, err := c.HideList(context.Background()); codeOf(err) != Unavailable || !strings.Contains(err.Error(), "does not move on") {
 		t.Fatal(err)
 	}
+}
+
+// liar listens on a socket in a temporary directory and serves its first connection with
+// serve: a daemon that lies, for the client's bounds. Returns the socket's path.
+func liar(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "liar.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		serve(conn)
+	}()
+	return path
+}
+
+// readFrame reads one frame's body (a test's own reader, unbounded: the peer is the daemon
+// under test or the test itself).
+func readFrame(r io.Reader) ([]byte, error) {
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, err
+	}
+	body := make([]byte, binary.LittleEndian.Uint32(prefix[:]))
+	_, err := io.ReadFull(r, body)
+	return body, err
 }

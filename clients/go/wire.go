@@ -11,6 +11,7 @@ package jqjail
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -34,7 +35,17 @@ type Error struct {
 	Limit   *uint64
 	Actual  *uint64
 	Detail  string
+	// untrusted: the socket is served by a uid this client does not trust (errors.Is
+	// ErrUntrusted); discovery never falls back from such a socket.
+	untrusted bool
 }
+
+// ErrUntrusted matches (errors.Is) the error of a socket served by a uid the client does not
+// trust.
+var ErrUntrusted = errors.New("jqjail: untrusted daemon")
+
+// Is makes an untrusted daemon's error match ErrUntrusted.
+func (e *Error) Is(target error) bool { return target == ErrUntrusted && e.untrusted }
 
 func (e *Error) Error() string {
 	s := e.Code + ": " + e.Message

@@ -33,45 +33,47 @@ fn vector(name: &str, json_body: Vec<u8>, bincode_body: Vec<u8>, tail: &[u8]) ->
     })
 }
 
-fn request(name: &str, msg: Request<'_>) -> Value {
-    let tail = msg
-        .tail()
-        .map(|t| t.as_bytes().to_vec())
-        .unwrap_or_default();
+/// One vector of `msg`, whose tail is `tail`: checked to decode back to `msg` in both
+/// encodings (`decodes_back` decodes a body, fills its pending tail and compares).
+fn message<M: serde::Serialize>(
+    name: &str,
+    msg: &M,
+    tail: Option<&Tail<'_>>,
+    decodes_back: impl Fn(Encoding, &[u8], Vec<u8>),
+) -> Value {
+    let tail = tail.map(|t| t.as_bytes().to_vec()).unwrap_or_default();
     let (j, b) = (
-        Encoding::Json.encode(&msg).unwrap(),
-        Encoding::Bincode.encode(&msg).unwrap(),
+        Encoding::Json.encode(msg).unwrap(),
+        Encoding::Bincode.encode(msg).unwrap(),
     );
-    // Both decode back to the message, the tail pending.
     for (enc, body) in [(Encoding::Json, &j), (Encoding::Bincode, &b)] {
-        let mut got = enc.decode::<Request<'_>>(body).unwrap();
-        if let Some(pending) = got.tail_mut() {
-            assert_eq!(pending.len(), tail.len() as u64, "{name}");
-            pending.fill(tail.clone()).unwrap();
-        }
-        assert_eq!(got, msg, "{name} in {enc:?}");
+        decodes_back(enc, body, tail.clone());
     }
     vector(name, j, b, &tail)
 }
 
-fn response(name: &str, msg: Response) -> Value {
-    let tail = msg
-        .tail()
-        .map(|t| t.as_bytes().to_vec())
-        .unwrap_or_default();
-    let (j, b) = (
-        Encoding::Json.encode(&msg).unwrap(),
-        Encoding::Bincode.encode(&msg).unwrap(),
-    );
-    for (enc, body) in [(Encoding::Json, &j), (Encoding::Bincode, &b)] {
-        let mut got = enc.decode::<Response>(body).unwrap();
-        if let Some(pending) = got.tail_mut() {
-            assert_eq!(pending.len(), tail.len() as u64, "{name}");
-            pending.fill(tail.clone()).unwrap();
-        }
-        assert_eq!(got, msg, "{name} in {enc:?}");
+/// Fills a decoded message's pending tail with `tail`, which must be its announced length.
+fn fill(name: &str, pending: Option<&mut Tail<'_>>, tail: Vec<u8>) {
+    if let Some(pending) = pending {
+        assert_eq!(pending.len(), tail.len() as u64, "{name}");
+        pending.fill(tail).unwrap();
     }
-    vector(name, j, b, &tail)
+}
+
+fn request(name: &str, msg: Request<'_>) -> Value {
+    message(name, &msg, msg.tail(), |enc, body, tail| {
+        let mut got = enc.decode::<Request<'_>>(body).unwrap();
+        fill(name, got.tail_mut(), tail);
+        assert_eq!(got, msg, "{name} in {enc:?}");
+    })
+}
+
+fn response(name: &str, msg: Response) -> Value {
+    message(name, &msg, msg.tail(), |enc, body, tail| {
+        let mut got = enc.decode::<Response>(body).unwrap();
+        fill(name, got.tail_mut(), tail);
+        assert_eq!(got, msg, "{name} in {enc:?}");
+    })
 }
 
 fn run(filter: &str, input: Input<'static>) -> RunRequest<'static> {

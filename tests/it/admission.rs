@@ -4,33 +4,13 @@
 //! that need a second uid run it as `nobody` and need root (in CI, where they always run).
 
 use crate::attacks::{configured, rss};
-use crate::util::{CLI, Daemon, root, skip};
-use jqjail_protocol::{Args, Encoding, Input, Request, RunRequest, Tail};
+use crate::util::{CLI, Daemon, args_frame, root, skip};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
-
-/// The bincode frame of a run of `filter` with `count` positional arguments, each the one-byte
-/// JSON text `1`, and an inline input of `tail_len` bytes still to come.
-fn args_frame(filter: &str, tail_len: u64, count: usize) -> Vec<u8> {
-    Encoding::Bincode
-        .encode(&Request::Run(RunRequest {
-            filter: filter.into(),
-            lang: Default::default(),
-            limits: Default::default(),
-            on_oversize: Default::default(),
-            input: Input::Inline(Tail::pending(tail_len)),
-            args: Args {
-                named: Default::default(),
-                positional: vec!["1".to_string(); count],
-            },
-            outputs: Default::default(),
-        }))
-        .unwrap()
-}
 
 /// Runs the CLI as `nobody` with `args`, `stdin` as its input; returns (success, stdout,
 /// stderr, wall time).

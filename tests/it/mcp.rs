@@ -22,10 +22,11 @@ fn python_with_mcp() -> Option<String> {
     ok.then_some(python)
 }
 
-/// Runs `tests/mcp/SCRIPT` with `python`, the CLI, the daemon's socket and `extra`; fails with
-/// the script's output unless it succeeds; returns its stdout (a JSON summary).
-fn run_script(python: &str, script: &str, d: &Daemon, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(python)
+/// Runs `tests/mcp/SCRIPT` with `interpreter` (a Python with the MCP SDK, or node), the CLI,
+/// the daemon's socket and `extra`; fails with the script's output unless it succeeds;
+/// returns its stdout (a JSON summary).
+fn run_script(interpreter: &str, script: &str, d: &Daemon, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(interpreter)
         .arg(repo_file(&format!("tests/mcp/{script}")))
         .arg(CLI)
         .arg(&d.socket)
@@ -151,21 +152,7 @@ fn the_official_typescript_sdk_lists_calls_and_pages() {
         "JQJAIL_TEST_MCP_TS_SDK={sdk} is not an installed package"
     );
     let d = Daemon::start();
-    let out = Command::new("node")
-        .arg(repo_file("tests/mcp/official_ts_client.mjs"))
-        .arg(&sdk)
-        .arg(CLI)
-        .arg(&d.socket)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("official_ts_client.mjs: {stdout}");
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let summary = run_script("node", "official_ts_client.mjs", &d, &[&sdk]);
     assert_eq!(summary["server"], "jqjail");
     let stats = d.client().stats().unwrap();
     assert_eq!(stats.outcome("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);

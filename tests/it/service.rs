@@ -212,14 +212,16 @@ fn stage(booted: &Booted, inside: &str) {
 }
 
 /// Builds the Debian package from the binaries under test (cargo-deb, `--no-build`, with
-/// copies of them where a release build would be); `Err` says why it cannot be done here.
-fn build_deb(out: &Path) -> Result<PathBuf, String> {
+/// copies of them where a release build would be); `None` once it has skipped, saying why it
+/// cannot be done here.
+fn build_deb(out: &Path) -> Option<PathBuf> {
     let have = Command::new("cargo")
         .args(["deb", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
-        return Err("cargo-deb is not installed (`cargo install cargo-deb`; .ci/run does)".into());
+        crate::util::skip("cargo-deb is not installed (`cargo install cargo-deb`; .ci/run does)");
+        return None;
     }
     let target = out.join("target");
     std::fs::create_dir_all(target.join("release")).unwrap();
@@ -238,7 +240,7 @@ fn build_deb(out: &Path) -> Result<PathBuf, String> {
         panic!("cargo deb: {}", String::from_utf8_lossy(&built.stderr));
     }
     let path = String::from_utf8_lossy(&built.stdout).trim().to_string();
-    Ok(PathBuf::from(path))
+    Some(PathBuf::from(path))
 }
 
 /// The README's install by hand, literally (its `cargo build` aside: the binaries under test
@@ -271,12 +273,8 @@ fn the_debian_package_as_the_readme_installs_it_under_a_real_systemd() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let deb = match build_deb(dir.path()) {
-        Ok(deb) => deb,
-        Err(why) => {
-            crate::util::skip(&why);
-            return;
-        }
+    let Some(deb) = build_deb(dir.path()) else {
+        return;
     };
     let booted = match Booted::start() {
         Ok(b) => b,
@@ -483,12 +481,8 @@ fn the_debian_package_is_lintian_clean_but_for_its_listed_tags() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let deb = match build_deb(dir.path()) {
-        Ok(deb) => deb,
-        Err(why) => {
-            crate::util::skip(&why);
-            return;
-        }
+    let Some(deb) = build_deb(dir.path()) else {
+        return;
     };
     let contents = Command::new("dpkg").arg("-c").arg(&deb).output().unwrap();
     let contents = String::from_utf8_lossy(&contents.stdout);

@@ -315,7 +315,12 @@ pub fn begin_stream(d: &Daemon, frame: &[u8]) -> std::os::unix::net::UnixStream 
 
 /// The bincode frame of a run of `filter` whose inline input is a tail of `tail_len` bytes.
 pub fn run_frame(filter: &str, tail_len: u64) -> Vec<u8> {
-    use jqjail_protocol::{Encoding, Input, Request, RunRequest, Tail};
+    args_frame(filter, tail_len, 0)
+}
+
+/// As [`run_frame`], with `count` positional arguments, each the one-byte JSON text `1`.
+pub fn args_frame(filter: &str, tail_len: u64, count: usize) -> Vec<u8> {
+    use jqjail_protocol::{Args, Encoding, Input, Request, RunRequest, Tail};
     Encoding::Bincode
         .encode(&Request::Run(RunRequest {
             filter: filter.into(),
@@ -323,7 +328,10 @@ pub fn run_frame(filter: &str, tail_len: u64) -> Vec<u8> {
             limits: Default::default(),
             on_oversize: Default::default(),
             input: Input::Inline(Tail::pending(tail_len)),
-            args: Default::default(),
+            args: Args {
+                named: Default::default(),
+                positional: vec!["1".to_string(); count],
+            },
             outputs: Default::default(),
         }))
         .unwrap()

@@ -3,13 +3,13 @@
 // a tool error, and pages an output too large for the limit. Prints a JSON summary on
 // success; any failed check throws.
 //
-// Usage: node official_ts_client.mjs SDK_DIR JQJAIL_CLI SOCKET
+// Usage: node official_ts_client.mjs JQJAIL_CLI SOCKET SDK_DIR
 // (SDK_DIR: the installed package, node_modules/@modelcontextprotocol/sdk)
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [sdk, cli, socket] = process.argv.slice(2);
+const [cli, socket, sdk] = process.argv.slice(2);
 const { Client } = await import(pathToFileURL(join(sdk, "dist/esm/client/index.js")).href);
 const { StdioClientTransport } = await import(pathToFileURL(join(sdk, "dist/esm/client/stdio.js")).href);
 

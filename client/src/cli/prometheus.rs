@@ -6,131 +6,119 @@ use std::fmt::Write as _;
 
 /// The exposition of `stats`, as read from the daemon at `socket`.
 pub(super) fn exposition(stats: &StatsReply, socket: &str) -> String {
+    // Every sample carries the socket, and some one more label.
+    let labels = |extra: Option<(&str, &str)>| match extra {
+        None => format!("{{socket=\"{}\"}}", escape(socket)),
+        Some((name, value)) => {
+            format!(
+                "{{socket=\"{}\",{name}=\"{}\"}}",
+                escape(socket),
+                escape(value)
+            )
+        }
+    };
+    let scalar = |value: f64| vec![(labels(None), value)];
+    let families: [(&str, &str, &str, Vec<(String, f64)>); 12] = [
+        (
+            "jqjail_up",
+            "gauge",
+            "Whether the daemon answered (1); a file without it means no answer.",
+            scalar(1.0),
+        ),
+        (
+            "jqjail_uptime_seconds",
+            "gauge",
+            "Time since the daemon started.",
+            scalar(stats.uptime_ms as f64 / 1e3),
+        ),
+        (
+            "jqjail_runs_total",
+            "counter",
+            "Runs answered, by outcome: OK or the error code (refusals before evaluation included).",
+            stats
+                .outcomes
+                .iter()
+                .map(|(code, n)| (labels(Some(("outcome", code))), *n as f64))
+                .collect(),
+        ),
+        (
+            "jqjail_recent_run_duration_seconds",
+            "gauge",
+            "Wall time of the daemon's last runs (up to 1,024), at a percentile (not a summary: the daemon keeps no sum).",
+            [
+                ("50", stats.latency.p50_us),
+                ("90", stats.latency.p90_us),
+                ("99", stats.latency.p99_us),
+            ]
+            .iter()
+            .map(|(p, us)| (labels(Some(("percentile", p))), *us as f64 / 1e6))
+            .collect(),
+        ),
+        (
+            "jqjail_recent_runs",
+            "gauge",
+            "How many runs the recent durations are taken over.",
+            scalar(stats.latency.count as f64),
+        ),
+        (
+            "jqjail_running",
+            "gauge",
+            "Evaluations running now.",
+            scalar(stats.running as f64),
+        ),
+        (
+            "jqjail_waiting",
+            "gauge",
+            "Requests waiting for an evaluation slot now.",
+            scalar(stats.waiting as f64),
+        ),
+        (
+            "jqjail_connections",
+            "gauge",
+            "Open connections (the one asking included).",
+            scalar(stats.connections as f64),
+        ),
+        (
+            "jqjail_workers_started_total",
+            "counter",
+            "Workers started since the daemon started.",
+            scalar(stats.workers_started as f64),
+        ),
+        (
+            "jqjail_worker_start_failures_total",
+            "counter",
+            "Workers that could not be started.",
+            scalar(stats.worker_start_failures as f64),
+        ),
+        (
+            "jqjail_tenant_runs_total",
+            "counter",
+            "Runs of each tenant the asker may see (all of them for root and the daemon's uid).",
+            stats
+                .tenants
+                .iter()
+                .map(|t| (labels(Some(("tenant", &t.name))), t.requests as f64))
+                .collect(),
+        ),
+        (
+            "jqjail_tenant_run_errors_total",
+            "counter",
+            "Runs of each tenant the asker may see that were answered with an error.",
+            stats
+                .tenants
+                .iter()
+                .map(|t| (labels(Some(("tenant", &t.name))), t.errors as f64))
+                .collect(),
+        ),
+    ];
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+    for (name, kind, help, samples) in families {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for (labels, value) in samples {
             let _ = writeln!(out, "{name}{labels} {value}");
         }
-    };
-    let socket_label = format!("{{socket=\"{}\"}}", escape(socket));
-    let one = |v: u64| vec![(socket_label.clone(), v as f64)];
-    family(
-        "jqjail_up",
-        "gauge",
-        "Whether the daemon answered (1); a file without it means no answer.",
-        &one(1),
-    );
-    family(
-        "jqjail_uptime_seconds",
-        "gauge",
-        "Time since the daemon started.",
-        &[(socket_label.clone(), stats.uptime_ms as f64 / 1e3)],
-    );
-    let outcomes: Vec<(String, f64)> = stats
-        .outcomes
-        .iter()
-        .map(|(code, n)| {
-            (
-                format!(
-                    "{{socket=\"{}\",outcome=\"{}\"}}",
-                    escape(socket),
-                    escape(code)
-                ),
-                *n as f64,
-            )
-        })
-        .collect();
-    family(
-        "jqjail_runs_total",
-        "counter",
-        "Runs answered, by outcome: OK or the error code (refusals before evaluation included).",
-        &outcomes,
-    );
-    let quantiles: Vec<(String, f64)> = [
-        ("50", stats.latency.p50_us),
-        ("90", stats.latency.p90_us),
-        ("99", stats.latency.p99_us),
-    ]
-    .iter()
-    .map(|(q, us)| {
-        (
-            format!("{{socket=\"{}\",percentile=\"{q}\"}}", escape(socket)),
-            *us as f64 / 1e6,
-        )
-    })
-    .collect();
-    family(
-        "jqjail_recent_run_duration_seconds",
-        "gauge",
-        "Wall time of the daemon's last runs (up to 1,024), at a percentile (not a summary: the daemon keeps no sum).",
-        &quantiles,
-    );
-    family(
-        "jqjail_recent_runs",
-        "gauge",
-        "How many runs the recent durations are taken over.",
-        &one(stats.latency.count),
-    );
-    family(
-        "jqjail_running",
-        "gauge",
-        "Evaluations running now.",
-        &one(stats.running),
-    );
-    family(
-        "jqjail_waiting",
-        "gauge",
-        "Requests waiting for an evaluation slot now.",
-        &one(stats.waiting),
-    );
-    family(
-        "jqjail_connections",
-        "gauge",
-        "Open connections (the one asking included).",
-        &one(stats.connections),
-    );
-    family(
-        "jqjail_workers_started_total",
-        "counter",
-        "Workers started since the daemon started.",
-        &one(stats.workers_started),
-    );
-    family(
-        "jqjail_worker_start_failures_total",
-        "counter",
-        "Workers that could not be started.",
-        &one(stats.worker_start_failures),
-    );
-    let tenant = |f: fn(&jqjail_protocol::TenantStats) -> u64| -> Vec<(String, f64)> {
-        stats
-            .tenants
-            .iter()
-            .map(|t| {
-                (
-                    format!(
-                        "{{socket=\"{}\",tenant=\"{}\"}}",
-                        escape(socket),
-                        escape(&t.name)
-                    ),
-                    f(t) as f64,
-                )
-            })
-            .collect()
-    };
-    family(
-        "jqjail_tenant_runs_total",
-        "counter",
-        "Runs of each tenant the asker may see (all of them for root and the daemon's uid).",
-        &tenant(|t| t.requests),
-    );
-    family(
-        "jqjail_tenant_run_errors_total",
-        "counter",
-        "Runs of each tenant the asker may see that were answered with an error.",
-        &tenant(|t| t.errors),
-    );
+    }
     out
 }
 

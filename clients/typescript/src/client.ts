@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import {
   Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
-  MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, VERSION,
+  MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
 } from "./wire.js";
 
 /** The most hides `hideList` gathers: the store's own cap per tenant. */
@@ -62,7 +62,7 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
   }
   if (!st.isSocket()) throw unavailable(`${path} is not a socket`);
   if (!trusted.includes(st.uid)) {
-    throw unavailable(`${path} belongs to uid ${st.uid}, which is not trusted (trusted: ${trusted.join(", ")}); set $${DAEMON_UIDS_ENV} if that uid runs your daemon`);
+    throw new UntrustedSocket(`${path} belongs to uid ${st.uid}, which is not trusted (trusted: ${trusted.join(", ")}); set $${DAEMON_UIDS_ENV} if that uid runs your daemon`);
   }
   // Every directory on the way (as OpenSSH's secure_path): one another user could rename
   // could be swapped for theirs between the checks and back.
@@ -71,7 +71,7 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
     const othersMayWrite = (d.mode & 0o022) !== 0;
     const sticky = (d.mode & 0o1000) !== 0;
     if (!trusted.includes(d.uid) || (othersMayWrite && !sticky)) {
-      throw unavailable(`${path} is under ${dir}, which another user could change (owner ${d.uid}, mode ${(d.mode & 0o7777).toString(8)}); not trusting the socket`);
+      throw new UntrustedSocket(`${path} is under ${dir}, which another user could change (owner ${d.uid}, mode ${(d.mode & 0o7777).toString(8)}); not trusting the socket`);
     }
     if (dir === dirname(dir)) break;
   }
@@ -249,8 +249,10 @@ export class Client {
     try {
       return await Client.open(SYSTEM_SOCKET, options);
     } catch (e) {
+      // A refusal there, or a socket there that is not trusted, is said rather than passed
+      // over for the private daemon.
       const refusedThere = e instanceof JqjailError && e.code !== "UNAVAILABLE";
-      if (refusedThere || /not trusted|another user/.test(String(e))) throw e;
+      if (refusedThere || e instanceof UntrustedSocket) throw e;
     }
     return Client.open(privateSocket(), options);
   }
@@ -275,7 +277,7 @@ export class Client {
     try {
       const after = checkSocketFile(path);
       if (after.dev !== before.dev || after.ino !== before.ino) {
-        throw unavailable(`${path} was replaced while connecting; not trusting it`);
+        throw new UntrustedSocket(`${path} was replaced while connecting; not trusting it`);
       }
       const hello = frame({ hello: { protocol: PROTOCOL_VERSION, client: `jqjail-typescript/${VERSION}` } });
       const r = await c.roundTrip(hello, undefined, 0, ["hello"], signal);

@@ -36,6 +36,14 @@ export function unavailable(message: string): JqjailError {
   return new JqjailError(UNAVAILABLE, message);
 }
 
+/** A socket served, or placed, by someone the client does not trust: never fallen back from. */
+export class UntrustedSocket extends JqjailError {
+  constructor(message: string) {
+    super(UNAVAILABLE, message);
+    this.name = "UntrustedSocket";
+  }
+}
+
 export interface Limits {
   max_input_bytes: number;
   max_filter_bytes: number;

@@ -32,19 +32,17 @@ pub(crate) const REFUSAL_PEEK: Duration = Duration::from_secs(1);
 /// prefix and the body's first byte), waiting at most [`REFUSAL_PEEK`]; bincode if they do not
 /// come.
 pub(crate) async fn peek_encoding<R: AsyncRead + Unpin>(rd: &mut R) -> Encoding {
-    let mut first = [0u8; PREFIX_BYTES + 1];
-    match tokio::time::timeout(REFUSAL_PEEK, rd.read_exact(&mut first)).await {
-        Ok(Ok(_)) => Encoding::detect(&first[PREFIX_BYTES..]),
-        _ => Encoding::Bincode,
-    }
+    body_encoding(rd, PREFIX_BYTES).await
 }
 
-/// The encoding of a first frame whose length prefix was read, from its body's first byte,
-/// waiting at most [`REFUSAL_PEEK`]; bincode if it does not come.
-async fn peek_body_encoding<R: AsyncRead + Unpin>(rd: &mut R) -> Encoding {
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(REFUSAL_PEEK, rd.read_exact(&mut first)).await {
-        Ok(Ok(_)) => Encoding::detect(&first),
+/// The encoding a frame's body's first byte tells, read after the `prefix_unread` bytes of
+/// its length prefix not yet read, waiting at most [`REFUSAL_PEEK`]; bincode if they do not
+/// come.
+async fn body_encoding<R: AsyncRead + Unpin>(rd: &mut R, prefix_unread: usize) -> Encoding {
+    let mut first = [0u8; PREFIX_BYTES + 1];
+    let wanted = &mut first[..prefix_unread + 1];
+    match tokio::time::timeout(REFUSAL_PEEK, rd.read_exact(wanted)).await {
+        Ok(Ok(_)) => Encoding::detect(&wanted[prefix_unread..]),
         _ => Encoding::Bincode,
     }
 }
@@ -407,7 +405,7 @@ pub(crate) async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             // An oversized hello is answered in the encoding its body's first byte tells, when
             // that byte comes within a second: a JSON-only client never needs bincode.
             let enc = match end {
-                End::TooLarge(..) => peek_body_encoding(rd).await,
+                End::TooLarge(..) => body_encoding(rd, 0).await,
                 _ => Encoding::Bincode,
             };
             finish(wr, enc, shared, end).await;

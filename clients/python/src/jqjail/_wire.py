@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -297,10 +298,30 @@ def input_bytes(input: Any) -> bytes:
         raise TypeError(f"the input is not JSON text or a JSON value: {e}") from None
 
 
-def run_request(
+def run_request(filter: str, input: Any, hide_id: Optional[str], **options: Any) -> Request:
+    """A run: `input` is JSON text (`str` or `bytes`) or any other JSON value (`None` means no
+    input: then `hide_id` names a hide; send `"null"` for null). `options` as for `_run`."""
+    if (input is None) == (hide_id is None):
+        raise ValueError("give exactly one of input and hide_id")
+    if input is None:
+        return _run(filter, {"hide": hide_id}, b"", **options)
+    tail = input_bytes(input)
+    return _run(filter, {"inline": len(tail)}, tail, **options)
+
+
+def values_request(filter: str, values: "str | bytes", null_input: bool, **options: Any) -> Request:
+    """A run over a stream of JSON texts (`values`, separated by whitespace), which the filter
+    reads with `input` and `inputs`; with `null_input` it runs once on null (jq's `-n`),
+    else once for each value not yet read. `options` as for `_run`."""
+    tail = as_bytes(values)
+    source = {"values": {"values": len(tail), "null_input": bool(null_input)}}
+    return _run(filter, source, tail, **options)
+
+
+def _run(
     filter: str,
-    input: Any,
-    hide_id: Optional[str],
+    source: Dict[str, Any],
+    tail: bytes,
     *,
     lang: str = "jq",
     args: Optional[Mapping[str, Any]] = None,
@@ -311,16 +332,12 @@ def run_request(
     max_output_bytes: Optional[int] = None,
     max_depth: Optional[int] = None,
 ) -> Request:
-    """A run: `input` is JSON text (`str` or `bytes`) or any other JSON value (`None` means no
-    input: then `hide_id` names a hide; send `"null"` for null). `args` values are Python
-    values, sent as JSON texts: data, never filter code."""
-    if (input is None) == (hide_id is None):
-        raise ValueError("give exactly one of input and hide_id")
-    tail = b"" if input is None else input_bytes(input)
+    """A run request over `source` (the protocol's `input` field), `tail` its bytes. `args`
+    values are Python values, sent as JSON texts: data, never filter code."""
     run: Dict[str, Any] = {
         "filter": filter,
         "lang": lang,
-        "input": {"inline": len(tail)} if input is not None else {"hide": hide_id},
+        "input": source,
         "outputs": outputs,
         "on_oversize": on_oversize,
         "limits": {"timeout_ms": timeout_ms, "max_output_bytes": max_output_bytes, "max_depth": max_depth},
@@ -331,17 +348,6 @@ def run_request(
             "positional": [json.dumps(value, ensure_ascii=False) for value in (positional or [])],
         }
     return Request(encode({"run": run}), tail, ("run", "hidden"))
-
-
-def values_request(filter: str, values: "str | bytes", null_input: bool, **options: Any) -> Request:
-    """A run over a stream of JSON texts (`values`, separated by whitespace), which the filter
-    reads with `input` and `inputs`; with `null_input` it runs once on null (jq's `-n`),
-    else once for each value not yet read."""
-    request = run_request(filter, b"", None, **options)
-    tail = as_bytes(values)
-    run = json.loads(request.body)["run"]
-    run["input"] = {"values": {"values": len(tail), "null_input": bool(null_input)}}
-    return Request(encode({"run": run}), tail, request.expect)
 
 
 def candidate_sockets(path: "str | os.PathLike[str] | None") -> List[str]:
@@ -375,9 +381,7 @@ def private_socket() -> str:
             return os.path.join(d, "jqjail.sock")
         except OSError:
             continue
-        import stat as _stat
-
-        if _stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
             return os.path.join(d, "jqjail.sock")
     return os.path.join(candidates[-1], "jqjail.sock")
 

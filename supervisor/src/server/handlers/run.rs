@@ -289,10 +289,12 @@ pub(crate) async fn run_input(
 /// collapsed form: none is `null`, one is itself, several are an array of them.
 fn collapse_lines(lines: &str) -> String {
     let body = lines.strip_suffix('\n').unwrap_or(lines);
-    match body.matches('\n').count() {
-        _ if body.is_empty() => "null".to_string(),
-        0 => body.to_string(),
-        _ => format!("[{}]", body.replace('\n', ",")),
+    if body.is_empty() {
+        "null".to_string()
+    } else if body.contains('\n') {
+        format!("[{}]", body.replace('\n', ","))
+    } else {
+        body.to_string()
     }
 }
 
