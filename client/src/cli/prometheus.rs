@@ -4,6 +4,9 @@
 use jqjail_protocol::StatsReply;
 use std::fmt::Write as _;
 
+/// A metric family: name, type, help text, and its samples (labels, value).
+type Family<'a> = (&'a str, &'a str, &'a str, Vec<(String, f64)>);
+
 /// The exposition of `stats`, as read from the daemon at `socket`.
 pub(super) fn exposition(stats: &StatsReply, socket: &str) -> String {
     // Every sample carries the socket, and some one more label.
@@ -18,7 +21,7 @@ pub(super) fn exposition(stats: &StatsReply, socket: &str) -> String {
         }
     };
     let scalar = |value: f64| vec![(labels(None), value)];
-    let families: [(&str, &str, &str, Vec<(String, f64)>); 12] = [
+    let families: [Family<'_>; 12] = [
         (
             "jqjail_up",
             "gauge",
