@@ -604,21 +604,16 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
     }
 
     // Another tenant's large input (streamed too) is served at once.
+    let feeder = crate::util::Feeder::start(&stalled);
     let input = format!("{{\"a\":5,\"pad\":\"{}\"}}", "x".repeat(300 << 10));
-    let (ok, stdout, stderr, took) =
-        crate::admission::cli_as_nobody(&d, &[".a", "-"], input.as_bytes());
-    assert!(ok, "{stderr}");
-    assert_eq!(stdout.trim(), "5");
-    assert!(
-        took < Duration::from_secs(4),
-        "the other tenant waited {took:?}"
-    );
+    crate::admission::nobody_is_served_meanwhile(&d, input.as_bytes(), "5", "4 stalled uploads");
+    let fed = feeder.stop();
     // The uploads complete: one was evaluated; the others were over the tenant's one turn
     // (of two) and say so.
     let rest = (1 << 20) - 1 - (128 << 10);
     let mut answers = Vec::new();
-    for mut s in stalled {
-        s.write_all(&vec![b' '; rest - 1]).unwrap();
+    for (mut s, fed) in stalled.into_iter().zip(fed) {
+        s.write_all(&vec![b' '; rest - 1 - fed]).unwrap();
         s.write_all(b"]").unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         answers.push(match crate::util::read_response(&mut s) {
@@ -643,7 +638,10 @@ fn a_stalled_tail_is_cut_off_and_frees_its_turn() {
     let mut s = crate::util::begin_stream(&d, &crate::util::run_frame(".", 1 << 20));
     s.write_all(&[b' '; 300 << 10]).unwrap();
     let start = Instant::now();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.set_read_timeout(Some(
+        d.cfg.frame_timeout + jqjail_supervisor::server::TAIL_STALL,
+    ))
+    .unwrap();
     let jqjail_protocol::Response::Error(e) = crate::util::read_response(&mut s) else {
         panic!("expected an error")
     };
@@ -653,7 +651,11 @@ fn a_stalled_tail_is_cut_off_and_frees_its_turn() {
         e.message.contains("no byte of the tail came for 5 s"),
         "{e}"
     );
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    crate::util::before(
+        took,
+        d.cfg.frame_timeout,
+        "the stalled tail was cut off by the frame timeout, not by the stall rule",
+    );
     let big = format!("[{}1]", "0,".repeat(200 << 10));
     assert_eq!(d.ok("length", &big), format!("{}", (200 << 10) + 1));
 }
@@ -895,13 +897,11 @@ fn one_uid_cannot_make_the_daemon_hold_many_whole_frames() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
         std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (ok, stdout, stderr, took) =
-            crate::admission::cli_as_nobody(&d, &[".a", "-"], br#"{"a":1}"#);
-        assert!(ok, "{stderr}");
-        assert_eq!(stdout.trim(), "1");
-        assert!(
-            took < Duration::from_secs(4),
-            "the other uid waited {took:?}"
+        crate::admission::nobody_is_served_meanwhile(
+            &d,
+            br#"{"a":1}"#,
+            "1",
+            "60 maximal frames of one uid",
         );
     } else {
         crate::util::skip(
@@ -961,9 +961,10 @@ fn a_frame_of_many_argument_names_does_not_stall_the_daemon() {
     let answer = other.run(".", b"2", &Default::default()).unwrap();
     let waited = start.elapsed();
     assert_eq!(answer.output, "2");
-    assert!(
-        waited < Duration::from_secs(2),
-        "the other tenant waited {waited:?}"
+    crate::util::before(
+        waited,
+        d.deadline(),
+        "the other tenant waited longer than a whole request may take: the supervisor stalled",
     );
     // The attacker is answered too (its arguments are many, not wrong).
     let _ = crate::util::read_response(&mut attacker);

@@ -1,6 +1,7 @@
 //! The hostile-filter suite: each case runs through the real daemon while another client
-//! keeps sending a benign request; each asserts its outcome, that it was answered within its
-//! limit plus a margin, and that the benign client was answered correctly all along.
+//! keeps sending a benign request; each asserts its outcome, that it was answered before the
+//! deadline it would otherwise have reached, and that the benign client was answered correctly
+//! all along.
 
 use crate::util::Daemon;
 use jqjail_client::{Client, ClientError, ErrorCode, LimitOverrides, RunOptions};
@@ -19,31 +20,17 @@ struct Case {
     input: Vec<u8>,
     timeout_ms: Option<u64>,
     expect: Expect,
-    /// Longest acceptable time to the answer.
-    within: Duration,
 }
 
 /// The wall-clock limit the endless cases run under: short, to keep the suite quick.
 const TIMEOUT_MS: u64 = 1000;
-/// Slack on top of a limit for the answer to arrive (kill, reap, reply) on a loaded machine.
-const MARGIN: Duration = Duration::from_millis(700);
-
 fn case(name: &'static str, filter: &str, input: &str, expect: Expect) -> Case {
-    let within = match expect {
-        Expect::Code(ErrorCode::Timeout) => Duration::from_millis(TIMEOUT_MS) + MARGIN,
-        // Every other case runs under the default 5 s deadline, which the supervisor
-        // enforces; the bound is that deadline plus the margin. (A tighter figure, such as 2 s
-        // for the debug flood, was crossed by the suite's own load on 2 cores: speed belongs
-        // to the benchmark, and here the code and the deadline are what is asserted.)
-        _ => Duration::from_secs(5) + MARGIN,
-    };
     Case {
         name,
         filter: filter.to_string(),
         input: input.as_bytes().to_vec(),
         timeout_ms: matches!(expect, Expect::Code(ErrorCode::Timeout)).then_some(TIMEOUT_MS),
         expect,
-        within,
     }
 }
 
@@ -337,6 +324,17 @@ fn benign(d: &Daemon, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
     })
 }
 
+/// The deadline a case must be answered before, from the daemon's own: a case run under the
+/// short per-request deadline must beat the daemon's (or the request's was ignored); every
+/// other case must beat a second daemon deadline (or the supervisor did not enforce its
+/// first). Speed belongs to the benchmark; here the codes and the deadlines are asserted.
+fn within(d: &Daemon, case: &Case) -> Duration {
+    match case.timeout_ms {
+        Some(_) => d.deadline(),
+        None => 2 * d.deadline(),
+    }
+}
+
 #[test]
 fn hostile_filters_are_stopped_and_explained_while_others_are_served() {
     let d = Daemon::start();
@@ -370,10 +368,11 @@ fn hostile_filters_are_stopped_and_explained_while_others_are_served() {
         };
         if let Err(got) = outcome {
             failures.push(format!("{}: got {got}", case.name));
-        } else if took > case.within {
+        } else if took >= within(&d, case) {
             failures.push(format!(
-                "{}: answered after {took:?}, over {:?}",
-                case.name, case.within
+                "{}: answered after {took:?}, not under {:?}",
+                case.name,
+                within(&d, case)
             ));
         }
         assert!(

@@ -1,7 +1,8 @@
 //! The limits of SPEC §3 through the real daemon, each at the limit and just over it.
 
-use crate::util::{Daemon, expect_code};
+use crate::util::{Daemon, before, expect_code};
 use jqjail_client::{ClientError, ErrorCode, LimitOverrides, RunOptions};
+use jqjail_supervisor::Config;
 use std::time::{Duration, Instant};
 
 fn with_timeout(ms: u64) -> RunOptions {
@@ -17,12 +18,17 @@ fn with_timeout(ms: u64) -> RunOptions {
 #[test]
 fn default_deadline_stops_an_endless_filter() {
     let d = Daemon::start();
+    let deadline = d.deadline();
     let start = Instant::now();
     let msg = d.err("def f: f; f", "null", ErrorCode::Timeout);
     let took = start.elapsed();
     assert!(msg.contains("5,000 ms"), "{msg}");
-    assert!(took >= Duration::from_millis(5000), "{took:?}");
-    assert!(took < Duration::from_millis(6500), "{took:?}");
+    assert!(took >= deadline, "{took:?}");
+    before(
+        took,
+        2 * deadline,
+        "the deadline was reported, but a second one passed before the answer",
+    );
     assert_eq!(d.ok(".", "1"), "1");
 }
 
@@ -30,6 +36,7 @@ fn default_deadline_stops_an_endless_filter() {
 fn per_request_deadline_and_the_daemon_keeps_serving() {
     let d = Daemon::start();
     let mut c = d.client();
+    let daemons = d.deadline();
     for filter in ["def f: f; f", "last(repeat(.))", "last(range(1e18))"] {
         let start = Instant::now();
         let msg = expect_code(
@@ -39,7 +46,11 @@ fn per_request_deadline_and_the_daemon_keeps_serving() {
         let took = start.elapsed();
         assert!(msg.contains("300 ms"), "{msg}");
         assert!(took >= Duration::from_millis(300), "{filter}: {took:?}");
-        assert!(took < Duration::from_millis(1300), "{filter}: {took:?}");
+        before(
+            took,
+            daemons,
+            &format!("{filter}: the daemon's deadline, not the request's, stopped it"),
+        );
         // The same connection is still usable.
         assert_eq!(c.run(".", b"7", &Default::default()).unwrap().output, "7");
     }
@@ -61,9 +72,12 @@ fn overrides_may_only_lower_limits() {
         c.run("def f: f; f", b"1", &Default::default()),
         ErrorCode::Timeout,
     );
-    // The lowered 1,000 ms deadline, which the daemon enforces, plus the margin the other
-    // deadline tests allow.
-    assert!(start.elapsed() < Duration::from_millis(2500));
+    // The lowered 1,000 ms deadline, not the default one the flag replaced.
+    before(
+        start.elapsed(),
+        Duration::from_millis(Config::default().limits.timeout_ms),
+        "the default deadline applied, not the lowered one",
+    );
 }
 
 /// A JSON string input of exactly `len` bytes.
@@ -106,7 +120,11 @@ fn input_cap_at_limit_and_limit_plus_one() {
     }
     // No worker cost proves it was refused before evaluation; the bound only says it did not
     // wait for a deadline.
-    assert!(start.elapsed() < Duration::from_secs(5));
+    before(
+        start.elapsed(),
+        d.deadline(),
+        "the refusal waited for the deadline",
+    );
     assert_eq!(c.run(".", b"1", &Default::default()).unwrap().output, "1");
 }
 
@@ -126,17 +144,17 @@ fn output_cap_is_exact_and_stops_early() {
         "null",
         ErrorCode::OutputTooLarge,
     );
-    // An endless stream is stopped at the cap, not at the deadline.
-    let start = Instant::now();
-    d.err("range(1e9)", "null", ErrorCode::OutputTooLarge);
-    d.err("repeat(1)", "null", ErrorCode::OutputTooLarge);
-    // Both before the 5 s deadline (which would have answered TIMEOUT, not this code): the
-    // code is the real check, and the bound leaves a loaded machine the time it needs.
-    assert!(
-        start.elapsed() < Duration::from_millis(9500),
-        "{:?}",
-        start.elapsed()
-    );
+    // An endless stream is stopped at the cap, not at the deadline (which would have answered
+    // TIMEOUT, not this code: the code is the real check).
+    for filter in ["range(1e9)", "repeat(1)"] {
+        let start = Instant::now();
+        d.err(filter, "null", ErrorCode::OutputTooLarge);
+        before(
+            start.elapsed(),
+            d.deadline(),
+            &format!("{filter} ran to the deadline"),
+        );
+    }
     // A per-request lower cap.
     let mut c = d.client();
     let low = RunOptions {
@@ -241,7 +259,7 @@ fn memory_limit_is_kernel_enforced_and_explained() {
         }
         other => panic!("{other}"),
     }
-    assert!(took < Duration::from_secs(4), "{took:?}");
+    before(took, d.deadline(), "the heap grew until the deadline");
     assert_eq!(d.ok(".", "1"), "1");
 }
 
@@ -272,8 +290,12 @@ fn cpu_limit_fires_before_a_longer_deadline() {
         }
         other => panic!("{other}"),
     }
-    // Well before the 5 s wall clock, which would have answered TIMEOUT instead.
-    assert!(took < Duration::from_millis(4500), "{took:?}");
+    // Before the 5 s wall clock, which would have answered TIMEOUT instead.
+    before(
+        took,
+        d.deadline(),
+        "the wall clock, not the CPU limit, stopped it",
+    );
     assert_eq!(d.ok(".", "1"), "1");
 }
 

@@ -1,6 +1,7 @@
 //! Shared helpers: a real `jqjaild` on a socket in a temp dir, and the real client.
 
 use jqjail_client::{Client, ClientError, ErrorCode, RunOptions, RunReply};
+use jqjail_supervisor::Config;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,9 @@ pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub log: Arc<Mutex<String>>,
+    /// Its effective configuration (defaults, its `--config` file, its flags), as the daemon's
+    /// own code computes it: every wall-clock bound of a test is one of its deadlines.
+    pub cfg: Config,
 }
 
 impl Daemon {
@@ -29,12 +33,21 @@ impl Daemon {
     pub fn start_with(flags: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("jqjail.sock");
+        let mut args = vec![
+            "--socket".into(),
+            socket.clone().into_os_string(),
+            "--store".into(),
+            dir.path().join("store").into_os_string(),
+        ];
+        args.extend(flags.iter().map(std::ffi::OsString::from));
+        let cfg = <jqjail_supervisor::daemon::Args as clap::Parser>::try_parse_from(
+            std::iter::once("jqjaild".into()).chain(args.clone()),
+        )
+        .map(|a| a.config())
+        .expect("the test's flags parse")
+        .expect("the test's configuration is valid");
         let mut cmd = Command::new(DAEMON);
-        cmd.arg("--socket")
-            .arg(&socket)
-            .arg("--store")
-            .arg(dir.path().join("store"))
-            .args(flags)
+        cmd.args(&args)
             .env("JQJAIL_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -69,7 +82,13 @@ impl Daemon {
             dir,
             socket,
             log,
+            cfg,
         }
+    }
+
+    /// The wall-clock deadline of a request that sets none.
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.cfg.limits.timeout_ms)
     }
 
     pub fn client(&self) -> Client {
@@ -369,13 +388,14 @@ pub fn read_response(s: &mut impl std::io::Read) -> jqjail_protocol::Response {
 /// On a bincode connection, sends `frame` (whose tail is `tail_len` bytes) and `sent` bytes
 /// of the tail, and stalls: the daemon (with a short frame timeout)
 /// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
-/// the connection within 3 s.
+/// the connection before the default frame timeout would have.
 pub fn assert_cut_off_when_stalled(d: &Daemon, frame: &[u8], sent: usize) {
     use std::io::{Read, Write};
     let mut s = begin_stream(d, frame);
     s.write_all(&vec![b' '; sent]).unwrap();
     let start = Instant::now();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let default = Config::default().frame_timeout;
+    s.set_read_timeout(Some(2 * default)).unwrap();
     let mut reply = Vec::new();
     s.read_to_end(&mut reply).unwrap();
     let took = start.elapsed();
@@ -385,7 +405,11 @@ pub fn assert_cut_off_when_stalled(d: &Daemon, frame: &[u8], sent: usize) {
     let jqjail_protocol::Response::Error(e) = reply else {
         panic!("expected an error, got {reply:?}")
     };
-    assert!(took < Duration::from_secs(3), "{took:?}");
+    before(
+        took,
+        default,
+        "the default frame timeout cut it off, not the configured one",
+    );
     assert_eq!(e.code, ErrorCode::ProtocolError);
     assert!(
         e.message
@@ -418,4 +442,70 @@ pub fn read_frame_raw(s: &mut impl std::io::Read) -> Option<Vec<u8>> {
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Asserts that `took` is shorter than `deadline`: one the daemon under test runs with (from
+/// [`Daemon::cfg`] or the daemon's constants), or the default it would have run with had the
+/// test's own setting been ignored. `meaning` says what reaching it would have shown. Every
+/// wall-clock bound of these tests is of this kind, never fixed seconds: a loaded machine is
+/// slow, but not so slow that one of the daemon's mechanisms passes for another.
+#[track_caller]
+pub fn before(took: Duration, deadline: Duration, meaning: &str) {
+    assert!(
+        took < deadline,
+        "took {took:?}, not under {deadline:?}: {meaning}"
+    );
+}
+
+/// Keeps an attack's streamed tails arriving: a byte of whitespace to each, every fifth of the
+/// daemon's stall rule, until stopped. So the attack holds what it holds until the frame
+/// timeout, however long the check made meanwhile takes.
+pub struct Feeder {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<usize>>,
+}
+
+impl Feeder {
+    /// Starts feeding (clones of) `streams`.
+    pub fn start(streams: &[std::os::unix::net::UnixStream]) -> Feeder {
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::Ordering;
+        let clones: Vec<_> = streams.iter().map(|s| s.try_clone().unwrap()).collect();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let every = jqjail_supervisor::server::TAIL_STALL / 5;
+        let thread = std::thread::spawn(move || {
+            let mut fed = vec![0; clones.len()];
+            while !stopped.load(Ordering::SeqCst) {
+                for (s, n) in clones.iter().zip(&mut fed) {
+                    // Never blocks: a stream whose buffer is full (its tail not being read) is
+                    // skipped this round.
+                    // SAFETY: one byte from a live buffer to a socket this thread owns a clone of.
+                    let sent = unsafe {
+                        libc::send(
+                            s.as_raw_fd(),
+                            b" ".as_ptr().cast(),
+                            1,
+                            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                        )
+                    };
+                    if sent == 1 {
+                        *n += 1;
+                    }
+                }
+                let until = Instant::now() + every;
+                while !stopped.load(Ordering::SeqCst) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            fed
+        });
+        Feeder { stop, thread }
+    }
+
+    /// Stops feeding; how many bytes each stream was fed.
+    pub fn stop(self) -> Vec<usize> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
 }

@@ -3,7 +3,7 @@
 //! handler's answer and `send`, which writes the frame and then the tail.
 
 use super::handlers::{self, args_problem, filter_too_long, input_too_large};
-use super::{SERVER_NAME, Shared};
+use super::{SERVER_NAME, Shared, TAIL_STALL};
 
 use crate::admit::Turn;
 use crate::arriving::Arriving;
@@ -438,10 +438,6 @@ pub(crate) async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     send(wr, enc, error(refusal), shared).await;
     None
 }
-
-/// A streamed tail from a client that sends no byte for this long is cut off: an upload
-/// holds an evaluation slot and a worker only while it is actually arriving.
-pub(crate) const TAIL_STALL: Duration = Duration::from_secs(5);
 
 /// What can be refused of a request with a tail of `tail_len` bytes before the tail is read:
 /// a tail over the input limit, a filter over its limit, a put's labels over the store's. So
