@@ -24,6 +24,9 @@ complete -c jqjaild -l socket-mode -d 'Permission bits of the socket file, octal
 complete -c jqjaild -l quota-bytes -d 'Bytes of hides each tenant may keep' -r
 complete -c jqjaild -l max-age-secs -d 'Hides older than this are deleted on the tenant\'s next put; 0 keeps them forever' -r
 complete -c jqjaild -l on-full -d '`"evict"` (default: delete the oldest hides to make room) or `"refuse"` (`QUOTA_EXCEEDED`)' -r
+complete -c jqjaild -l metrics-listen -d 'Serve Prometheus metrics over HTTP at this loopback IP:PORT or unix:PATH (default: off)' -r
+complete -c jqjaild -l metrics-tenant-labels -d 'Label the metrics\' per-tenant counters with tenant names (default: false)' -r -f -a "true\t''
+false\t''"
 complete -c jqjaild -l idle-exit-ms -d 'Exit after this many milliseconds without a connection' -r
 complete -c jqjaild -l isolation -d 'Worker isolation beyond rlimits and seccomp: a comma-separated subset of user, ipc_uts, net, empty_root, or `none` (default: user,ipc_uts,empty_root)' -r
 complete -c jqjaild -s h -l help -d 'Print help'

@@ -6,13 +6,15 @@
 //! the zygote's control socket, whose one-line text messages (`ok PID`, `err WHY`) are defined
 //! with it in `jqjail_worker::zygote`. Other crates derive serde only to read configuration
 //! files. It does no I/O policy (timeouts, retries) and never interprets a filter or an input
-//! document.
+//! document. It also writes the stats in Prometheus's text format ([`exposition`]), so the
+//! CLI and the daemon's metrics listener name every metric alike.
 //!
 //! `PROTOCOL.md` at the repository root is the normative description; the golden-bytes tests
 //! in this crate pin it.
 
 pub mod codec;
 pub mod error;
+pub mod exposition;
 pub mod frame;
 pub mod hide;
 pub mod limits;

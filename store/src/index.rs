@@ -117,6 +117,19 @@ pub(crate) fn make_room(
     Ok(victims)
 }
 
+/// What every tenant holds together.
+pub(crate) fn usage_of_all(db: &Connection) -> Result<Usage> {
+    let (entries, bytes): (i64, i64) = db.query_row(
+        &format!("SELECT COUNT(*), COALESCE(SUM({CHARGE}), 0) FROM hides"),
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(Usage {
+        entries: entries as u64,
+        bytes: bytes as u64,
+    })
+}
+
 pub(crate) fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
     let (entries, bytes): (i64, i64) = db.query_row(
         &format!("SELECT COUNT(*), COALESCE(SUM({CHARGE}), 0) FROM hides WHERE tenant = ?1"),

@@ -44,7 +44,9 @@ mod sweep;
 mod writing;
 
 use dir::{check_private_dir, private_file, private_subdir};
-use index::{SCHEMA, find_content, listed, lookup, make_room, row_entry, usage, with_meta};
+use index::{
+    SCHEMA, find_content, listed, lookup, make_room, row_entry, usage, usage_of_all, with_meta,
+};
 pub use sweep::Sweep;
 use writing::Reservation;
 pub use writing::Writing;
@@ -261,6 +263,36 @@ pub struct Store {
     pending: Mutex<std::collections::HashMap<String, u64>>,
     /// What opening found and mended.
     opened: Sweep,
+    /// Hides deleted by retention on a put, and by [`Store::expire`], since opening.
+    evicted: [AtomicU64; 2],
+}
+
+/// A read-only view of the whole store (see [`Store::observer`]); used from one thread.
+pub struct Observer {
+    db: Connection,
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer").finish_non_exhaustive()
+    }
+}
+
+impl Observer {
+    /// What every tenant holds together.
+    pub fn totals(&self) -> Result<Usage> {
+        usage_of_all(&self.db)
+    }
+}
+
+/// Hides deleted since the store was opened, by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evicted {
+    /// By a put: the tenant's quota was full (`on_full = "evict"`), or they had passed the age
+    /// limit.
+    pub retention: u64,
+    /// By the periodic sweep of hides past the age limit.
+    pub expiry: u64,
 }
 
 struct Inner {
@@ -300,6 +332,7 @@ impl Store {
             inner: Mutex::new(Inner { db, lock }),
             pending: Mutex::default(),
             opened: Sweep::default(),
+            evicted: Default::default(),
         };
         store.mutate(|db| {
             db.execute_batch(SCHEMA)?;
@@ -403,7 +436,7 @@ impl Store {
             meta,
         } = hide;
         let source_key = id::sanitize_source(source);
-        self.mutate_unlinking(tenant, |db| {
+        let put = self.mutate_unlinking(tenant, |db| {
             if let Some(entry) = find_content(db, tenant, &source_key, sha256)? {
                 return Ok((
                     Put {
@@ -478,7 +511,29 @@ impl Store {
                 },
                 victims,
             ))
-        })
+        })?;
+        self.evicted[0].fetch_add(put.evicted.len() as u64, Ordering::Relaxed);
+        Ok(put)
+    }
+
+    /// A read-only view of every tenant's hides together, for metrics: a connection of its own
+    /// to the index, which is in WAL mode, so that reading it never waits for a writer nor
+    /// holds one up (and never takes the store's lock).
+    pub fn observer(&self) -> Result<Observer> {
+        let db = Connection::open_with_flags(
+            self.root.join("index.sqlite3"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        db.busy_timeout(Duration::from_millis(100))?;
+        Ok(Observer { db })
+    }
+
+    /// Hides deleted since the store was opened.
+    pub fn evicted(&self) -> Evicted {
+        Evicted {
+            retention: self.evicted[0].load(Ordering::Relaxed),
+            expiry: self.evicted[1].load(Ordering::Relaxed),
+        }
     }
 
     /// A hide's metadata and whole content.
@@ -666,6 +721,7 @@ impl Store {
                 Ok((ids.len(), ids))
             })?;
         }
+        self.evicted[1].fetch_add(count as u64, Ordering::Relaxed);
         Ok(count)
     }
 

@@ -256,6 +256,12 @@ fn quota_evicts_oldest_or_refuses() {
         store.get("t", &ids[0]),
         Err(StoreError::NotFound(_))
     ));
+    // The eviction is counted, and the observer (a connection of its own) sees what is left of
+    // every tenant's together.
+    assert_eq!(store.evicted().retention, 1);
+    store.put("u", "k", "s", b"[1]", &[], &evict).unwrap();
+    let totals = store.observer().unwrap().totals().unwrap();
+    assert_eq!((totals.entries, totals.bytes), (3, 2 * 102 + 5));
     let refuse = Retention {
         on_full: OnFull::Refuse,
         ..evict

@@ -179,6 +179,11 @@ impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
         self.total_turns
     }
 
+    /// How many turns are held now, over every key.
+    pub fn in_use(&self) -> usize {
+        self.total_turns - self.total.available_permits()
+    }
+
     /// Waits for a turn for `key`.
     pub async fn take(&self, key: &K) -> Turn {
         self.take_many(key, 1).await

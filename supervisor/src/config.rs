@@ -63,6 +63,52 @@ pub struct Config {
     pub tenants: Tenants,
     /// Hide-store retention for each tenant (a tenant rule may set its own quota).
     pub hides: Retention,
+    /// The metrics listener: off unless an address is given.
+    pub metrics: Metrics,
+}
+
+/// The metrics listener (`[metrics]`): Prometheus's text format over HTTP, on a thread of its
+/// own, for a scraper on this host only.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metrics {
+    /// Where it listens; `None` (the default) starts no listener.
+    pub listen: Option<MetricsListen>,
+    /// Whether tenant names appear as labels (off by default: they may name people).
+    pub tenant_labels: bool,
+}
+
+/// Where the metrics listener listens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricsListen {
+    /// A loopback address and port (`127.0.0.1:9477`, `[::1]:9477`).
+    Tcp(std::net::SocketAddr),
+    /// A Unix socket path (`unix:/run/jqjail/metrics.sock`).
+    Unix(PathBuf),
+}
+
+impl std::str::FromStr for MetricsListen {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<MetricsListen, ConfigError> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            return match Path::new(path).is_absolute() {
+                true => Ok(MetricsListen::Unix(PathBuf::from(path))),
+                false => Err(ConfigError::Invalid(format!(
+                    "metrics.listen `{text}`: a Unix socket path must be absolute"
+                ))),
+            };
+        }
+        match text.parse::<std::net::SocketAddr>() {
+            Ok(addr) if addr.ip().is_loopback() => Ok(MetricsListen::Tcp(addr)),
+            Ok(addr) => Err(ConfigError::Invalid(format!(
+                "metrics.listen `{text}`: {} is not a loopback address; the metrics listener serves this host only (127.0.0.1, ::1, or unix:PATH)",
+                addr.ip()
+            ))),
+            Err(_) => Err(ConfigError::Invalid(format!(
+                "metrics.listen `{text}` is neither IP:PORT nor unix:PATH"
+            ))),
+        }
+    }
 }
 
 /// How each worker process is started. Either way it is a fresh process that serves one job
@@ -283,6 +329,7 @@ impl Default for Config {
                 max_age: Some(DEFAULT_HIDE_MAX_AGE),
                 on_full: OnFull::EvictOldest,
             },
+            metrics: Metrics::default(),
         }
     }
 }
@@ -313,6 +360,21 @@ pub struct FileConfig {
     /// `[store]`
     #[serde(default)]
     pub store: FileStore,
+    /// `[metrics]`
+    #[serde(default)]
+    pub metrics: FileMetrics,
+}
+
+/// `[metrics]` of the TOML file, and the same flags.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct FileMetrics {
+    /// Serve Prometheus metrics over HTTP at this loopback IP:PORT or unix:PATH (default: off)
+    #[arg(long = "metrics-listen")]
+    pub listen: Option<String>,
+    /// Label the metrics' per-tenant counters with tenant names (default: false)
+    #[arg(long = "metrics-tenant-labels")]
+    pub tenant_labels: Option<bool>,
 }
 
 /// `[store]` of the TOML file, and the same flags: hide retention per tenant.
@@ -549,6 +611,10 @@ impl FileConfig {
                 )));
             }
         }
+        if let Some(listen) = &self.metrics.listen {
+            base.metrics.listen = Some(listen.parse()?);
+        }
+        set(&mut base.metrics.tenant_labels, self.metrics.tenant_labels);
         let iso = &self.isolation;
         set(&mut base.isolation.user, iso.user);
         set(&mut base.isolation.ipc_uts, iso.ipc_uts);

@@ -1,8 +1,8 @@
 //! `jqjaild`'s entry point: flags and config file, process set-up, the socket, signals.
 
 use crate::config::{
-    Config, FileConfig, FileIsolation, FileLimits, FileServer, FileStore, FileTenants, FileWorkers,
-    parse_isolation,
+    Config, FileConfig, FileIsolation, FileLimits, FileMetrics, FileServer, FileStore, FileTenants,
+    FileWorkers, parse_isolation,
 };
 use crate::server::serve;
 use crate::spawn::Program;
@@ -40,6 +40,9 @@ pub struct Args {
     /// Hide retention (each also a `[store]` key of the file).
     #[command(flatten)]
     pub retention: FileStore,
+    /// The metrics listener (each also a `[metrics]` key of the file).
+    #[command(flatten)]
+    pub metrics: FileMetrics,
     /// Exit after this many milliseconds without a connection.
     #[arg(long)]
     pub idle_exit_ms: Option<u64>,
@@ -77,6 +80,7 @@ impl Args {
             isolation,
             tenants: FileTenants::default(),
             store: self.retention.clone(),
+            metrics: self.metrics.clone(),
         };
         cfg = flags.apply(cfg)?;
         cfg.idle_exit = self

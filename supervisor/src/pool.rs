@@ -116,6 +116,8 @@ pub struct PoolStats {
     pub started: AtomicU64,
     /// Workers that failed to start.
     pub failed_starts: AtomicU64,
+    /// Workers being started now.
+    pub starting: AtomicU64,
 }
 
 /// A job's input: bytes in hand, or bytes still arriving, passed on to the worker as they
@@ -410,6 +412,14 @@ impl Pool {
     /// (running, waiting) evaluations now.
     pub fn load(&self) -> (usize, usize) {
         self.slots.load()
+    }
+
+    /// Workers started and waiting for a job, and workers given one and not yet let go.
+    pub fn workers(&self) -> (usize, usize) {
+        (
+            self.quiet.ready.load(Ordering::Acquire),
+            self.quiet.busy.load(Ordering::Acquire),
+        )
     }
 
     /// Closes the pool to new jobs: waiting and future `execute` calls answer `SHUTTING_DOWN`.
@@ -763,7 +773,10 @@ async fn refill(
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
         quiet.settle(MAX_SETTLE).await;
-        match start_worker(&launcher, &startup, cgroup.clone()).await {
+        stats.starting.fetch_add(1, Ordering::Relaxed);
+        let started = start_worker(&launcher, &startup, cgroup.clone()).await;
+        stats.starting.fetch_sub(1, Ordering::Relaxed);
+        match started {
             Ok(worker) => {
                 stats.started.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut last) = last_error.lock() {

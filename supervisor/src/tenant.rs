@@ -221,6 +221,23 @@ impl Admission {
         )
     }
 
+    /// Each budget's turns held now and in all, for metrics: (name, held, total). The memory
+    /// budget's turns are KiB.
+    pub fn in_use(&self) -> [(&'static str, u64, u64); 4] {
+        fn row<K: std::hash::Hash + Eq + Clone>(
+            name: &'static str,
+            turns: &Turns<K>,
+        ) -> (&'static str, u64, u64) {
+            (name, turns.in_use() as u64, turns.total() as u64)
+        }
+        [
+            row("request_memory_kib", &self.memory),
+            row("uploads", &self.uploads),
+            row("large_answers", &self.large_answers),
+            row("supervisor_cpu", &self.cpu),
+        ]
+    }
+
     /// A turn to stream a run's input into a worker, for `tenant`: refused at once when the
     /// tenant holds all its turns, or the others hold the rest.
     pub fn upload(&self, tenant: &Arc<str>) -> Result<Turn, Box<ErrorReply>> {

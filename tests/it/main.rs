@@ -19,6 +19,7 @@ mod json_client;
 mod lifecycle;
 mod limits;
 mod mcp;
+mod metrics;
 mod path;
 mod sandbox;
 mod service;

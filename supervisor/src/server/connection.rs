@@ -340,8 +340,10 @@ pub(crate) async fn connection(
             Ok(_) => None,
         };
         if let Some(refused) = refused {
-            if let (Ok(Request::Run(_)), Ok(tenant)) = (&kept, session.tenant(shared)) {
-                shared.stats.record(&tenant.name, Some(refused.code), 0);
+            if let (Ok(Request::Run(run)), Ok(tenant)) = (&kept, session.tenant(shared)) {
+                shared
+                    .stats
+                    .record(&tenant.name, run.lang, Some(refused.code), 0);
             }
             drop((kept, held));
             if !send(&mut wr, enc, error(refused), shared).await {

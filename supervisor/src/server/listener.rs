@@ -46,6 +46,11 @@ pub(crate) async fn listen(
                             });
                         }
                         Err((uid, full)) => {
+                            shared.stats.refused(match full {
+                                crate::admit::Full::Total(_) => "max_connections",
+                                crate::admit::Full::Uid(_) => "max_connections_per_uid",
+                                crate::admit::Full::NoCredentials => "no_credentials",
+                            });
                             if let Some(held_back) = shared.admission.full_log.allow() {
                                 tracing::warn!(uid, ?full, held_back, "connection limit reached; closing new connections");
                             }

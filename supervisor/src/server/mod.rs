@@ -16,6 +16,7 @@ use tokio::net::UnixListener;
 mod connection;
 mod handlers;
 mod listener;
+mod metrics;
 
 use listener::{listen, spawn_expiry, spawn_reload};
 
@@ -48,6 +49,21 @@ struct Shared {
     store: Arc<jqjail_store::Store>,
     /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
     expire_now: tokio::sync::Notify,
+}
+
+impl Shared {
+    /// The gauges of this moment, for a stats snapshot.
+    fn now(&self) -> crate::stats::Now {
+        use std::sync::atomic::Ordering;
+        let (running, waiting) = self.pool.load();
+        crate::stats::Now {
+            running: running as u64,
+            waiting: waiting as u64,
+            connections: self.admission.slots.open() as u64,
+            workers_started: self.pool.stats.started.load(Ordering::Relaxed),
+            worker_start_failures: self.pool.stats.failed_starts.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
@@ -89,6 +105,15 @@ pub async fn serve(
             }
         },
     };
+    // Bound before the daemon says it is ready, so that an address in use stops it at start.
+    let metrics = match &cfg.metrics.listen {
+        Some(at) => {
+            let bound = metrics::bind(at, cfg.socket_mode)?;
+            tracing::info!(listen = %bound.describe(), "metrics listener serving GET /metrics");
+            Some(bound)
+        }
+        None => None,
+    };
     tracing::info!(
         workers = %launcher.describe(),
         limits = ?cfg.limits,
@@ -117,6 +142,9 @@ pub async fn serve(
         store,
         expire_now: tokio::sync::Notify::new(),
     });
+    if let Some(bound) = metrics {
+        metrics::spawn(bound, shared.clone())?;
+    }
     spawn_expiry(&shared);
     if let Some(reload) = reload {
         spawn_reload(&shared, reload);

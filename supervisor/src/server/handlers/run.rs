@@ -90,14 +90,18 @@ pub(crate) async fn run_and_record(
     tenant: &TenantOf,
 ) -> Response {
     let start = Instant::now();
+    let lang = parts.lang;
     let response = handle_run(parts, source, shared, tenant).await;
     let error = match &response {
         Response::Error(e) => Some(e.code),
         _ => None,
     };
-    shared
-        .stats
-        .record(&tenant.name, error, start.elapsed().as_micros() as u64);
+    shared.stats.record(
+        &tenant.name,
+        lang,
+        error,
+        start.elapsed().as_micros() as u64,
+    );
     response
 }
 
