@@ -27,6 +27,7 @@ complete -c jqjaild -l on-full -d '`"evict"` (default: delete the oldest hides t
 complete -c jqjaild -l metrics-listen -d 'Serve Prometheus metrics over HTTP at this loopback IP:PORT or unix:PATH (default: off)' -r
 complete -c jqjaild -l metrics-tenant-labels -d 'Label the metrics\' per-tenant counters with tenant names (default: false)' -r -f -a "true\t''
 false\t''"
+complete -c jqjaild -l metrics-socket-mode -d 'Permission bits of a unix:PATH metrics socket, octal (default 0600)' -r
 complete -c jqjaild -l idle-exit-ms -d 'Exit after this many milliseconds without a connection' -r
 complete -c jqjaild -l isolation -d 'Worker isolation beyond rlimits and seccomp: a comma-separated subset of user, ipc_uts, net, empty_root, or `none` (default: user,ipc_uts,empty_root)' -r
 complete -c jqjaild -s h -l help -d 'Print help'

@@ -69,12 +69,24 @@ pub struct Config {
 
 /// The metrics listener (`[metrics]`): Prometheus's text format over HTTP, on a thread of its
 /// own, for a scraper on this host only.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Metrics {
     /// Where it listens; `None` (the default) starts no listener.
     pub listen: Option<MetricsListen>,
     /// Whether tenant names appear as labels (off by default: they may name people).
     pub tenant_labels: bool,
+    /// Permission bits of a Unix socket listener (default 0600: the daemon's uid only).
+    pub socket_mode: u32,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            listen: None,
+            tenant_labels: false,
+            socket_mode: 0o600,
+        }
+    }
 }
 
 /// Where the metrics listener listens.
@@ -375,6 +387,9 @@ pub struct FileMetrics {
     /// Label the metrics' per-tenant counters with tenant names (default: false)
     #[arg(long = "metrics-tenant-labels")]
     pub tenant_labels: Option<bool>,
+    /// Permission bits of a unix:PATH metrics socket, octal (default 0600)
+    #[arg(long = "metrics-socket-mode", id = "metrics_socket_mode")]
+    pub socket_mode: Option<String>,
 }
 
 /// `[store]` of the TOML file, and the same flags: hide retention per tenant.
@@ -615,6 +630,9 @@ impl FileConfig {
             base.metrics.listen = Some(listen.parse()?);
         }
         set(&mut base.metrics.tenant_labels, self.metrics.tenant_labels);
+        if let Some(mode) = &self.metrics.socket_mode {
+            base.metrics.socket_mode = parse_mode(mode)?;
+        }
         let iso = &self.isolation;
         set(&mut base.isolation.user, iso.user);
         set(&mut base.isolation.ipc_uts, iso.ipc_uts);
@@ -681,6 +699,29 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_metrics_listener_takes_loopback_or_an_absolute_unix_path_only() {
+        for ok in [
+            "127.0.0.1:9477",
+            "127.0.0.2:1",
+            "[::1]:9477",
+            "unix:/run/x.sock",
+        ] {
+            assert!(ok.parse::<MetricsListen>().is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("0.0.0.0:9477", "is not a loopback address"),
+            ("[::]:9477", "is not a loopback address"),
+            ("[::ffff:127.0.0.1]:9477", "is not a loopback address"),
+            ("10.0.0.1:9477", "is not a loopback address"),
+            ("localhost:9477", "neither IP:PORT nor unix:PATH"),
+            ("unix:run/x.sock", "must be absolute"),
+        ] {
+            let err = bad.parse::<MetricsListen>().unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 
     /// The shipped config file shows every key with its default: uncommented, it parses and
     /// changes nothing (but the CPU-dependent counts, which it shows for two CPUs).

@@ -3,29 +3,40 @@
 //!
 //! - It listens on a loopback address or a Unix socket only (the configuration refuses any
 //!   other address): the host's own scraper, or a proxy the operator runs, reads it.
-//! - It runs on a thread of its own, one scrape at a time, never on the runtime: a scraper, or
-//!   a local peer that connects and sends nothing, can delay the next scrape but never a
-//!   request. A scrape reads atomics, the counters' lock for a copy (as a `stats` request
-//!   does), and the hide index through a read-only connection of its own (the index is in WAL
-//!   mode: it never waits for a writer nor holds one up).
-//! - A request head is read for at most [`READ_FOR`] and [`MAX_HEAD`] bytes, then answered or
-//!   dropped; the body of any request is ignored.
-//! - Tenant names appear as labels only with `tenant_labels = true`.
+//! - It runs on threads of its own, never on the runtime: an acceptor, and at most
+//!   [`MAX_SCRAPES`] exchanges at once (a connection beyond them is closed unread). Each
+//!   exchange has [`READ_FOR`] in all for its request head (at most [`MAX_HEAD`] bytes) and
+//!   [`WRITE_FOR`] in all for the answer. So a local peer that connects and sends nothing, or
+//!   reads slowly, can delay scrapes (any local uid can reach a loopback port: use a Unix
+//!   socket with a narrow mode where that matters) but never a request.
+//! - The exposition is rendered at most once per [`FRESH_FOR`]; later scrapes within it get
+//!   the same text. A render reads atomics, the counters' lock for a copy (as a `stats`
+//!   request does), and the hide index through a read-only connection of its own (the index
+//!   is in WAL mode: it never waits for a writer nor holds one up).
+//! - A request whose `Host` is not a loopback name or address is refused (403), so a web page
+//!   in a local browser cannot read it by DNS rebinding.
+//! - Tenant names appear as labels only with `tenant_labels = true` (read again on SIGHUP;
+//!   `listen` is read at start only). Every other family is a sum over tenants, which any peer
+//!   that reaches the listener sees.
 
 use super::Shared;
 use crate::config::MetricsListen;
 use jqjail_protocol::exposition::{CONTENT_TYPE, Exposition, labelled};
 use std::io::{self, Read, Write};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The longest a peer may take to send its request head.
-pub(crate) const READ_FOR: Duration = Duration::from_secs(2);
+/// The longest a peer may take to send its request head, in all.
+pub const READ_FOR: Duration = Duration::from_secs(1);
 /// The longest a request head may be.
 pub(crate) const MAX_HEAD: usize = 8 * 1024;
-/// The longest a scraper may take to read the answer.
-const WRITE_FOR: Duration = Duration::from_secs(5);
+/// The longest a scraper may take to read the answer, in all.
+pub(crate) const WRITE_FOR: Duration = Duration::from_secs(5);
+/// Exchanges served at once; a connection beyond them is closed unread.
+pub(crate) const MAX_SCRAPES: usize = 4;
+/// How long a rendered exposition is served again before it is rendered anew.
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// A bound listener, not yet served.
 pub(crate) enum Bound {
@@ -33,34 +44,66 @@ pub(crate) enum Bound {
     Unix(std::os::unix::net::UnixListener),
 }
 
-/// Binds `at`. A Unix socket path left by an earlier daemon (nothing listening) is replaced;
-/// one in use, or a path that is not a socket, is an error. The socket gets `mode`.
+/// Binds `at`. A Unix socket's directory must be writable by its owner only, and owned by
+/// this uid or root, so that no one else can swap the path between the checks, the bind and
+/// the chmod. A socket left there by an earlier daemon (connecting is refused) is replaced;
+/// one in use, one that cannot be told apart from one in use, or a path that is not a
+/// socket, is an error. The socket gets `mode`.
 pub(crate) fn bind(at: &MetricsListen, mode: u32) -> io::Result<Bound> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    let in_context = |e: io::Error, what: String| io::Error::new(e.kind(), format!("{what}: {e}"));
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    let fail = |kind: io::ErrorKind, why: String| io::Error::new(kind, why);
     match at {
-        MetricsListen::Tcp(addr) => std::net::TcpListener::bind(addr)
-            .map(Bound::Tcp)
-            .map_err(|e| in_context(e, format!("binding the metrics listener {addr}"))),
+        MetricsListen::Tcp(addr) => {
+            std::net::TcpListener::bind(addr)
+                .map(Bound::Tcp)
+                .map_err(|e| {
+                    fail(
+                        e.kind(),
+                        format!("binding the metrics listener {addr}: {e}"),
+                    )
+                })
+        }
         MetricsListen::Unix(path) => {
+            let shown = path.display();
+            let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+            let d = std::fs::metadata(dir)
+                .map_err(|e| fail(e.kind(), format!("metrics listener {shown}: {e}")))?;
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let me = unsafe { libc::geteuid() };
+            if d.mode() & 0o022 != 0 || (d.uid() != me && d.uid() != 0) {
+                return Err(fail(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "metrics listener {shown}: its directory {} is writable by others or owned by another uid (mode {:04o}, uid {})",
+                        dir.display(),
+                        d.mode() & 0o7777,
+                        d.uid()
+                    ),
+                ));
+            }
             if let Ok(meta) = std::fs::symlink_metadata(path) {
                 if !meta.file_type().is_socket() {
-                    return Err(io::Error::new(
+                    return Err(fail(
                         io::ErrorKind::AlreadyExists,
-                        format!("metrics listener {}: not a socket", path.display()),
+                        format!("metrics listener {shown}: not a socket"),
                     ));
                 }
-                if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        format!("metrics listener {}: in use", path.display()),
-                    ));
+                match std::os::unix::net::UnixStream::connect(path) {
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                        std::fs::remove_file(path)?
+                    }
+                    _ => {
+                        return Err(fail(
+                            io::ErrorKind::AddrInUse,
+                            format!("metrics listener {shown}: in use (or not ours to replace)"),
+                        ));
+                    }
                 }
-                std::fs::remove_file(path)?;
             }
             let listener = std::os::unix::net::UnixListener::bind(path)
-                .map_err(|e| in_context(e, format!("binding {}", path.display())))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+                .map_err(|e| fail(e.kind(), format!("binding {shown}: {e}")))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| fail(e.kind(), format!("setting mode {mode:04o} on {shown}: {e}")))?;
             Ok(Bound::Unix(listener))
         }
     }
@@ -77,54 +120,122 @@ impl Bound {
     }
 }
 
-/// Serves `bound` on a thread of its own, for as long as the daemon lives.
+/// Serves `bound` on threads of its own, for as long as the daemon lives.
 pub(crate) fn spawn(bound: Bound, shared: Arc<Shared>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("jqjaild-metrics".into())
         .spawn(move || {
-            // The store's counts come from a connection of this thread's own.
-            let observer = shared
-                .store
-                .observer()
-                .inspect_err(|e| tracing::warn!(error = %e, "metrics: the hide index cannot be read; store families left out"))
-                .ok();
-            let render = || render(&shared, observer.as_ref());
+            let scrapes = Arc::new(Scrapes {
+                // The store's counts come from a connection of this listener's own.
+                observer: Mutex::new(shared.store.observer().inspect_err(|e| tracing::warn!(error = %e, "metrics: the hide index cannot be read; store families left out")).ok()),
+                shared,
+                rendered: Mutex::new(None),
+                in_flight: AtomicUsize::new(0),
+            });
             loop {
-                let answered = match &bound {
-                    Bound::Tcp(l) => l.accept().and_then(|(s, _)| {
-                        s.set_read_timeout(Some(READ_FOR))?;
-                        s.set_write_timeout(Some(WRITE_FOR))?;
-                        answer(s, render)
-                    }),
-                    Bound::Unix(l) => l.accept().and_then(|(s, _)| {
-                        s.set_read_timeout(Some(READ_FOR))?;
-                        s.set_write_timeout(Some(WRITE_FOR))?;
-                        answer(s, render)
-                    }),
+                let accepted: io::Result<Box<dyn Peer>> = match &bound {
+                    Bound::Tcp(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
+                    Bound::Unix(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
                 };
-                if let Err(e) = answered {
-                    tracing::debug!(error = %e, "metrics: a scrape failed");
-                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                let peer = match accepted {
+                    Ok(peer) => peer,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::debug!(error = %e, "metrics: accept failed");
                         std::thread::sleep(Duration::from_millis(100));
+                        continue;
                     }
+                };
+                if scrapes.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
+                    scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    continue;
+                }
+                let scrapes = scrapes.clone();
+                let started = std::thread::Builder::new()
+                    .name("jqjaild-scrape".into())
+                    .spawn({
+                        let scrapes = scrapes.clone();
+                        move || {
+                            let mut peer = peer;
+                            if let Err(e) = answer(&mut *peer, || scrapes.exposition()) {
+                                tracing::debug!(error = %e, "metrics: a scrape failed");
+                            }
+                            scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
+                        }
+                    });
+                if started.is_err() {
+                    scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         })?;
     Ok(())
 }
 
-/// Reads one request head from `s` and answers it.
-fn answer<S: Read + Write>(mut s: S, render: impl FnOnce() -> String) -> io::Result<()> {
-    let head = read_head(&mut s)?;
-    let line = head
-        .split(|&b| b == b'\r' || b == b'\n')
-        .next()
-        .unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
+/// A connected peer: a TCP or a Unix stream.
+trait Peer: Read + Write + Send {
+    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()>;
+}
+
+impl Peer for std::net::TcpStream {
+    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(read))?;
+        self.set_write_timeout(Some(write))
+    }
+}
+
+impl Peer for std::os::unix::net::UnixStream {
+    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(read))?;
+        self.set_write_timeout(Some(write))
+    }
+}
+
+/// What the scrape threads share.
+struct Scrapes {
+    shared: Arc<Shared>,
+    observer: Mutex<Option<jqjail_store::Observer>>,
+    rendered: Mutex<Option<(Instant, Arc<str>)>>,
+    in_flight: AtomicUsize,
+}
+
+impl Scrapes {
+    /// The exposition, rendered anew once the last is [`FRESH_FOR`] old.
+    fn exposition(&self) -> Arc<str> {
+        let mut rendered = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, text)) = &*rendered
+            && at.elapsed() < FRESH_FOR
+        {
+            return text.clone();
+        }
+        let observer = self.observer.lock().unwrap_or_else(|e| e.into_inner());
+        let text: Arc<str> = render(&self.shared, observer.as_ref()).into();
+        *rendered = Some((Instant::now(), text.clone()));
+        text
+    }
+}
+
+/// Reads one request head from `s` and answers it, within [`READ_FOR`] and [`WRITE_FOR`].
+fn answer<S: Peer + ?Sized>(s: &mut S, render: impl FnOnce() -> Arc<str>) -> io::Result<()> {
+    let head = read_head(s)?;
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let line = String::from_utf8_lossy(lines.next().unwrap_or_default()).into_owned();
+    let host = lines
+        .filter_map(|l| std::str::from_utf8(l).ok())
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("host")
+                .then(|| value.trim().to_string())
+        });
     let mut parts = line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    let (status, body) = match (method, path) {
+    let (status, body): (&str, Arc<str>) = match (method, path) {
+        _ if !host.as_deref().is_none_or(loopback_host) => (
+            "403 Forbidden",
+            "jqjaild serves its metrics to loopback names only\n".into(),
+        ),
         ("GET", "/metrics") => ("200 OK", render()),
         ("GET", _) => (
             "404 Not Found",
@@ -136,34 +247,82 @@ fn answer<S: Read + Write>(mut s: S, render: impl FnOnce() -> String) -> io::Res
         "200 OK" => CONTENT_TYPE,
         _ => "text/plain; charset=utf-8",
     };
-    write!(
-        s,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
-    )?;
+    );
+    if status.starts_with("405") {
+        out.push_str("Allow: GET\r\n");
+    }
+    out.push_str("\r\n");
+    out.push_str(&body);
+    write_within(s, out.as_bytes())
+}
+
+/// Whether a `Host` header names this host: `localhost`, a loopback address, with or
+/// without a port.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| {
+            match port.bytes().all(|b| b.is_ascii_digit()) {
+                true => name,
+                false => host,
+            }
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Writes `bytes` within [`WRITE_FOR`] in all.
+fn write_within<S: Peer + ?Sized>(s: &mut S, mut bytes: &[u8]) -> io::Result<()> {
+    let until = Instant::now() + WRITE_FOR;
+    while !bytes.is_empty() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        s.set_timeouts(READ_FOR, left)?;
+        match s.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     s.flush()
 }
 
-/// The request head: bytes up to the blank line, read for at most [`READ_FOR`] in all and at
-/// most [`MAX_HEAD`] bytes.
-fn read_head(s: &mut impl Read) -> io::Result<Vec<u8>> {
+/// The request head: bytes up to the blank line, read within [`READ_FOR`] in all and at most
+/// [`MAX_HEAD`] bytes.
+fn read_head<S: Peer + ?Sized>(s: &mut S) -> io::Result<Vec<u8>> {
     let until = Instant::now() + READ_FOR;
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        if head.len() >= MAX_HEAD || Instant::now() >= until {
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if head.len() >= MAX_HEAD || left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "request head too long or too slow",
             ));
         }
+        s.set_timeouts(left, WRITE_FOR)?;
         let n = s.read(&mut buf)?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
+        // Only the bytes new since the last read (and three before them) are searched.
+        let from = head.len().saturating_sub(3);
         head.extend_from_slice(&buf[..n]);
+        let fresh = &head[from..];
+        if fresh.windows(4).any(|w| w == b"\r\n\r\n") || fresh.windows(2).any(|w| w == b"\n\n") {
+            return Ok(head);
+        }
     }
-    Ok(head)
 }
 
 /// The exposition of this moment: a `stats` reply's families (every tenant's, labelled only
@@ -176,7 +335,13 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
     let turns = shared.admission.in_use();
     let evicted = shared.store.evicted();
     let mut e = Exposition::new(&[]);
-    e.stats(&stats, shared.cfg.metrics.tenant_labels)
+    let tenant_labels = shared
+        .policy
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .metrics
+        .tenant_labels;
+    e.stats(&stats, tenant_labels)
         .family(
             "jqjail_runs_by_language_total",
             "counter",
@@ -279,38 +444,47 @@ fn resident_bytes() -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn ask(request: &[u8]) -> (io::Result<()>, String) {
-        let mut s = Duplex {
-            input: io::Cursor::new(request.to_vec()),
-            output: Vec::new(),
-        };
-        let done = answer(&mut s, || "x_total 1\n".into());
-        (done, String::from_utf8(s.output).unwrap())
-    }
-
+    /// A peer whose request is `input`; what was answered is kept in `output`.
     struct Duplex {
         input: io::Cursor<Vec<u8>>,
-        output: Vec<u8>,
+        output: Arc<Mutex<Vec<u8>>>,
     }
 
-    impl Read for &mut Duplex {
+    impl Read for Duplex {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.input.read(buf)
         }
     }
 
-    impl Write for &mut Duplex {
+    impl Write for Duplex {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.output.write(buf)
+            self.output.lock().unwrap().write(buf)
         }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
     }
 
+    impl Peer for Duplex {
+        fn set_timeouts(&self, _: Duration, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn ask(request: &[u8]) -> (io::Result<()>, String) {
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let mut peer = Duplex {
+            input: io::Cursor::new(request.to_vec()),
+            output: output.clone(),
+        };
+        let done = answer(&mut peer, || "x_total 1\n".into());
+        let out = String::from_utf8(output.lock().unwrap().clone()).unwrap();
+        (done, out)
+    }
+
     #[test]
     fn get_metrics_is_answered_with_the_exposition_and_anything_else_is_not() {
-        let (done, out) = ask(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (done, out) = ask(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9477\r\n\r\n");
         done.unwrap();
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(
@@ -325,6 +499,31 @@ mod tests {
         assert!(out.starts_with("HTTP/1.1 404"), "{out}");
         let (_, out) = ask(b"POST /metrics HTTP/1.1\r\n\r\n");
         assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+        assert!(out.contains("Allow: GET\r\n"), "{out}");
+    }
+
+    #[test]
+    fn a_host_that_is_not_loopback_is_refused_against_dns_rebinding() {
+        for host in [
+            "localhost",
+            "LOCALHOST:80",
+            "127.0.0.1",
+            "127.1.2.3:9",
+            "[::1]:9477",
+        ] {
+            let (_, out) = ask(format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+            assert!(out.starts_with("HTTP/1.1 200"), "{host}: {out}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:9477",
+            "10.0.0.1",
+            "localhost.evil.example",
+        ] {
+            let (_, out) = ask(format!("GET /metrics HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes());
+            assert!(out.starts_with("HTTP/1.1 403"), "{host}: {out}");
+            assert!(!out.contains("x_total"), "{out}");
+        }
     }
 
     #[test]
@@ -335,5 +534,41 @@ mod tests {
         let (done, out) = ask(b"GET /metrics HTTP/1.1\r\n");
         assert_eq!(done.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_unix_socket_is_bound_only_in_a_private_directory_and_a_live_one_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.sock");
+        let at = MetricsListen::Unix(path.clone());
+        // A socket someone listens on is in use, whatever its mode.
+        let live = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert_eq!(
+            bind(&at, 0o600).err().unwrap().kind(),
+            io::ErrorKind::AddrInUse
+        );
+        assert!(path.exists());
+        // Once nobody listens, it is replaced, with the mode asked for.
+        drop(live);
+        let Bound::Unix(_l) = bind(&at, 0o640).unwrap() else {
+            panic!("a Unix listener")
+        };
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        // Not a socket: left alone.
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let err = bind(&MetricsListen::Unix(file.clone()), 0o600)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+        // A directory others may write to: refused before anything is touched.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = bind(&MetricsListen::Unix(dir.path().join("n.sock")), 0o600)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("writable by others"), "{err}");
     }
 }

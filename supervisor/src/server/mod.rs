@@ -18,6 +18,8 @@ mod handlers;
 mod listener;
 mod metrics;
 
+pub use metrics::READ_FOR as METRICS_HEAD_DEADLINE;
+
 use listener::{listen, spawn_expiry, spawn_reload};
 
 /// The server name sent in the handshake.
@@ -105,13 +107,20 @@ pub async fn serve(
             }
         },
     };
-    // Bound before the daemon says it is ready, so that an address in use stops it at start.
+    // Bound before the daemon says it is ready. A listener that cannot be bound is logged as
+    // an error and left out: metrics are not worth the service (a failed start would restart
+    // the unit in a loop, and every tenant would lose it).
     let metrics = match &cfg.metrics.listen {
-        Some(at) => {
-            let bound = metrics::bind(at, cfg.socket_mode)?;
-            tracing::info!(listen = %bound.describe(), "metrics listener serving GET /metrics");
-            Some(bound)
-        }
+        Some(at) => match metrics::bind(at, cfg.metrics.socket_mode) {
+            Ok(bound) => {
+                tracing::info!(listen = %bound.describe(), "metrics listener serving GET /metrics");
+                Some(bound)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "metrics listener not started");
+                None
+            }
+        },
         None => None,
     };
     tracing::info!(
@@ -142,8 +151,10 @@ pub async fn serve(
         store,
         expire_now: tokio::sync::Notify::new(),
     });
-    if let Some(bound) = metrics {
-        metrics::spawn(bound, shared.clone())?;
+    if let Some(bound) = metrics
+        && let Err(e) = metrics::spawn(bound, shared.clone())
+    {
+        tracing::error!(error = %e, "metrics listener not started");
     }
     spawn_expiry(&shared);
     if let Some(reload) = reload {
