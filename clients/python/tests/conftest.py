@@ -12,6 +12,19 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
+def _accepts(sock):
+    """Whether a daemon accepts connections on `sock`: its file exists a moment before the
+    daemon listens on it (bind, then listen), and a connect in between is refused."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(sock)
+            return True
+        except OSError:
+            return False
+
+
 @pytest.fixture(scope="module")
 def socket_path():
     daemon = os.environ.get("JQJAIL_DAEMON") or str(REPO / "target" / "debug" / "jqjaild")
@@ -26,7 +39,7 @@ def socket_path():
         )
         try:
             deadline = time.monotonic() + 20
-            while not os.path.exists(sock):
+            while not _accepts(sock):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the daemon did not start: {proc.stderr.read().decode()}")
                 time.sleep(0.02)

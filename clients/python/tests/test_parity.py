@@ -14,6 +14,7 @@ import time
 import pytest
 
 import jqjail
+from conftest import _accepts
 from jqjail import _wire
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -126,7 +127,7 @@ def test_discovery_finds_the_private_daemon_after_the_system_socket(monkeypatch)
         proc = subprocess.Popen([daemon, "--socket", sock, "--store", os.path.join(private, "store")], stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 20
-            while not os.path.exists(sock):
+            while not _accepts(sock):
                 assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
                 time.sleep(0.02)
             monkeypatch.delenv("JQJAIL_SOCKET", raising=False)

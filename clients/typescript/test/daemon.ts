@@ -2,6 +2,7 @@
 // in a temporary directory, and sets $JQJAIL_SOCKET so tests also go through discovery.
 import { spawn, ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -23,7 +24,15 @@ export async function startDaemon(): Promise<Daemon> {
   let stderr = "";
   child.stderr!.on("data", (d) => (stderr += d));
   const deadline = Date.now() + 20_000;
-  while (!existsSync(socket)) {
+  // Ready once a connection is accepted: the socket file exists a moment before the daemon
+  // listens on it (bind, then listen), and a connect in between is refused.
+  const accepts = () =>
+    new Promise<boolean>((done) => {
+      const c = connect(socket);
+      c.once("connect", () => (c.destroy(), done(true)));
+      c.once("error", () => done(false));
+    });
+  while (!(existsSync(socket) && (await accepts()))) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the daemon did not start: ${stderr}`);
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -5,6 +5,7 @@ package testdaemon
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,8 +55,11 @@ func run(m *testing.M) (int, error) {
 		cmd.Wait()
 	}()
 	deadline := time.Now().Add(20 * time.Second)
+	// Ready once a connection is accepted: the socket file exists a moment before the daemon
+	// listens on it (bind, then listen), and a connect in between is refused.
 	for {
-		if _, err := os.Stat(socket); err == nil {
+		if c, err := net.Dial("unix", socket); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
