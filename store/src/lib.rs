@@ -263,8 +263,10 @@ pub struct Store {
     pending: Mutex<std::collections::HashMap<String, u64>>,
     /// What opening found and mended.
     opened: Sweep,
-    /// Hides deleted by retention on a put, and by [`Store::expire`], since opening.
-    evicted: [AtomicU64; 2],
+    /// Hides deleted by retention on a put since opening.
+    evicted_by_retention: AtomicU64,
+    /// Hides deleted by [`Store::expire`] since opening.
+    evicted_by_expiry: AtomicU64,
 }
 
 /// A read-only view of the whole store (see [`Store::observer`]); used from one thread.
@@ -332,7 +334,8 @@ impl Store {
             inner: Mutex::new(Inner { db, lock }),
             pending: Mutex::default(),
             opened: Sweep::default(),
-            evicted: Default::default(),
+            evicted_by_retention: AtomicU64::new(0),
+            evicted_by_expiry: AtomicU64::new(0),
         };
         store.mutate(|db| {
             db.execute_batch(SCHEMA)?;
@@ -512,7 +515,8 @@ impl Store {
                 victims,
             ))
         })?;
-        self.evicted[0].fetch_add(put.evicted.len() as u64, Ordering::Relaxed);
+        self.evicted_by_retention
+            .fetch_add(put.evicted.len() as u64, Ordering::Relaxed);
         Ok(put)
     }
 
@@ -531,8 +535,8 @@ impl Store {
     /// Hides deleted since the store was opened.
     pub fn evicted(&self) -> Evicted {
         Evicted {
-            retention: self.evicted[0].load(Ordering::Relaxed),
-            expiry: self.evicted[1].load(Ordering::Relaxed),
+            retention: self.evicted_by_retention.load(Ordering::Relaxed),
+            expiry: self.evicted_by_expiry.load(Ordering::Relaxed),
         }
     }
 
@@ -721,7 +725,8 @@ impl Store {
                 Ok((ids.len(), ids))
             })?;
         }
-        self.evicted[1].fetch_add(count as u64, Ordering::Relaxed);
+        self.evicted_by_expiry
+            .fetch_add(count as u64, Ordering::Relaxed);
         Ok(count)
     }
 

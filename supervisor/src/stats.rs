@@ -41,7 +41,7 @@ pub struct Totals {
     pub languages: Vec<(&'static str, u64)>,
     /// The run-duration histogram: (bound in seconds, runs at most that long, cumulative).
     pub buckets: Vec<(f64, u64)>,
-    /// Runs in the histogram, and the sum of their durations in seconds.
+    /// Runs in the histogram (its `+Inf` bucket).
     pub count: u64,
     /// The sum of every run's duration, seconds.
     pub sum_seconds: f64,

@@ -2,7 +2,6 @@
 //! starts on a fresh machine.
 
 use crate::util::{CLI, DAEMON, Daemon, alive, repo_file, signal, wait_until};
-use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -478,24 +477,5 @@ fn stats_in_the_prometheus_format_count_known_requests_and_pass_promtool() {
         );
         return;
     }
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let checked = check.wait_with_output().unwrap();
-    assert!(
-        checked.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    crate::util::assert_promtool_accepts(&text);
 }

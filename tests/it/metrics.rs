@@ -126,26 +126,7 @@ fn a_real_prometheus_scrapes_the_listener_and_reads_back_the_counters() {
         );
         return;
     }
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let checked = check.wait_with_output().unwrap();
-    assert!(
-        checked.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    crate::util::assert_promtool_accepts(&text);
 
     // A real Prometheus scrapes it every second; its API must give back what was counted.
     let dir = tempfile::tempdir().unwrap();

@@ -509,3 +509,30 @@ impl Feeder {
         self.thread.join().unwrap()
     }
 }
+
+/// Asserts that `promtool check metrics` accepts `text` (the caller has checked that promtool
+/// is installed, and skipped loudly if not).
+#[track_caller]
+pub fn assert_promtool_accepts(text: &str) {
+    use std::io::Write;
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{text}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
