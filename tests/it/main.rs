@@ -10,6 +10,7 @@ mod attacks;
 mod cli;
 mod confinement;
 mod conformance;
+mod container;
 mod contract;
 mod hide;
 mod hostile;

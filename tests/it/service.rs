@@ -4,7 +4,7 @@
 //! root (to boot systemd, mount and make cgroups); skipped with the reason elsewhere. Nothing is
 //! written to the host but a temp directory and child cgroups, and both are removed.
 
-use crate::util::{CLI, DAEMON, repo_file, root, wait_until};
+use crate::util::{CLI, DAEMON, readme_block, repo_file, root, wait_until};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -176,17 +176,6 @@ fn comm(pid: i32) -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-/// The README's install block after `marker`, as a script.
-fn readme_block(marker: &str) -> String {
-    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
-    let start = readme
-        .find(&format!("<!-- {marker}"))
-        .expect("the README marks its install blocks");
-    let block = &readme[start..];
-    let body = &block[block.find("```sh\n").unwrap() + 6..];
-    body[..body.find("```").unwrap()].to_string()
 }
 
 /// Copies the repository files the install uses, and the binaries under test as the release

@@ -293,6 +293,17 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// The README's shell block after the comment `<!-- marker …`, as a script.
+pub fn readme_block(marker: &str) -> String {
+    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    let start = readme
+        .find(&format!("<!-- {marker}"))
+        .unwrap_or_else(|| panic!("the README marks a block `{marker}`"));
+    let block = &readme[start..];
+    let body = &block[block.find("```sh\n").unwrap() + 6..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
