@@ -667,12 +667,76 @@ fn quick_run(argv: &[OsString]) -> Option<(Args, Words)> {
     Some((args, words))
 }
 
+/// What [`mark_words`] puts before a word so that clap takes it as a value.
+const MARK: u8 = 0x01;
+
+/// jq 1.6 takes a word for an option only if it starts with `--`, or with `-` and a letter:
+/// `-1`, `-.5 | floor` and `-(1)` are a filter, a file or an option's value (`--arg x -5`).
+/// clap would take them for options, so each is marked for clap with a leading [`MARK`], as
+/// is any word that already starts with one; [`Args::unmark`] takes one off again.
+fn mark_words(argv: Vec<OsString>) -> Vec<OsString> {
+    argv.into_iter()
+        .enumerate()
+        .map(|(i, word)| {
+            let b = std::os::unix::ffi::OsStrExt::as_bytes(word.as_os_str());
+            let value_like =
+                matches!(b, [b'-', second, ..] if *second != b'-' && !second.is_ascii_alphabetic());
+            if i > 0 && (value_like || b.first() == Some(&MARK)) {
+                let mut marked = OsString::from("\u{1}");
+                marked.push(&word);
+                marked
+            } else {
+                word
+            }
+        })
+        .collect()
+}
+
+fn unmark(word: &mut String) {
+    if word.as_bytes().first() == Some(&MARK) {
+        word.remove(0);
+    }
+}
+
+fn unmark_os(word: &mut OsString) {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(rest) = word.as_bytes().strip_prefix(&[MARK]) {
+        *word = std::ffi::OsStr::from_bytes(rest).to_owned();
+    }
+}
+
+impl Args {
+    /// Takes off the marks of [`mark_words`] from every word a user gives as a value.
+    fn unmark(&mut self) {
+        let strings = self.filter.iter_mut().chain(self.hide.iter_mut());
+        let lists = [
+            &mut self.arg,
+            &mut self.argjson,
+            &mut self.rawfile,
+            &mut self.slurpfile,
+        ];
+        strings
+            .chain(lists.into_iter().flatten())
+            .chain([&mut self.on_oversize, &mut self.lang])
+            .for_each(unmark);
+        self.files.iter_mut().for_each(unmark_os);
+        for path in self.socket.iter_mut().chain(self.from_file.iter_mut()) {
+            let mut word = std::mem::take(path).into_os_string();
+            unmark_os(&mut word);
+            *path = word.into();
+        }
+    }
+}
+
 /// Parses the command line of a filter run, sorting the words after the filter by the
 /// `--args` / `--jsonargs` that precede them on the command line.
 fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, String>> {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Args::command().try_get_matches_from(argv).map_err(Ok)?;
-    let args = Args::from_arg_matches(&matches).map_err(Ok)?;
+    let matches = Args::command()
+        .try_get_matches_from(mark_words(argv))
+        .map_err(Ok)?;
+    let mut args = Args::from_arg_matches(&matches).map_err(Ok)?;
+    args.unmark();
     let at = |id: &str| -> Vec<usize> {
         matches
             .indices_of(id)
@@ -694,7 +758,6 @@ fn parse_run(argv: Vec<OsString>) -> Result<(Args, Words), Result<clap::Error, S
     }
     words.named_order.sort_unstable_by_key(|&(at, _)| at);
     // With `-f` the word clap took for the filter is the first input file.
-    let mut args = args;
     if args.from_file.is_some()
         && let Some(first) = args.filter.take()
     {

@@ -169,6 +169,22 @@ const COMMAND_LINES: &[&[&str]] = &[
     &["-c", "--unbuffered", ".", "one.json"],
     &["-M", ".", "two.json"],
     &["-C", "-c", ".", "mixed.json"],
+    // A word is an option only if it starts with `--` or `-` and a letter, as in jq 1.6: a
+    // filter, a file or a value may start with `-`.
+    &["-c", "-n", "-1, -.5 | floor"],
+    &["-c", "-(.a)", "one.json"],
+    &[
+        "-c",
+        "-n",
+        "[$x, $y]",
+        "--arg",
+        "x",
+        "-5",
+        "--argjson",
+        "y",
+        "-0.5",
+    ],
+    &["-c", "-.a", "-", "one.json"],
     // No filter: `.`, as jq 1.6 when stdin or stdout is not a terminal.
     &[],
     &["-c"],

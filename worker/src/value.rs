@@ -237,7 +237,12 @@ impl<'a> Parser<'a> {
             let n = digits
                 .iter()
                 .fold(0isize, |n, d| n * 10 + isize::from(d - b'0'));
-            return Some(Val::Num(Num::Int(if negative { -n } else { n })));
+            return Some(Val::Num(match (negative, n) {
+                // `-0` is the double negative zero, as jq reads it.
+                (true, 0) => Num::Float(-0.0),
+                (true, n) => Num::Int(-n),
+                (false, n) => Num::Int(n),
+            }));
         }
         jaq_json::read::parse_single_num(text).map(Val::Num)
     }
@@ -298,7 +303,6 @@ mod tests {
     fn values_are_jaqs_variant_for_variant() {
         for text in [
             "0",
-            "-0",
             "  17 ",
             "-123456789012345678",
             "1234567890123456789",
@@ -322,6 +326,17 @@ mod tests {
             let (ours, jaqs) = both(text);
             assert_eq!(ours, jaqs, "{text}");
         }
+    }
+
+    /// jaq reads `-0` as the integer 0; jq (and so jqjail) as the double negative zero.
+    #[test]
+    fn minus_zero_is_the_negative_double() {
+        let text = bytes::Bytes::from_static(b"[-0, 0, -0.0]");
+        let Val::Arr(items) = parse(&text, 8).unwrap() else {
+            panic!("an array")
+        };
+        assert!(matches!(&items[0], Val::Num(Num::Float(z)) if *z == 0.0 && z.is_sign_negative()));
+        assert!(matches!(&items[1], Val::Num(Num::Int(0))));
     }
 
     #[test]

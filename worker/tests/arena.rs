@@ -17,8 +17,10 @@ fn document(bytes: usize) -> String {
             out.push(',');
         }
         out.push_str(&format!(
-            r#"{{"id":{i},"big":1{i}00000000000000000000,"f":{i}.25,"t":"line\n{i} \u00e9\ud83d\ude00","tags":["a","b{i}"],"n":null,"ok":true,"id":-{i},"body":"{}"}}"#,
-            "lorem ipsum ".repeat(60)
+            r#"{{"id":{i},"big":1{i}00000000000000000000,"f":{i}.25,"t":"line\n{i} \u00e9\ud83d\ude00","tags":["a","b{i}"],"n":null,"ok":true,"id":-{j},"body":"{}"}}"#,
+            "lorem ipsum ".repeat(60),
+            // Not `-0`, which jqjail reads as jq does (the negative double), not as jaq.
+            j = i + 1,
         ));
         i += 1;
     }

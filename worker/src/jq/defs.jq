@@ -34,6 +34,11 @@ def fromstream(f):
       if .e then .x else empty end);
 def truncate_stream(stream): . as $n | null | stream | select(.[0] | length > $n) | .[0] |= .[$n:];
 
+# Math: C's functions where jaq's definitions differ (jq's `gamma` is C's, the log of Γ).
+def significand: _jqjail_significand;
+def logb: _jqjail_logb;
+def gamma: _jqjail_gamma;
+
 # Generators
 def limit($n; f): if $n > 0 then _jaq_limit($n; f) elif $n == 0 then empty else f end;
 def nth($n; f): if $n < 0 then error("nth doesn't support negative indices") else first(skip($n; f)) end;

@@ -55,10 +55,157 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
     ];
     table
         .into_iter()
+        .chain(math())
         .map(|(name, arity, f)| run::<Data>((name, v(arity), f)))
         .chain(std::iter::once(run::<Data>(("@base32", v(0), |cv| {
             bome(base32(cv.1))
         }))))
+}
+
+/// jaq's math natives that jqjail's (`math`) replace.
+pub const MATH: &[&str] = &[
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "rint",
+    "nearbyint",
+    "fabs",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "exp2",
+    "exp10",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "lgamma",
+    "tgamma",
+    "j0",
+    "j1",
+    "y0",
+    "y1",
+    "frexp",
+    "modf",
+];
+
+/// jq's one-argument math builtins (the C library's, as jq calls them, on a double), with jq's message for a value that
+/// is not a number. Those that round keep an integer exact, as every integer is; the others
+/// give a double, so `1e300 | floor` is `1e+300`, not three hundred digits, and `-0.4 | round`
+/// is jq's `-0`.
+fn math() -> [(&'static str, usize, RunPtr<Data>); 41] {
+    macro_rules! f {
+        ($name:literal, $f:path) => {
+            ($name, 0, |cv| bome(math1(cv.1, $f, OnInt::Double)))
+        };
+        ($name:literal, $f:path, $on_int:ident) => {
+            ($name, 0, |cv| bome(math1(cv.1, $f, OnInt::$on_int)))
+        };
+    }
+    [
+        f!("floor", cmath::floor, Same),
+        f!("ceil", cmath::ceil, Same),
+        f!("round", cmath::round, Same),
+        f!("trunc", cmath::trunc, Same),
+        f!("rint", cmath::rint, Same),
+        f!("nearbyint", cmath::nearbyint, Same),
+        f!("fabs", cmath::fabs, Abs),
+        f!("sqrt", cmath::sqrt),
+        f!("cbrt", cmath::cbrt),
+        f!("exp", cmath::exp),
+        f!("exp2", cmath::exp2),
+        f!("exp10", cmath::exp10),
+        f!("expm1", cmath::expm1),
+        f!("log", cmath::log),
+        f!("log2", cmath::log2),
+        f!("log10", cmath::log10),
+        f!("log1p", cmath::log1p),
+        f!("sin", cmath::sin),
+        f!("cos", cmath::cos),
+        f!("tan", cmath::tan),
+        f!("asin", cmath::asin),
+        f!("acos", cmath::acos),
+        f!("atan", cmath::atan),
+        f!("sinh", cmath::sinh),
+        f!("cosh", cmath::cosh),
+        f!("tanh", cmath::tanh),
+        f!("asinh", cmath::asinh),
+        f!("acosh", cmath::acosh),
+        f!("atanh", cmath::atanh),
+        f!("lgamma", cmath::lgamma),
+        f!("tgamma", cmath::tgamma),
+        f!("j0", cmath::j0),
+        f!("j1", cmath::j1),
+        f!("y0", cmath::y0),
+        f!("y1", cmath::y1),
+        f!("_jqjail_significand", cmath::significand),
+        f!("_jqjail_logb", cmath::logb),
+        f!("_jqjail_gamma", cmath::gamma),
+        ("frexp", 0, |cv| {
+            bome(number(&cv.1).map(|x| {
+                let (m, e) = cmath::frexp(x);
+                pair(Jv::from(m), Jv::from(e as isize))
+            }))
+        }),
+        ("modf", 0, |cv| {
+            bome(number(&cv.1).map(|x| {
+                let (frac, int) = cmath::modf(x);
+                pair(Jv::from(frac), Jv::from(int))
+            }))
+        }),
+        ("lgamma_r", 0, |cv| {
+            bome(number(&cv.1).map(|x| {
+                let (v, sign) = cmath::lgamma_r(x);
+                pair(Jv::from(v), Jv::from(sign as isize))
+            }))
+        }),
+    ]
+}
+
+/// What a math builtin gives for an integer.
+enum OnInt {
+    /// The integer itself (it is already rounded).
+    Same,
+    /// Its absolute value, exact where that is an integer too.
+    Abs,
+    /// The function of the nearest double.
+    Double,
+}
+
+fn math1(v: Jv, f: fn(f64) -> f64, on_int: OnInt) -> ValR {
+    match (&v.0, on_int) {
+        (Val::Num(Num::Int(_) | Num::BigInt(_)), OnInt::Same) => Ok(v),
+        (Val::Num(Num::Int(i)), OnInt::Abs) if i.checked_abs().is_some() => {
+            Ok(Jv(Val::Num(Num::Int(i.abs()))))
+        }
+        _ => number(&v).map(|x| Jv::from(f(x))),
+    }
+}
+
+/// A number as a double, or jq's message for a value that is not one.
+fn number(v: &Jv) -> Result<f64, crate::jq::val::Error> {
+    match &v.0 {
+        Val::Num(n) => Ok(num_f64(n)),
+        other => Err(err(format_args!("{} number required", describe(other)))),
+    }
+}
+
+fn pair(a: Jv, b: Jv) -> Jv {
+    [a, b].into_iter().collect()
 }
 
 fn length(v: &Val) -> ValR {
@@ -156,41 +303,38 @@ fn fromjson(v: &Val) -> ValR {
             describe(v)
         )));
     };
-    let text = String::from_utf8_lossy(s);
-    // jq reads NaN, which JSON has no word for.
-    match text.trim() {
-        "nan" | "NaN" | "-nan" | "-NaN" => return Ok(Jv::from(f64::NAN)),
-        _ => {}
-    }
-    let bytes = bytes::Bytes::copy_from_slice(s);
-    crate::value::parse(&bytes, FROMJSON_MAX_DEPTH)
-        .map(Jv)
-        .map_err(|refusal| {
-            let why = match refusal {
-                crate::value::Refusal::Scan(crate::json::ScanError::TooDeep { limit, .. }) => {
-                    format!("Exceeds depth limit for parsing ({limit} levels)")
-                }
-                crate::value::Refusal::Scan(e) => e.describe(&bytes),
-                crate::value::Refusal::Jaq(e) => e.to_string(),
-            };
-            err(format_args!("{why} (while parsing '{text}')"))
-        })
+    read_json(s).map(Jv).map_err(err)
 }
 
+/// A JSON text as jq reads it (`jv_parse`): strict JSON by the input's own parser, and where
+/// that refuses, jq's reader, for jq's extra literals and jq's messages.
+fn read_json(s: &bytes::Bytes) -> Result<Val, String> {
+    match crate::value::parse(s, FROMJSON_MAX_DEPTH) {
+        Ok(v) => Ok(v),
+        Err(crate::value::Refusal::Scan(crate::json::ScanError::TooDeep { limit, .. })) => {
+            let text = String::from_utf8_lossy(s);
+            Err(format!(
+                "Exceeds depth limit for parsing ({limit} levels) (while parsing '{text}')"
+            ))
+        }
+        Err(_) => crate::jq::jvparse::parse(s, FROMJSON_MAX_DEPTH as usize),
+    }
+}
+
+/// jq's `tonumber`: a number, or a text that reads as one; a text that reads as anything else
+/// is a type error, one that does not read is the reader's error.
 fn tonumber(v: Jv) -> ValR {
     match &v.0 {
         Val::Num(_) => Ok(v),
-        Val::TStr(s) => {
-            let trimmed = s.trim_ascii();
-            let bytes = bytes::Bytes::copy_from_slice(trimmed);
-            match crate::value::parse(&bytes, 1) {
-                Ok(n @ Val::Num(_)) => Ok(Jv(n)),
-                _ => Err(err(format_args!(
-                    "{} cannot be parsed as a number",
-                    describe(&v.0)
-                ))),
-            }
-        }
+        // jq reads the string as a C string: up to its first NUL.
+        Val::TStr(s) => match read_json(&s.slice(..memchr::memchr(0, s).unwrap_or(s.len()))) {
+            Ok(n @ Val::Num(_)) => Ok(Jv(n)),
+            Ok(_) => Err(err(format_args!(
+                "{} cannot be parsed as a number",
+                describe(&v.0)
+            ))),
+            Err(msg) => Err(err(msg)),
+        },
         other => Err(err(format_args!(
             "{} cannot be parsed as a number",
             describe(other)
@@ -511,4 +655,90 @@ fn uri(v: &Val) -> ValR {
         }
     }
     Ok(Jv::from(out))
+}
+
+/// The C library's math functions jq 1.6 calls, so that results agree with jq's to the last
+/// digit (Rust's own and the `libm` crate's differ in the last place on some inputs).
+mod cmath {
+    mod c {
+        // glibc's libm, which the worker links already.
+        unsafe extern "C" {
+            pub(super) fn floor(x: f64) -> f64;
+            pub(super) fn ceil(x: f64) -> f64;
+            pub(super) fn round(x: f64) -> f64;
+            pub(super) fn trunc(x: f64) -> f64;
+            pub(super) fn rint(x: f64) -> f64;
+            pub(super) fn nearbyint(x: f64) -> f64;
+            pub(super) fn fabs(x: f64) -> f64;
+            pub(super) fn sqrt(x: f64) -> f64;
+            pub(super) fn cbrt(x: f64) -> f64;
+            pub(super) fn exp(x: f64) -> f64;
+            pub(super) fn exp2(x: f64) -> f64;
+            pub(super) fn exp10(x: f64) -> f64;
+            pub(super) fn expm1(x: f64) -> f64;
+            pub(super) fn log(x: f64) -> f64;
+            pub(super) fn log2(x: f64) -> f64;
+            pub(super) fn log10(x: f64) -> f64;
+            pub(super) fn log1p(x: f64) -> f64;
+            pub(super) fn sin(x: f64) -> f64;
+            pub(super) fn cos(x: f64) -> f64;
+            pub(super) fn tan(x: f64) -> f64;
+            pub(super) fn asin(x: f64) -> f64;
+            pub(super) fn acos(x: f64) -> f64;
+            pub(super) fn atan(x: f64) -> f64;
+            pub(super) fn sinh(x: f64) -> f64;
+            pub(super) fn cosh(x: f64) -> f64;
+            pub(super) fn tanh(x: f64) -> f64;
+            pub(super) fn asinh(x: f64) -> f64;
+            pub(super) fn acosh(x: f64) -> f64;
+            pub(super) fn atanh(x: f64) -> f64;
+            pub(super) fn lgamma(x: f64) -> f64;
+            pub(super) fn tgamma(x: f64) -> f64;
+            pub(super) fn j0(x: f64) -> f64;
+            pub(super) fn j1(x: f64) -> f64;
+            pub(super) fn y0(x: f64) -> f64;
+            pub(super) fn y1(x: f64) -> f64;
+            pub(super) fn significand(x: f64) -> f64;
+            pub(super) fn logb(x: f64) -> f64;
+            pub(super) fn gamma(x: f64) -> f64;
+            pub(super) fn frexp(x: f64, e: *mut i32) -> f64;
+            pub(super) fn modf(x: f64, int: *mut f64) -> f64;
+            pub(super) fn lgamma_r(x: f64, sign: *mut i32) -> f64;
+        }
+    }
+
+    macro_rules! safe {
+        ($($f:ident)*) => {$(
+            pub(super) fn $f(x: f64) -> f64 {
+                // SAFETY: a pure function of a double; it reads and writes no memory of ours
+                // (lgamma sets the C library's `signgam`, which nothing here reads).
+                unsafe { c::$f(x) }
+            }
+        )*};
+    }
+
+    pub(super) fn frexp(x: f64) -> (f64, i32) {
+        let mut e = 0;
+        // SAFETY: frexp writes the exponent through the pointer, to a local of ours.
+        let m = unsafe { c::frexp(x, &mut e) };
+        (m, e)
+    }
+
+    pub(super) fn modf(x: f64) -> (f64, f64) {
+        let mut int = 0.0;
+        // SAFETY: modf writes the integral part through the pointer, to a local of ours.
+        let frac = unsafe { c::modf(x, &mut int) };
+        (frac, int)
+    }
+
+    pub(super) fn lgamma_r(x: f64) -> (f64, i32) {
+        let mut sign = 0;
+        // SAFETY: lgamma_r writes the sign through the pointer, to a local of ours.
+        let v = unsafe { c::lgamma_r(x, &mut sign) };
+        (v, sign)
+    }
+
+    safe!(floor ceil round trunc rint nearbyint fabs sqrt cbrt exp exp2 exp10 expm1 log log2
+        log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh lgamma tgamma
+        j0 j1 y0 y1 significand logb gamma);
 }

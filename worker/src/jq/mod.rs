@@ -9,6 +9,7 @@
 
 pub mod desugar;
 pub mod funs;
+pub mod jvparse;
 pub mod number;
 pub mod val;
 
@@ -57,7 +58,7 @@ pub fn natives() -> impl Iterator<Item = jaq_core::native::Fun<Data>> {
     let jaq = || jaq_core::funs::<Data>().chain(jaq_std::funs::<Data>());
     let aliases = jaq().filter_map(|(name, arity, f)| Some((alias(name)?, arity, f)));
     jaq()
-        .filter(|(name, _, _)| !REPLACED.contains(name))
+        .filter(|(name, _, _)| !REPLACED.contains(name) && !funs::MATH.contains(name))
         .chain(aliases)
         .chain(funs::funs())
 }
@@ -123,6 +124,66 @@ mod tests {
             "-12345678901234567890"
         );
         assert_eq!(eval("[range(5)] - [range(1; 4)]", "null"), "[0,4]");
+    }
+
+    /// jq's numbers are doubles, and a zero may be negative: jq writes it `-0`.
+    #[test]
+    fn negative_zero_is_jqs() {
+        assert_eq!(
+            eval("[-0, 0 * -1, -0 + -0, 0 - 0, -(0), 0 / -1]", "null"),
+            "[-0,-0,-0,0,-0,-0]"
+        );
+        assert_eq!(eval("[-0, 0] | map(tostring)", "null"), r#"["-0","0"]"#);
+        assert_eq!(eval("-0 == 0", "null"), "true");
+    }
+
+    /// Each of these is Debian's jq 1.6's own answer.
+    #[test]
+    fn math_builtins_are_cs_with_jqs_messages() {
+        assert_eq!(eval("[.[] | floor]", "[1e300, 2.5, -2.5]"), "[1e+300,2,-3]");
+        assert_eq!(eval("[.[] | round]", "[-0.4, 0.5, -2.5]"), "[-0,1,-3]");
+        assert_eq!(eval("[.[] | rint]", "[0.5, 1.5, 2.5]"), "[0,2,2]");
+        assert_eq!(
+            eval("12345678901234567890 | floor", "null"),
+            "12345678901234567890"
+        );
+        assert_eq!(
+            eval("[3 | gamma, lgamma, tgamma]", "null"),
+            "[0.6931471805599453,0.6931471805599453,2]"
+        );
+        assert_eq!(
+            eval("2.5 | frexp, modf, lgamma_r", "null"),
+            "[[0.625,2],[0.5,2],[0.2846828704729192,1]]"
+        );
+        assert_eq!(
+            eval("try floor catch .", r#""a""#),
+            r#""string (\"a\") number required""#
+        );
+        assert_eq!(
+            eval("try sqrt catch .", r#"{"a":"bbbbbbbbbbbbbbbb"}"#),
+            r#""object ({\"a\":\"bbbbb...) number required""#
+        );
+    }
+
+    /// `fromjson` and `tonumber` read as jq reads: its extra literals, its messages.
+    #[test]
+    fn texts_read_as_jq_reads_them() {
+        assert_eq!(
+            eval("[.[] | fromjson]", r#"["01", ".5", "NaN", "-0"]"#),
+            "[1,0.5,null,-0]"
+        );
+        assert_eq!(
+            eval("try fromjson catch .", r#""nan""#),
+            r#""Invalid literal at EOF at line 1, column 3 (while parsing 'nan')""#
+        );
+        assert_eq!(
+            eval("try tonumber catch .", r#""1 2""#),
+            r#""Unexpected extra JSON values (while parsing '1 2')""#
+        );
+        assert_eq!(
+            eval("try tonumber catch .", r#""[1]""#),
+            r#""string (\"[1]\") cannot be parsed as a number""#
+        );
     }
 
     /// An update changes the child it takes in place: the value held once stays held once.

@@ -51,16 +51,73 @@ pub use crate::output::type_name as kind;
 /// A value as jq names it in messages: its kind and its text cut to 11 bytes (`array
 /// ([1,2,3])`, `string ("1,2,3,4,5,...)`).
 pub fn describe(v: &Val) -> String {
-    // Only the first 14 bytes can be shown: the writer stops there, however large `v` is.
+    // jq shows the text whole up to 14 bytes, else its first 11 and "...".
     let mut out = Vec::new();
-    let whole = crate::output::write_value(&mut out, v, 14).is_ok();
-    let shown = if whole {
+    dump_prefix(v, &mut out, 15);
+    let shown = if out.len() <= 14 {
         String::from_utf8_lossy(&out).into_owned()
     } else {
         out.truncate(11);
         format!("{}...", String::from_utf8_lossy(&out))
     };
     format!("{} ({shown})", kind(v))
+}
+
+/// The start of `v`'s compact text, at least `cap` bytes of it where it has that many: the
+/// writer stops there, however large `v` is.
+fn dump_prefix(v: &Val, out: &mut Vec<u8>, cap: usize) {
+    if out.len() >= cap {
+        return;
+    }
+    match v {
+        Val::Arr(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if out.len() >= cap {
+                    return;
+                }
+                if i > 0 {
+                    out.push(b',');
+                }
+                dump_prefix(item, out, cap);
+            }
+            out.push(b']');
+        }
+        Val::Obj(map) => {
+            out.push(b'{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if out.len() >= cap {
+                    return;
+                }
+                if i > 0 {
+                    out.push(b',');
+                }
+                dump_prefix(k, out, cap);
+                out.push(b':');
+                dump_prefix(item, out, cap);
+            }
+            out.push(b'}');
+        }
+        Val::TStr(s) | Val::BStr(s) => {
+            // Each character writes at least one byte: `cap` characters are enough, and
+            // `4 * cap` bytes hold them.
+            let head = String::from_utf8_lossy(&s[..s.len().min(4 * cap)]);
+            let chars = head.chars().count();
+            let text: String = head.chars().take(cap).collect();
+            let whole = chars <= cap && s.len() <= 4 * cap;
+            let mut one = Vec::new();
+            // Written as a whole string for its escapes; the closing quote only where it is
+            // the string's own.
+            let _ = crate::output::write_value(&mut one, &Val::from(text), usize::MAX);
+            if !whole {
+                one.pop();
+            }
+            out.extend_from_slice(&one);
+        }
+        scalar => {
+            let _ = crate::output::write_value(out, scalar, usize::MAX);
+        }
+    }
 }
 
 /// jq's compact text of a value (`tojson`): numbers as jq writes them, NaN as `null`.
@@ -107,6 +164,13 @@ fn arith(l: &Num, r: &Num, int: fn(i64, i64) -> Option<i64>, float: fn(f64, f64)
     if let (Some(a), Some(b)) = (exact_int(l), exact_int(r))
         && let Some(c) = int(a, b).filter(|c| (-EXACT..=EXACT).contains(c))
     {
+        // jq's numbers are doubles: a zero may be negative (`0 * -1`, `-0 + -0`).
+        if c == 0 {
+            let x = float(num_f64(l), num_f64(r));
+            if x.is_sign_negative() {
+                return Val::from(x);
+            }
+        }
         return Val::Num(Num::Int(c as isize));
     }
     Val::from(float(num_f64(l), num_f64(r)))
@@ -517,6 +581,8 @@ impl std::ops::Neg for Jv {
     type Output = ValR;
     fn neg(self) -> ValR {
         match self.0 {
+            // jq's `-0` is the double negative zero.
+            Val::Num(Num::Int(0)) => Ok(Jv(Val::from(-0.0))),
             // An integer literal stays exact (`-12345678901234567890`); jaq negates it exactly.
             Val::Num(n @ (Num::Int(_) | Num::BigInt(_))) => Ok(Jv(Val::Num(-n))),
             Val::Num(other) => Ok(Jv(Val::from(-num_f64(&other)))),
