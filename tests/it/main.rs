@@ -16,6 +16,7 @@ mod hide;
 mod hostile;
 mod jq_cli;
 mod jq_idioms;
+mod jq_reader;
 mod json_client;
 mod lifecycle;
 mod limits;
