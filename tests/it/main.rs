@@ -14,6 +14,7 @@ mod container;
 mod contract;
 mod hide;
 mod hostile;
+mod jq_builtins;
 mod jq_cli;
 mod jq_idioms;
 mod jq_reader;

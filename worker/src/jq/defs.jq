@@ -39,7 +39,49 @@ def significand: _jqjail_significand;
 def logb: _jqjail_logb;
 def gamma: _jqjail_gamma;
 
+# Two-argument math, C's: jq binds the last argument outermost (`[pow(1,2; 3,4)]` is
+# `[1,8,1,16]`).
+def pow(a; b): b as $b | a as $a | _jqjail_pow($a; $b);
+def atan2(a; b): b as $b | a as $a | _jqjail_atan2($a; $b);
+def fmod(a; b): b as $b | a as $a | _jqjail_fmod($a; $b);
+def hypot(a; b): b as $b | a as $a | _jqjail_hypot($a; $b);
+def copysign(a; b): b as $b | a as $a | _jqjail_copysign($a; $b);
+def fdim(a; b): b as $b | a as $a | _jqjail_fdim($a; $b);
+def fmax(a; b): b as $b | a as $a | _jqjail_fmax($a; $b);
+def fmin(a; b): b as $b | a as $a | _jqjail_fmin($a; $b);
+def nextafter(a; b): b as $b | a as $a | _jqjail_nextafter($a; $b);
+def remainder(a; b): b as $b | a as $a | _jqjail_remainder($a; $b);
+def ldexp(a; b): b as $b | a as $a | _jqjail_ldexp($a; $b);
+def scalbln(a; b): b as $b | a as $a | _jqjail_scalbln($a; $b);
+def scalb(a; b): b as $b | a as $a | _jqjail_scalb($a; $b);
+def nexttoward(a; b): nextafter(a; b);
+def drem(a; b): remainder(a; b);
+def setpath(p; v): v as $v | p as $p | getpath($p) = $v;
+
 # Generators
+def last(f): reduce f as $x (null; $x);
+# Sorting and grouping with jq's messages for what is not an array: jq maps `f` over the
+# input first (so a scalar "Cannot iterate over …"), then compares input and keys.
+def _jqjail_by(f; what): map([f]) as $k | error("\(_jqjail_describe) and \($k | _jqjail_describe) \(what)");
+def sort: if type == "array" then _jaq_sort else error("\(_jqjail_describe) cannot be sorted, as it is not an array") end;
+# jq computes `f` of a lone element too (jaq's sort needs no key for it).
+def sort_by(f):
+  if type != "array" then _jqjail_by(f; "cannot be sorted, as they are not both arrays")
+  elif length == 1 then (.[0] | [f] | empty), .
+  else _jaq_sort_by(f) end;
+def group_by(f): if type == "array" then _jaq_group_by(f) else _jqjail_by(f; "cannot be sorted, as they are not both arrays") end;
+def unique_by(f): [group_by(f)[] | .[0]];
+def unique: unique_by(.);
+def min_by(f): if type == "array" then reduce min_by_or_empty(f) as $x (null; $x) else _jqjail_by(f; "cannot be iterated over") end;
+def max_by(f): if type == "array" then reduce max_by_or_empty(f) as $x (null; $x) else _jqjail_by(f; "cannot be iterated over") end;
+def min: if type == "array" then min_by(.) else error("\(_jqjail_describe) and \(_jqjail_describe) cannot be iterated over") end;
+def max: if type == "array" then max_by(.) else error("\(_jqjail_describe) and \(_jqjail_describe) cannot be iterated over") end;
+def explode: if type == "string" then _jaq_explode else error("explode input must be a string") end;
+def ascii_downcase: if type == "string" then _jaq_ascii_downcase else error("explode input must be a string") end;
+def ascii_upcase: if type == "string" then _jaq_ascii_upcase else error("explode input must be a string") end;
+def combinations:
+  if length == 0 then [] else .[0][] as $x | (.[1:] | combinations) as $w | [$x] + $w end;
+def combinations(n): . as $dot | [range(n)] | map($dot) | combinations;
 def limit($n; f): if $n > 0 then _jaq_limit($n; f) elif $n == 0 then empty else f end;
 def nth($n; f): if $n < 0 then error("nth doesn't support negative indices") else first(skip($n; f)) end;
 def range($from; $upto; $by):
@@ -47,6 +89,10 @@ def range($from; $upto; $by):
   then error("Range bounds must be numeric")
   elif $by == 0 then empty
   else _jaq_range($from; $upto; $by) end;
+# jaq's range/2 and range/1 call its native directly, which counts on past a bound that is
+# not a number (`range(0; null)` never ended).
+def range($from; $upto): range($from; $upto; 1);
+def range($upto): range(0; $upto);
 def IN(s): . as $x | any(s; . == $x);
 def IN(src; s): any(src | IN(s); .);
 def INDEX(stream; idx_expr):
@@ -68,8 +114,16 @@ def flatten($d):
 def flatten: flatten(1e9);
 def index($i): indices($i) | .[0];
 def rindex($i): indices($i) | .[-1:][0];
-def reverse: if . == null then [] elif type == "string" then explode | _jaq_reverse | implode else _jaq_reverse end;
-def transpose: if . == [] then [] else [range(map(length) | max) as $i | [.[][$i]]] end;
+# A string reverses as in jq 1.7; anything else as jq indexes it (`0 | reverse` is `[]`).
+def reverse:
+  if type == "array" then _jaq_reverse
+  elif type == "string" then explode | _jaq_reverse | implode
+  else [.[length - 1 - range(0; length)]] end;
+def transpose:
+  if . == [] then []
+  else . as $in | (map(length) | max) as $max
+    | [range(0; $max) as $j | [range(0; $in | length) as $i | $in[$i][$j]]]
+  end;
 def scalars_or_empty: select(type != "array" and type != "object" or length == 0);
 def todate: strftime("%Y-%m-%dT%H:%M:%SZ");
 def todateiso8601: todate;
@@ -96,3 +150,35 @@ def get_search_list: error("get_search_list is not supported by jqjail: modules 
 def get_prog_origin: error("get_prog_origin is not supported by jqjail: modules are disabled");
 def get_jq_origin: error("get_jq_origin is not supported by jqjail: modules are disabled");
 def modulemeta: error("modulemeta is not supported by jqjail: modules are disabled");
+
+# jq 1.6's binary search: its probes, so that an unsorted array gets jq's answer too.
+def bsearch($target):
+  if length == 0 then -1
+  elif length == 1 then (if $target == .[0] then 0 elif $target < .[0] then -1 else -2 end)
+  else . as $in
+    | {lo: 0, hi: (length - 1), at: null}
+    | until(.lo > .hi;
+        if .at != null then .hi = -1
+        else ((.lo + .hi) / 2 | floor) as $mid
+          | $in[$mid] as $probe
+          | if $probe == $target then .at = $mid
+            elif .lo == .hi then .hi = -1
+            elif $probe < $target then .lo = $mid + 1
+            else .hi = $mid - 1
+            end
+        end)
+    | if .at != null then .at
+      elif $in[.lo] < $target then -2 - .lo
+      else -1 - .lo
+      end
+  end;
+
+def @base64d: _jqjail_base64d;
+
+# `format("csv")` is `@csv`.
+def format($f):
+  if $f == "text" then @text elif $f == "json" then @json elif $f == "csv" then @csv
+  elif $f == "tsv" then @tsv elif $f == "html" then @html elif $f == "uri" then @uri
+  elif $f == "sh" then @sh elif $f == "base64" then @base64 elif $f == "base64d" then @base64d
+  elif $f == "base32" then @base32
+  else error("\($f) is not a valid format") end;

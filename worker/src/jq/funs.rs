@@ -15,7 +15,7 @@ const FROMJSON_MAX_DEPTH: u32 = 1000;
 
 /// jqjail's natives.
 pub fn funs() -> impl Iterator<Item = Fun<Data>> {
-    let table: [(&'static str, usize, RunPtr<Data>); 22] = [
+    let table: [(&'static str, usize, RunPtr<Data>); 24] = [
         ("_jqjail_uri", 0, |cv| bome(uri(&cv.1.0))),
         ("length", 0, |cv| bome(length(&cv.1.0))),
         ("utf8bytelength", 0, |cv| {
@@ -32,7 +32,7 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
         ("contains", 1, |cv| {
             unary(cv, |a, b| contains_top(&a.0, &b.0))
         }),
-        ("indices", 1, |cv| unary(cv, |v, i| indices(&v.0, &i.0))),
+        ("indices", 1, |cv| unary(cv, indices)),
         ("tojson", 0, |cv| bome(Ok(Jv::from(dump(&cv.1.0))))),
         ("fromjson", 0, |cv| bome(fromjson(&cv.1.0))),
         ("tonumber", 0, |cv| bome(tonumber(cv.1))),
@@ -48,6 +48,10 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
         ("bsearch", 1, |cv| unary(cv, |a, x| bsearch(&a.0, &x.0))),
         ("infinite", 0, |_| bome(Ok(Jv::from(f64::INFINITY)))),
         ("nan", 0, |_| bome(Ok(Jv::from(f64::NAN)))),
+        ("_jqjail_base64d", 0, |cv| bome(base64d(&cv.1.0))),
+        ("_jqjail_describe", 0, |cv| {
+            bome(Ok(Jv::from(describe(&cv.1.0))))
+        }),
         ("@csv", 0, |cv| bome(row(&cv.1.0, Sep::Csv))),
         ("@tsv", 0, |cv| bome(row(&cv.1.0, Sep::Tsv))),
         ("@sh", 0, |cv| bome(sh(&cv.1.0))),
@@ -107,13 +111,23 @@ pub const MATH: &[&str] = &[
 /// is not a number. Those that round keep an integer exact, as every integer is; the others
 /// give a double, so `1e300 | floor` is `1e+300`, not three hundred digits, and `-0.4 | round`
 /// is jq's `-0`.
-fn math() -> [(&'static str, usize, RunPtr<Data>); 41] {
+fn math() -> [(&'static str, usize, RunPtr<Data>); 54] {
     macro_rules! f {
         ($name:literal, $f:path) => {
             ($name, 0, |cv| bome(math1(cv.1, $f, OnInt::Double)))
         };
         ($name:literal, $f:path, $on_int:ident) => {
             ($name, 0, |cv| bome(math1(cv.1, $f, OnInt::$on_int)))
+        };
+    }
+    // Two arguments, both bound (`defs.jq` binds them in jq's order: the last one outermost).
+    macro_rules! f2 {
+        ($name:literal, $f:path) => {
+            ($name, 2, |mut cv| {
+                let y = cv.0.pop_var();
+                let x = cv.0.pop_var();
+                bome(number(&x).and_then(|x| Ok(Jv::from($f(x, number(&y)?)))))
+            })
         };
     }
     [
@@ -167,6 +181,19 @@ fn math() -> [(&'static str, usize, RunPtr<Data>); 41] {
                 pair(Jv::from(frac), Jv::from(int))
             }))
         }),
+        f2!("_jqjail_pow", cmath::pow),
+        f2!("_jqjail_atan2", cmath::atan2),
+        f2!("_jqjail_fmod", cmath::fmod),
+        f2!("_jqjail_hypot", cmath::hypot),
+        f2!("_jqjail_copysign", cmath::copysign),
+        f2!("_jqjail_fdim", cmath::fdim),
+        f2!("_jqjail_fmax", cmath::fmax),
+        f2!("_jqjail_fmin", cmath::fmin),
+        f2!("_jqjail_nextafter", cmath::nextafter),
+        f2!("_jqjail_remainder", cmath::remainder),
+        f2!("_jqjail_ldexp", cmath::ldexp),
+        f2!("_jqjail_scalbln", cmath::scalbln),
+        f2!("_jqjail_scalb", cmath::scalb),
         ("lgamma_r", 0, |cv| {
             bome(number(&cv.1).map(|x| {
                 let (v, sign) = cmath::lgamma_r(x);
@@ -237,6 +264,8 @@ fn has(v: &Val, k: &Val) -> ValR {
             let i = num_f64(n);
             Ok(Jv::from(i >= 0.0 && i < a.len() as f64))
         }
+        // jq 1.6 answers `false` for null, whatever the key.
+        (Val::Null, _) => Ok(Jv::from(false)),
         _ => Err(err(format_args!(
             "Cannot check whether {} has a {} key",
             kind(v),
@@ -271,9 +300,10 @@ fn contains(a: &Val, b: &Val) -> bool {
     }
 }
 
-fn indices(v: &Val, i: &Val) -> ValR {
-    Ok(Jv(match (v, i) {
-        (Val::Null, _) => Val::Null,
+/// jq 1.6's `indices`: of an element or a run in an array, of a substring in a string, and
+/// otherwise `.[$i]` (so `{"a":1} | indices("a")` is 1, and null's is null).
+fn indices(v: Jv, i: Jv) -> ValR {
+    Ok(Jv(match (&v.0, &i.0) {
         (Val::Arr(a), Val::Arr(b)) => indices_of(a, b),
         (Val::Arr(a), x) => indices_of(a, std::slice::from_ref(x)),
         (Val::TStr(s), Val::TStr(sub)) => {
@@ -286,13 +316,7 @@ fn indices(v: &Val, i: &Val) -> ValR {
                 Val::Arr(Rc::new(found.collect()))
             }
         }
-        (t, k) => {
-            return Err(err(format_args!(
-                "Cannot index {} with {}",
-                kind(t),
-                kind(k)
-            )));
-        }
+        _ => return jaq_core::ValT::index(v, &i),
     }))
 }
 
@@ -525,7 +549,7 @@ fn row(v: &Val, sep: Sep) -> ValR {
     let name = if sep == Sep::Csv { "csv" } else { "tsv" };
     let Val::Arr(items) = v else {
         return Err(err(format_args!(
-            "{} cannot be {name}-formatted, only an array can be",
+            "{} cannot be {name}-formatted, only array",
             describe(v)
         )));
     };
@@ -641,6 +665,91 @@ fn base32d(v: &Val) -> ValR {
     Ok(Jv(Val::utf8_str(out)))
 }
 
+/// `@base64d` as jq 1.6 decodes: the text of a non-string, up to its first `=`, with or
+/// without padding; a lone trailing character or one outside the alphabet is jq's error.
+fn base64d(v: &Val) -> ValR {
+    let text = match v {
+        Val::TStr(s) => s.clone(),
+        other => Box::new(bytes::Bytes::from(dump(other))),
+    };
+    let fail = |what: &str| {
+        let shown = describe(&Val::TStr(text.clone()));
+        Err(err(format_args!("{shown} {what}")))
+    };
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 2);
+    let (mut acc, mut n) = (0u32, 0);
+    for &c in text.iter().take_while(|c| **c != b'=') {
+        let d = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return fail("is not valid base64 data"),
+        };
+        acc = acc << 6 | u32::from(d);
+        n += 1;
+        if n == 4 {
+            out.extend_from_slice(&acc.to_be_bytes()[1..]);
+            (acc, n) = (0, 0);
+        }
+    }
+    match n {
+        3 => out.extend_from_slice(&(acc >> 2).to_be_bytes()[2..]),
+        2 => out.push((acc >> 4) as u8),
+        1 => return fail("trailing base64 byte found"),
+        _ => {}
+    }
+    Ok(Jv::from(jq_lossy(&out)))
+}
+
+/// Bytes as a string the way jq makes one of bytes that may not be UTF-8: each bad sequence
+/// (a stray byte, a sequence cut short by the end, an overlong one, a surrogate) is one U+FFFD.
+fn jq_lossy(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let first = bytes[i];
+        let length = match first {
+            0x00..=0x7F => 1,
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => 0,
+        };
+        if length == 1 || length == 0 {
+            out.push(if length == 1 {
+                char::from(first)
+            } else {
+                char::REPLACEMENT_CHARACTER
+            });
+            i += 1;
+            continue;
+        }
+        if i + length > bytes.len() {
+            out.push(char::REPLACEMENT_CHARACTER);
+            break;
+        }
+        let mut code = u32::from(first) & (0x7F >> length);
+        let mut taken = length;
+        for (k, &b) in bytes[i + 1..i + length].iter().enumerate() {
+            if b & 0xC0 != 0x80 {
+                taken = k + 1;
+                code = u32::MAX;
+                break;
+            }
+            code = code << 6 | u32::from(b & 0x3F);
+        }
+        let least = [0, 0, 0x80, 0x800, 0x10000][length];
+        out.push(match code {
+            c if c < least => char::REPLACEMENT_CHARACTER,
+            c => char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER),
+        });
+        i += taken;
+    }
+    out
+}
+
 /// `@uri`: every byte percent-encoded but jq 1.6's unreserved ones (`A-Za-z0-9-_.!~*'()`).
 fn uri(v: &Val) -> ValR {
     let Val::TStr(s) = v else {
@@ -701,6 +810,19 @@ mod cmath {
             pub(super) fn significand(x: f64) -> f64;
             pub(super) fn logb(x: f64) -> f64;
             pub(super) fn gamma(x: f64) -> f64;
+            pub(super) fn pow(x: f64, y: f64) -> f64;
+            pub(super) fn atan2(x: f64, y: f64) -> f64;
+            pub(super) fn fmod(x: f64, y: f64) -> f64;
+            pub(super) fn hypot(x: f64, y: f64) -> f64;
+            pub(super) fn copysign(x: f64, y: f64) -> f64;
+            pub(super) fn fdim(x: f64, y: f64) -> f64;
+            pub(super) fn fmax(x: f64, y: f64) -> f64;
+            pub(super) fn fmin(x: f64, y: f64) -> f64;
+            pub(super) fn nextafter(x: f64, y: f64) -> f64;
+            pub(super) fn remainder(x: f64, y: f64) -> f64;
+            pub(super) fn scalb(x: f64, y: f64) -> f64;
+            pub(super) fn ldexp(x: f64, e: i32) -> f64;
+            pub(super) fn scalbln(x: f64, e: std::ffi::c_long) -> f64;
             pub(super) fn frexp(x: f64, e: *mut i32) -> f64;
             pub(super) fn modf(x: f64, int: *mut f64) -> f64;
             pub(super) fn lgamma_r(x: f64, sign: *mut i32) -> f64;
@@ -715,6 +837,38 @@ mod cmath {
                 unsafe { c::$f(x) }
             }
         )*};
+    }
+
+    macro_rules! safe2 {
+        ($($f:ident)*) => {$(
+            pub(super) fn $f(x: f64, y: f64) -> f64 {
+                // SAFETY: a pure function of two doubles.
+                unsafe { c::$f(x, y) }
+            }
+        )*};
+    }
+
+    safe2!(pow atan2 fmod hypot copysign fdim fmax fmin nextafter remainder scalb);
+
+    /// A double cast to a C integer as x86-64 casts it: out of range (or NaN) is the type's
+    /// smallest value.
+    fn cast<T: TryFrom<i64> + Copy>(x: f64, min: T) -> T {
+        match x.is_finite() && x.abs() < 9.2e18 {
+            true => T::try_from(x as i64).unwrap_or(min),
+            false => min,
+        }
+    }
+
+    /// C's `ldexp`, whose exponent is an `int`: jq passes the double cast to one.
+    pub(super) fn ldexp(x: f64, e: f64) -> f64 {
+        // SAFETY: a pure function of a double and an int.
+        unsafe { c::ldexp(x, cast(e, i32::MIN)) }
+    }
+
+    /// C's `scalbln`, whose exponent is a `long`: jq passes the double cast to one.
+    pub(super) fn scalbln(x: f64, e: f64) -> f64 {
+        // SAFETY: a pure function of a double and a long.
+        unsafe { c::scalbln(x, cast(e, std::ffi::c_long::MIN)) }
     }
 
     pub(super) fn frexp(x: f64) -> (f64, i32) {

@@ -43,6 +43,12 @@ const REPLACED: [&str; 12] = [
 fn alias(name: &str) -> Option<&'static str> {
     Some(match name {
         "limit" => "_jaq_limit",
+        "sort_by" => "_jaq_sort_by",
+        "sort" => "_jaq_sort",
+        "group_by" => "_jaq_group_by",
+        "explode" => "_jaq_explode",
+        "ascii_downcase" => "_jaq_ascii_downcase",
+        "ascii_upcase" => "_jaq_ascii_upcase",
         "range" => "_jaq_range",
         "reverse" => "_jaq_reverse",
         "mktime" => "_jaq_mktime",
@@ -163,6 +169,81 @@ mod tests {
             eval("try sqrt catch .", r#"{"a":"bbbbbbbbbbbbbbbb"}"#),
             r#""object ({\"a\":\"bbbbb...) number required""#
         );
+    }
+
+    /// Builtins where jaq's answer was not jq 1.6's, each found by running jq 1.6 beside.
+    #[test]
+    fn builtins_answer_as_jq_1_6() {
+        for (filter, input, jq) in [
+            ("[last(empty)]", "null", "[null]"),
+            ("[combinations]", "null", "[[]]"),
+            (r#"indices("a"), index("a")"#, r#"{"a":[5,6]}"#, "[[5,6],5]"),
+            (r#"has("a")"#, "null", "false"),
+            (
+                r#"format("csv"), format("text")"#,
+                r#"[1,"a"]"#,
+                r#"["1,\"a\"","[1,\"a\"]"]"#,
+            ),
+            ("bsearch(2), bsearch(0)", "[3,1,2,1]", "[2,-1]"),
+            ("[pow(1,2; 3,4)]", "null", "[1,8,1,16]"),
+            (
+                r#"[setpath(["a"],["b"]; 1,2)]"#,
+                "null",
+                r#"[{"a":1},{"b":1},{"a":2},{"b":2}]"#,
+            ),
+            (
+                "ldexp(1; 1e10), pow(123456789; 2)",
+                "null",
+                "[0,15241578750190522]",
+            ),
+            (
+                "try sort_by(.a) catch .",
+                "[1]",
+                r#""Cannot index number with string \"a\"""#,
+            ),
+            (
+                "try sort catch .",
+                "null",
+                r#""null (null) cannot be sorted, as it is not an array""#,
+            ),
+            (
+                "try group_by(.) catch .",
+                "{}",
+                r#""object ({}) and array ([]) cannot be sorted, as they are not both arrays""#,
+            ),
+            (
+                "try min catch .",
+                "1",
+                r#""number (1) and number (1) cannot be iterated over""#,
+            ),
+            (
+                "try unique catch .",
+                r#""a""#,
+                r#""Cannot iterate over string (\"a\")""#,
+            ),
+            (
+                "try ascii_upcase catch .",
+                "1",
+                r#""explode input must be a string""#,
+            ),
+            (
+                "try @csv catch .",
+                "1",
+                r#""number (1) cannot be csv-formatted, only array""#,
+            ),
+            (
+                r#"[.[] | @base64d | explode]"#,
+                r#"["YWI", "null", "7aCA"]"#,
+                "[[97,98],[65533,65533],[65533]]",
+            ),
+            (
+                "try @base64d catch .",
+                r#""Y""#,
+                r#""string (\"Y\") trailing base64 byte found""#,
+            ),
+        ] {
+            assert_eq!(eval(filter, input), jq, "{filter}");
+        }
     }
 
     /// `fromjson` and `tonumber` read as jq reads: its extra literals, its messages.
