@@ -675,12 +675,19 @@ const MARK: u8 = 0x01;
 /// clap would take them for options, so each is marked for clap with a leading [`MARK`], as
 /// is any word that already starts with one; [`Args::unmark`] takes one off again.
 fn mark_words(argv: Vec<OsString>) -> Vec<OsString> {
+    // jq takes the two words after a named value's flag whatever they look like (`--arg x -y`).
+    let mut values = 0u8;
     argv.into_iter()
         .enumerate()
         .map(|(i, word)| {
             let b = std::os::unix::ffi::OsStrExt::as_bytes(word.as_os_str());
-            let value_like =
-                matches!(b, [b'-', second, ..] if *second != b'-' && !second.is_ascii_alphabetic());
+            let value = values > 0;
+            values = match b {
+                b"--arg" | b"--argjson" | b"--rawfile" | b"--slurpfile" if !value => 2,
+                _ => values.saturating_sub(1),
+            };
+            let value_like = (value && b.first() == Some(&b'-'))
+                || matches!(b, [b'-', second, ..] if *second != b'-' && !second.is_ascii_alphabetic());
             if i > 0 && (value_like || b.first() == Some(&MARK)) {
                 let mut marked = OsString::from("\u{1}");
                 marked.push(&word);

@@ -184,6 +184,9 @@ const COMMAND_LINES: &[&[&str]] = &[
         "y",
         "-0.5",
     ],
+    &[
+        "-c", "-n", "[$x, $y]", "--arg", "x", "-foo", "--arg", "y", "--bar",
+    ],
     &["-c", "-.a", "-", "one.json"],
     // No filter: `.`, as jq 1.6 when stdin or stdout is not a terminal.
     &[],

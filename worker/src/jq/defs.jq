@@ -79,11 +79,6 @@ def max: if type == "array" then max_by(.) else error("\(_jqjail_describe) and \
 def explode: if type == "string" then _jaq_explode else error("explode input must be a string") end;
 def ascii_downcase: if type == "string" then _jaq_ascii_downcase else error("explode input must be a string") end;
 def ascii_upcase: if type == "string" then _jaq_ascii_upcase else error("explode input must be a string") end;
-def combinations:
-  if length == 0 then [] else .[0][] as $x | (.[1:] | combinations) as $w | [$x] + $w end;
-def combinations(n): . as $dot | [range(n)] | map($dot) | combinations;
-def limit($n; f): if $n > 0 then _jaq_limit($n; f) elif $n == 0 then empty else f end;
-def nth($n; f): if $n < 0 then error("nth doesn't support negative indices") else first(skip($n; f)) end;
 def range($from; $upto; $by):
   if ($from | type) != "number" or ($upto | type) != "number" or ($by | type) != "number"
   then error("Range bounds must be numeric")
@@ -93,6 +88,11 @@ def range($from; $upto; $by):
 # not a number (`range(0; null)` never ended).
 def range($from; $upto): range($from; $upto; 1);
 def range($upto): range(0; $upto);
+def combinations:
+  if length == 0 then [] else .[0][] as $x | (.[1:] | combinations) as $w | [$x] + $w end;
+def combinations(n): . as $dot | [range(n)] | map($dot) | combinations;
+def limit($n; f): if $n > 0 then _jaq_limit($n; f) elif $n == 0 then empty else f end;
+def nth($n; f): if $n < 0 then error("nth doesn't support negative indices") else first(skip($n; f)) end;
 def IN(s): . as $x | any(s; . == $x);
 def IN(src; s): any(src | IN(s); .);
 def INDEX(stream; idx_expr):

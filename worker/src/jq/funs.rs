@@ -853,7 +853,9 @@ mod cmath {
     /// A double cast to a C integer as x86-64 casts it: out of range (or NaN) is the type's
     /// smallest value.
     fn cast<T: TryFrom<i64> + Copy>(x: f64, min: T) -> T {
-        match x.is_finite() && x.abs() < 9.2e18 {
+        // -2^63 ≤ x < 2^63 is exactly what an i64 holds.
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        match (-TWO_63..TWO_63).contains(&x) {
             true => T::try_from(x as i64).unwrap_or(min),
             false => min,
         }
