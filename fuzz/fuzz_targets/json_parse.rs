@@ -19,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
         (Err(scanned), ours) => panic!("the scan refuses ({scanned:?}), the parser: {ours:?}"),
         (Ok(()), ours) => {
             let ours = match ours {
-                Ok(v) => format!("{:?}", Ok::<_, ()>(v)),
+                // jqjail reads the integer `-0` as jq does (the negative double), jaq as 0.
+                Ok(v) => format!("{:?}", Ok::<_, ()>(v))
+                    .replace("Num(Float(-0.0))", "Num(Int(0))"),
                 Err(Refusal::Jaq(e)) => format!("{:?}", Err::<(), _>(e)),
                 Err(Refusal::Scan(e)) => panic!("the scan accepts, the parser refuses: {e:?}"),
             };
