@@ -31,7 +31,8 @@ type Data = crate::jq::Data;
 const SANDBOX_DEFS: &str = r#"
 def env: {};
 def input_filename: null;
-def localtime: gmtime;
+def localtime:
+  if type == "number" then gmtime else error("localtime() requires numeric inputs") end;
 def strflocaltime($f):
   if type == "number" or _is_bdt then strftime($f)
   else error("strflocaltime/1 requires parsed datetime inputs") end;
@@ -640,13 +641,11 @@ fn sandbox_natives() -> impl Iterator<Item = Fun<Data>> {
     };
     let strptime: jaq_core::RunPtr<Data> =
         |cv| jaq_core::native::unary(cv, |v, fmt| strptime_utc(&v.0, &fmt.0).map(Jv));
-    // `input` and `inputs` read the request's own values, never the worker's stdin.
+    // `input` and `inputs` read the request's own values, never the worker's stdin. Past the
+    // last one `input` raises "break", as jq 1.6 and gojq do (jq 1.7 says "No more inputs").
     let input: jaq_core::RunPtr<Data> = |_| {
         let next = INPUTS.with(|i| i.borrow_mut().pop_front());
-        jaq_core::native::bome(
-            next.map(Jv)
-                .ok_or_else(|| crate::jq::val::err("No more inputs")),
-        )
+        jaq_core::native::bome(next.map(Jv).ok_or_else(|| crate::jq::val::err("break")))
     };
     let inputs: jaq_core::RunPtr<Data> = |_| {
         Box::new(std::iter::from_fn(|| {
@@ -680,10 +679,9 @@ fn strptime_utc(text: &Val, fmt: &Val) -> Result<Val, crate::jq::val::Error> {
         Val::TStr(s) => std::str::from_utf8(s)
             .map(str::to_owned)
             .map_err(|_| crate::jq::val::err("strptime/1: string is not valid UTF-8")),
-        other => Err(crate::jq::val::err(format!(
-            "strptime/1 requires string input and format, got a {}",
-            crate::output::type_name(other)
-        ))),
+        _ => Err(crate::jq::val::err(
+            "strptime/1 requires string inputs and arguments",
+        )),
     };
     let (text, fmt) = (as_str(text)?, as_str(fmt)?);
     // jq's message for a date that does not match; jiff's reason would name its internals.

@@ -125,11 +125,6 @@ def transpose:
     | [range(0; $max) as $j | [range(0; $in | length) as $i | $in[$i][$j]]]
   end;
 def scalars_or_empty: select(type != "array" and type != "object" or length == 0);
-def todate: strftime("%Y-%m-%dT%H:%M:%SZ");
-def todateiso8601: todate;
-def fromdateiso8601: strptime("%Y-%m-%dT%H:%M:%SZ") | mktime;
-def fromdate: fromdateiso8601;
-
 # Dates: jq's messages for inputs that are not times
 def _is_bdt: type == "array" and length >= 6 and all(.[:6][]; type == "number");
 def mktime:
@@ -140,6 +135,11 @@ def gmtime: if type == "number" then _jaq_gmtime else error("gmtime() requires n
 def strftime($f):
   if type == "number" or _is_bdt then _jaq_strftime($f)
   else error("strftime/1 requires parsed datetime inputs") end;
+# After the checked definitions above, so that they are the ones these call.
+def todate: strftime("%Y-%m-%dT%H:%M:%SZ");
+def todateiso8601: todate;
+def fromdateiso8601: strptime("%Y-%m-%dT%H:%M:%SZ") | mktime;
+def fromdate: fromdateiso8601;
 
 # Formats
 def @uri: tostring | _jqjail_uri;
@@ -181,4 +181,5 @@ def format($f):
   elif $f == "tsv" then @tsv elif $f == "html" then @html elif $f == "uri" then @uri
   elif $f == "sh" then @sh elif $f == "base64" then @base64 elif $f == "base64d" then @base64d
   elif $f == "base32" then @base32
-  else error("\($f) is not a valid format") end;
+  elif $f | type == "string" then error("\($f) is not a valid format")
+  else error("\($f | _jqjail_describe) is not a valid format") end;

@@ -10,8 +10,9 @@ use jaq_core::RunPtr;
 use jaq_core::native::{Fun, bome, run, unary, v};
 use jaq_json::{Map, Num, Rc, Val};
 
-/// The nesting limit of `fromjson`, the input limit's default (SPEC §3).
-const FROMJSON_MAX_DEPTH: u32 = 1000;
+/// The nesting limit of `fromjson` and `tonumber`: jq's (`MAX_PARSING_DEPTH`), below the
+/// input's (SPEC §3), so that a text nested deeper is jq's error, not a value.
+const FROMJSON_MAX_DEPTH: u32 = 256;
 
 /// jqjail's natives.
 pub fn funs() -> impl Iterator<Item = Fun<Data>> {
@@ -333,16 +334,9 @@ fn fromjson(v: &Val) -> ValR {
 /// A JSON text as jq reads it (`jv_parse`): strict JSON by the input's own parser, and where
 /// that refuses, jq's reader, for jq's extra literals and jq's messages.
 fn read_json(s: &bytes::Bytes) -> Result<Val, String> {
-    match crate::value::parse(s, FROMJSON_MAX_DEPTH) {
-        Ok(v) => Ok(v),
-        Err(crate::value::Refusal::Scan(crate::json::ScanError::TooDeep { limit, .. })) => {
-            let text = String::from_utf8_lossy(s);
-            Err(format!(
-                "Exceeds depth limit for parsing ({limit} levels) (while parsing '{text}')"
-            ))
-        }
-        Err(_) => crate::jq::jvparse::parse(s, FROMJSON_MAX_DEPTH as usize),
-    }
+    // Where it refuses (too deep included), jq's reader says why in jq's words.
+    crate::value::parse(s, FROMJSON_MAX_DEPTH)
+        .or_else(|_| crate::jq::jvparse::parse(s, FROMJSON_MAX_DEPTH as usize))
 }
 
 /// jq's `tonumber`: a number, or a text that reads as one; a text that reads as anything else

@@ -18,8 +18,14 @@ pub fn parse(text: &[u8], max_depth: usize) -> Result<Val, String> {
     // jq's message quotes the text as a C string: up to its first NUL.
     let quoted = String::from_utf8_lossy(text.split(|b| *b == 0).next().unwrap_or_default());
     let whole = |msg: String| format!("{msg} (while parsing '{quoted}')");
-    // jq skips a leading byte order mark.
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    // jq skips a leading byte order mark, and refuses a text that starts with part of one
+    // (a character from U+F000 to U+FFFF but U+FEFF).
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let text = match text.strip_prefix(BOM) {
+        Some(rest) => rest,
+        None if text.first() == Some(&BOM[0]) => return Err(whole("Malformed BOM".into())),
+        None => text,
+    };
     let mut reader = Reader::new(text, max_depth);
     match reader.next_value() {
         Next::Value(v) => match reader.next_value() {
@@ -452,6 +458,16 @@ mod tests {
             parse(deep.as_bytes(), 10)
                 .unwrap_err()
                 .starts_with("Exceeds depth limit for parsing at line 1, column 11")
+        );
+    }
+
+    /// jq 1.6 skips a whole byte order mark and refuses a part of one.
+    #[test]
+    fn a_partial_byte_order_mark_is_refused() {
+        assert_eq!(parse("\u{feff}1".as_bytes(), 10), Ok(Val::from(1isize)));
+        assert_eq!(
+            parse("\u{f000}1".as_bytes(), 10),
+            Err("Malformed BOM (while parsing '\u{f000}1')".into())
         );
     }
 }

@@ -241,6 +241,22 @@ mod tests {
                 r#""Y""#,
                 r#""string (\"Y\") trailing base64 byte found""#,
             ),
+            ("[.[[]], indices([])]", "[0,1]", "[[],[]]"),
+            (
+                "try format(1) catch .",
+                "null",
+                r#""number (1) is not a valid format""#,
+            ),
+            (
+                "try todate catch ., try localtime catch .",
+                r#""x""#,
+                r#"["strftime/1 requires parsed datetime inputs","localtime() requires numeric inputs"]"#,
+            ),
+            (
+                "try fromdate catch .",
+                "1",
+                r#""strptime/1 requires string inputs and arguments""#,
+            ),
         ] {
             assert_eq!(eval(filter, input), jq, "{filter}");
         }
@@ -265,6 +281,16 @@ mod tests {
             eval("try tonumber catch .", r#""[1]""#),
             r#""string (\"[1]\") cannot be parsed as a number""#
         );
+        // jq's parsing depth: 256 levels, whichever reader sees the text.
+        let nested = |n| format!("\"{}{}\"", "[".repeat(n), "]".repeat(n));
+        assert_eq!(eval("fromjson | length", &nested(256)), "1");
+        for text in [nested(257), nested(300)] {
+            assert!(
+                eval("try fromjson catch .", &text)
+                    .starts_with(r#""Exceeds depth limit for parsing at line 1, column 257"#),
+                "{text}"
+            );
+        }
     }
 
     /// An update changes the child it takes in place: the value held once stays held once.

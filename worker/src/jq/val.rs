@@ -343,8 +343,9 @@ impl Jv {
 
 /// The positions where `b` occurs in `a` as a contiguous run (`.[[1,2]]`, `indices`).
 pub fn indices_of(a: &[Val], b: &[Val]) -> Val {
+    // jq 1.6 (and gojq): an empty sub-array is found nowhere (`[0,1] | .[[]]` is `[]`).
     if b.is_empty() {
-        return Val::Null;
+        return Val::Arr(Rc::default());
     }
     let found = a
         .windows(b.len())
