@@ -195,6 +195,30 @@ const CASES: &[(&str, &str)] = &[
     ("splits(\"a\")", "\"banana\""),
     ("any, all", "[true, false]"),
     ("[.[] | tostring]", r#"[1, "1", [1], {"a":1.5}, null]"#),
+    // Updates: jq takes every path from the input as it was, `.` included
+    (
+        ".. |= (if type == \"object\" then del(.email) else . end)",
+        USERS,
+    ),
+    (".. |= (if type == \"number\" then . + 1 else . end)", USERS),
+    ("(.. | numbers) |= . * 2", USERS),
+    ("(.. | strings) |= ascii_upcase", USERS),
+    ("(.users[] | select(.age > 30) | .age) |= . + 1", USERS),
+    (
+        "(.users[] | select(.email == null) | .email) = \"none\"",
+        USERS,
+    ),
+    (".users[] |= (.tags |= length)", USERS),
+    (".users |= map(select(.tags != []))", USERS),
+    (".meta |= with_entries(.value //= 0)", USERS),
+    ("[.. |= (strings | ascii_upcase)], [. |= empty]", USERS),
+    (". |= (.a, .b)", r#"{"a":1,"b":2}"#),
+    (
+        "(.a, .) |= 7, (.[\"a\", \"b\"]) |= empty",
+        r#"{"a":1,"b":2}"#,
+    ),
+    ("(.a, .b) += 1, (.c, .a) //= 5", r#"{"a":1,"b":2}"#),
+    ("if .a then .a else .b end |= 9", r#"{"a":1,"b":2}"#),
 ];
 
 /// A tool's stdout for `filter` over `input` with `-c`, or `None` where it failed.

@@ -219,19 +219,29 @@ impl Engine {
     pub fn compile_with(&self, code: &str, names: &[&str]) -> Result<Compiled, EvalError> {
         let desugared =
             crate::jq::desugar::desugar(code).map_err(|why| compile_error(vec![why]))?;
-        let code = &*desugared;
+        let wrapped = crate::jq::desugar::wrap_updates(&desugared);
+        let (code, inserted) = match &wrapped {
+            Some((text, inserted)) => (text.as_str(), inserted.as_slice()),
+            None => (&*desugared, &[][..]),
+        };
+        // Messages name places in the text before the updates were wrapped.
+        let code_src = Source {
+            compiled: code,
+            shown: &desugared,
+            inserted,
+        };
         let arena = Arena::default();
         let loader = Loader::new(self.reachable(code).into_iter().cloned());
         let modules = loader
             .load(&arena, File { code, path: () })
-            .map_err(|errs| compile_error(load_errors(code, errs)))?;
+            .map_err(|errs| compile_error(load_errors(&code_src, errs)))?;
         load::import(&modules, |import| {
             Err(format!(
                 "data import \"{}\" is disabled in jqjail: filters cannot read files",
                 import.path
             ))
         })
-        .map_err(|errs| compile_error(load_errors(code, errs)))?;
+        .map_err(|errs| compile_error(load_errors(&code_src, errs)))?;
         // The compiler keeps its variable names for the filter's life; a worker compiles
         // once, so the few bytes of a run's argument names are leaked rather than tracked.
         let globals = ["$ENV", "$ARGS"].into_iter().chain(
@@ -250,7 +260,7 @@ impl Engine {
                         lines.push(format!(
                             "undefined {} `{name}` at {}",
                             kind.as_str(),
-                            position(code, name)
+                            position(&code_src, name)
                         ));
                     }
                 }
@@ -751,7 +761,7 @@ fn compile_error(lines: Vec<String>) -> EvalError {
     )
 }
 
-fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
+fn load_errors(code: &Source<'_>, errs: load::Errors<&str, ()>) -> Vec<String> {
     let mut lines = Vec::new();
     for (_file, err) in errs {
         match err {
@@ -786,19 +796,30 @@ fn load_errors(code: &str, errs: load::Errors<&str, ()>) -> Vec<String> {
     lines
 }
 
+/// The text jaq compiles, and the text messages name places in: the same, but for the
+/// `_jqjail_modify(…)` wrapped around updates (`inserted`, see `desugar::wrap_updates`).
+struct Source<'a> {
+    compiled: &'a str,
+    shown: &'a str,
+    inserted: &'a [(usize, usize)],
+}
+
 /// "line L, column C" of a slice of `code` (found by address), or "the end" for an empty slice
 /// at the end.
-fn position(code: &str, part: &str) -> String {
-    let (base, at) = (code.as_ptr() as usize, part.as_ptr() as usize);
-    if at < base || at > base + code.len() {
+fn position(code: &Source<'_>, part: &str) -> String {
+    let (base, at) = (code.compiled.as_ptr() as usize, part.as_ptr() as usize);
+    if at < base || at > base + code.compiled.len() {
         // A name in the library's text, not the filter's.
         return format!("jqjail's library (`{part}`)");
     }
-    let start = load::span(code, part).start.min(code.len());
-    if start == code.len() {
+    let start = load::span(code.compiled, part)
+        .start
+        .min(code.compiled.len());
+    if start == code.compiled.len() {
         return "the end of the filter".into();
     }
-    let before = &code[..start];
+    let start = crate::jq::desugar::unwrapped_offset(start, code.inserted);
+    let before = code.shown.get(..start).unwrap_or(code.shown);
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     let shown: String = part.chars().take(40).collect();

@@ -107,7 +107,9 @@ fn same_as_scan_and_jaq(text: &[u8], max_depth: u32) -> Result<(), TestCaseError
                 Err(Refusal::Scan(e)) => format!("refused as by the scan: {e}"),
             };
             let jaqs = format!("{:?}", jaq_json::read::parse_single(text));
-            prop_assert_eq!(ours, jaqs, "{}", shown);
+            // jqjail reads the integer `-0` as jq does (the negative double), jaq as 0.
+            let zero = |s: String| s.replace("Num(Float(-0.0))", "Num(Int(0))");
+            prop_assert_eq!(zero(ours), zero(jaqs), "{}", shown);
         }
     }
     Ok(())

@@ -9,6 +9,11 @@
 //!   the other patterns bound to `null`: jq's meaning, where an error in a pattern or in
 //!   the body moves on to the next alternative and the last one's error is the error.
 //!
+//! - The left-hand side of an update (`L |= R`, `L = R`, `L += R`, …) that is not a plain
+//!   chain of steps (`.a`, `.[0]`, `.[]?`, `."k"`, `.[$i]`) becomes `_jqjail_modify(L)`, whose
+//!   update is jq's ([`super::modify`]): `. |= empty`, `.. |= f` and `(.[0], .[1]) |= empty`
+//!   then answer as in jq.
+//!
 //! The rewrite copies the body once per alternative, so its output is bounded: past
 //! [`MAX_EXPANDED`] bytes the filter is refused rather than grown.
 
@@ -227,6 +232,202 @@ fn in_place<'a>(code: &'a str, toks: &[Token]) -> Cow<'a, str> {
     Cow::Owned(out)
 }
 
+/// The update operator (`|=`, `=`, `+=`, `-=`, `*=`, `/=`, `%=`, `//=`) whose `=` is token
+/// `k`, as the index of its first token; `None` if that `=` is part of a comparison.
+fn update_op(code: &str, toks: &[Token], k: usize) -> Option<usize> {
+    let text = |i: usize| &code[toks[i].start..toks[i].end];
+    let adjacent =
+        |i: usize| i > 0 && toks[i - 1].end == toks[i].start && toks[i - 1].tok == Tok::Other;
+    if toks[k].tok != Tok::Other || text(k) != "=" {
+        return None;
+    }
+    if toks
+        .get(k + 1)
+        .is_some_and(|t| t.start == toks[k].end && &code[t.start..t.end] == "=")
+    {
+        return None;
+    }
+    if !adjacent(k) {
+        return Some(k);
+    }
+    match text(k - 1) {
+        "=" | "!" | "<" | ">" => None,
+        "/" if adjacent(k - 1) && text(k - 2) == "/" => Some(k - 2),
+        "|" | "+" | "-" | "*" | "/" | "%" => Some(k - 1),
+        _ => Some(k),
+    }
+}
+
+/// Where the left-hand side of the update whose first token is `op` starts: just past the
+/// nearest token before it, at the same depth, that binds more loosely than an update (`|`,
+/// `,`, `//`, `;`, `:`, another update, `then`, `else`, …, or the group it is in).
+fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
+    let text = |i: usize| &code[toks[i].start..toks[i].end];
+    let mut depth = 0usize;
+    let mut j = op;
+    while j > 0 {
+        j -= 1;
+        let t = &toks[j];
+        match t.tok {
+            Tok::Close => depth += 1,
+            Tok::Open if depth == 0 => return t.end,
+            Tok::Open => depth -= 1,
+            _ if depth > 0 => {}
+            Tok::Alt => return t.end,
+            Tok::Word if matches!(text(j), "then" | "elif" | "else" | "try" | "catch" | "def") => {
+                return t.end;
+            }
+            Tok::Other => {
+                let boundary = match text(j) {
+                    "|" | "," | ";" | ":" => true,
+                    "/" => j > 0 && toks[j - 1].end == t.start && text(j - 1) == "/",
+                    "=" => update_op(code, toks, j).is_some(),
+                    _ => false,
+                };
+                if boundary {
+                    return t.end;
+                }
+            }
+            _ => {}
+        }
+    }
+    0
+}
+
+/// Whether `lhs` is a chain of steps from `.`, each `.name`, `."text"`, `.[]`, `[N]`,
+/// `["text"]`, `[$var]` or a slice of those, any with `?`: a left-hand side whose update is
+/// the same in jaq as in jq. `.` alone, `..`, a comma, a call or a computed key is not.
+fn plain_chain(lhs: &str) -> bool {
+    let b = lhs.as_bytes();
+    let mut i = 0;
+    let mut steps = 0;
+    let name = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    // A string without escapes or interpolations, from its opening quote; its end.
+    let plain_string = |i: usize| -> Option<usize> {
+        let close = i + 1 + b[i + 1..].iter().position(|c| *c == b'"')?;
+        (!b[i + 1..close].contains(&b'\\')).then_some(close + 1)
+    };
+    // An index: empty, an integer, a plain string or a variable; its end.
+    let simple = |mut i: usize| -> Option<usize> {
+        match b.get(i)? {
+            b'"' => plain_string(i),
+            b'$' => {
+                i += 1;
+                let start = i;
+                while i < b.len() && name(b[i]) {
+                    i += 1;
+                }
+                (i > start).then_some(i)
+            }
+            _ => {
+                if b[i] == b'-' {
+                    i += 1;
+                }
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                Some(i)
+            }
+        }
+    };
+    while i < b.len() {
+        match b[i] {
+            b'.' if b
+                .get(i + 1)
+                .is_some_and(|c| name(*c) && !c.is_ascii_digit()) =>
+            {
+                i += 1;
+                while i < b.len() && name(b[i]) {
+                    i += 1;
+                }
+            }
+            b'.' if b.get(i + 1) == Some(&b'"') => match plain_string(i + 1) {
+                Some(end) => i = end,
+                None => return false,
+            },
+            b'.' if b.get(i + 1) == Some(&b'[') => i += 1,
+            b'[' if steps > 0 || i > 0 => {
+                let Some(mut j) = simple(i + 1) else {
+                    return false;
+                };
+                if b.get(j) == Some(&b':') {
+                    match simple(j + 1) {
+                        Some(end) => j = end,
+                        None => return false,
+                    }
+                }
+                if b.get(j) != Some(&b']') {
+                    return false;
+                }
+                i = j + 1;
+            }
+            b'?' if steps > 0 => {
+                i += 1;
+                continue;
+            }
+            _ => return false,
+        }
+        steps += 1;
+    }
+    steps > 0
+}
+
+/// `code` with every update's left-hand side that is not a [`plain_chain`] wrapped in
+/// `_jqjail_modify(…)`, and where text was inserted: (offset in `code`, length), in order.
+/// `None` if there is no such update. Run after [`desugar`], on its text.
+pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
+    // An `=` that is not part of `==`, `!=`, `<=` or `>=`: most filters have none.
+    let b = code.as_bytes();
+    let update = memchr::memchr_iter(b'=', b).any(|i| {
+        b.get(i + 1) != Some(&b'=') && !(i > 0 && matches!(b[i - 1], b'=' | b'!' | b'<' | b'>'))
+    });
+    if !update {
+        return None;
+    }
+    let toks = tokens(code)?;
+    let toks = &toks[..];
+    // (byte offset, text) insertions.
+    let mut inserts: Vec<(usize, &str)> = Vec::new();
+    for k in 0..toks.len() {
+        let Some(op) = update_op(code, toks, k) else {
+            continue;
+        };
+        let (start, end) = (update_lhs_start(code, toks, op), toks[op].start);
+        let lhs = code[start..end].trim();
+        if lhs.is_empty() || plain_chain(lhs) {
+            continue;
+        }
+        inserts.push((start, " _jqjail_modify("));
+        inserts.push((end, ")"));
+    }
+    if inserts.is_empty() {
+        return None;
+    }
+    // At one offset a `)` closes one left-hand side before a `(` opens the next.
+    inserts.sort_by_key(|(at, text)| (*at, *text != ")"));
+    let mut out = String::with_capacity(code.len() + inserts.len() * 16);
+    let mut copied = 0;
+    for (at, text) in &inserts {
+        out.push_str(&code[copied..*at]);
+        out.push_str(text);
+        copied = *at;
+    }
+    out.push_str(&code[copied..]);
+    Some((out, inserts.iter().map(|(at, t)| (*at, t.len())).collect()))
+}
+
+/// The offset in the text [`wrap_updates`] was given of `offset` in the text it made.
+pub fn unwrapped_offset(offset: usize, inserted: &[(usize, usize)]) -> usize {
+    let mut shift = 0;
+    for (at, len) in inserted {
+        if at + shift + len > offset {
+            break;
+        }
+        shift += len;
+    }
+    offset - shift
+}
+
 /// The text with the first `as` whose patterns need it rewritten, or `None`.
 fn rewrite_pattern(code: &str, toks: &[Token]) -> Result<Option<String>, String> {
     let text = |t: &Token| &code[t.start..t.end];
@@ -442,6 +643,58 @@ mod tests {
             out,
             ".[] as $__jqjail_alt | . as $__jqjail_dot | try ($__jqjail_alt as [$a] | null as $b | ( [$a, $b])) catch ($__jqjail_dot | $__jqjail_alt as $b | null as $a | ( [$a, $b]))"
         );
+    }
+
+    /// A left-hand side jaq updates as jq does stays; any other is wrapped, however it is
+    /// bounded on the left.
+    #[test]
+    fn updates_are_wrapped_unless_a_plain_chain() {
+        for f in [
+            ".a |= 1",
+            ".a.b[0]? = 2",
+            ".[] += 1",
+            r#".["k"][$i]."x y"[1:2] //= 3"#,
+            ".a == 1",
+            ".a != 1 and .b <= 2 or .c >= 3",
+            "\"x |= 1\" # .. |= 1",
+        ] {
+            assert_eq!(wrap_updates(f), None, "{f}");
+        }
+        for (f, want) in [
+            (". |= empty", " _jqjail_modify(. )|= empty"),
+            (".. |= 1", " _jqjail_modify(.. )|= 1"),
+            ("(.a, .b) = 1", " _jqjail_modify((.a, .b) )= 1"),
+            (".a | .b[.c] -= 1", ".a | _jqjail_modify( .b[.c] )-= 1"),
+            ("1, .[0,1] *= 2", "1, _jqjail_modify( .[0,1] )*= 2"),
+            ("x // .. /= 2", "x // _jqjail_modify( .. )/= 2"),
+            (
+                "if . then .. %= 2 else . end",
+                "if . then _jqjail_modify( .. )%= 2 else . end",
+            ),
+            ("[f(.a; .. //= 1)]", "[f(.a; _jqjail_modify( .. )//= 1)]"),
+            (
+                "a and .. # why\n|= 1",
+                " _jqjail_modify(a and .. # why\n)|= 1",
+            ),
+            (".a |= (. |= 2)", ".a |= ( _jqjail_modify(. )|= 2)"),
+            (
+                "(. |= 1) |= 2",
+                " _jqjail_modify(( _jqjail_modify(. )|= 1) )|= 2",
+            ),
+            ("\"\\(. |= 1)\"", "\"\\( _jqjail_modify(. )|= 1)\""),
+        ] {
+            let (out, inserted) = wrap_updates(f).unwrap();
+            assert_eq!(out, want, "{f}");
+            // The filter's own text maps back to where it was: its last byte, and the `=`.
+            let last = out.len() - 1;
+            assert_eq!(unwrapped_offset(last, &inserted), f.len() - 1, "{f}");
+            let eq = out.rfind('=').unwrap();
+            assert_eq!(
+                unwrapped_offset(eq, &inserted),
+                f.rfind('=').unwrap(),
+                "{f}"
+            );
+        }
     }
 
     #[test]

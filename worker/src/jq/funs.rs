@@ -393,7 +393,7 @@ fn path_of(p: &Val) -> Result<&[Val], crate::jq::val::Error> {
 
 /// `delpaths(PATHS)`: every path deleted at once, as jq does (so `del(.[0,2])` deletes the
 /// first and the third element, not the first and then the third of what is left).
-fn delpaths(v: Jv, paths: Jv) -> ValR {
+pub(crate) fn delpaths(v: Jv, paths: Jv) -> ValR {
     let Val::Arr(paths) = &paths.0 else {
         return Err(err("Paths must be specified as an array"));
     };

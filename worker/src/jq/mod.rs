@@ -5,11 +5,13 @@
 //! - [`number`]: numbers written as jq writes them;
 //! - [`funs`] and `defs.jq`: jq's builtins where jaq's differ or are missing;
 //! - [`desugar`]: jq syntax jaq's parser lacks (`?//`, `$__loc__`, `$name: pattern`),
-//!   rewritten into syntax it has before compiling.
+//!   rewritten into syntax it has before compiling;
+//! - [`modify`]: jq's updates, for a left-hand side where jaq's update would differ.
 
 pub mod desugar;
 pub mod funs;
 pub mod jvparse;
+pub mod modify;
 pub mod number;
 pub mod val;
 
@@ -67,6 +69,7 @@ pub fn natives() -> impl Iterator<Item = jaq_core::native::Fun<Data>> {
         .filter(|(name, _, _)| !REPLACED.contains(name) && !funs::MATH.contains(name))
         .chain(aliases)
         .chain(funs::funs())
+        .chain(std::iter::once(modify::fun()))
 }
 
 #[cfg(test)]
@@ -290,6 +293,39 @@ mod tests {
                     .starts_with(r#""Exceeds depth limit for parsing at line 1, column 257"#),
                 "{text}"
             );
+        }
+    }
+
+    /// jq's updates: paths from the input as it was, `.` among them, deletions at the end.
+    #[test]
+    fn updates_take_their_paths_from_the_input_as_it_was() {
+        for (filter, input, jq) in [
+            (
+                ".. |= (if type == \"object\" then del(.k) else . end)",
+                r#"{"a":{"k":1},"k":2}"#,
+                r#"{"a":{"k":null},"k":null}"#,
+            ),
+            ("[. |= empty, (. |= (1, 2))]", "[3]", "[null,1]"),
+            ("[.. |= (numbers | . + 1)]", "[1,[2]]", "[null]"),
+            ("(.[0], .[1]) |= empty", "[1,2,3]", "[3]"),
+            (
+                "(.a, .a.b) |= empty",
+                r#"{"a":{"b":1},"c":2}"#,
+                r#"{"c":2}"#,
+            ),
+            (
+                "[.. = 1]",
+                "[[2]]",
+                "error: filter error: Cannot index number with number",
+            ),
+            ("(.a, .b) += 1", r#"{"a":1}"#, r#"{"a":2,"b":1}"#),
+            (
+                "try (.a[1:] |= 1) catch .",
+                r#"{"a":{}}"#,
+                r#""Cannot index object with object""#,
+            ),
+        ] {
+            assert_eq!(eval(filter, input), jq, "{filter}");
         }
     }
 

@@ -763,10 +763,11 @@ impl jaq_core::ValT for Jv {
             Val::Arr(a) => a,
             Val::Null => Rc::new(Vec::new()),
             other => {
-                let e = err(format_args!(
-                    "Cannot update field at object index of {}",
-                    kind(&other)
-                ));
+                // jq reads the slice first, which only a string has to give.
+                let e = match other {
+                    Val::TStr(_) => err("Cannot update field at object index of string"),
+                    _ => err(format_args!("Cannot index {} with object", kind(&other))),
+                };
                 return opt.fail(Jv(other), |_| Exn::from(e));
             }
         };

@@ -1,0 +1,89 @@
+//! jq's updates (`f |= g`, `f = $v`, `f += $v`, `f //= $v`, …) where jaq's differ.
+//!
+//! jq defines an update by the paths of its left-hand side, all taken from the input as it
+//! was: `reduce path(f) as $p (.; setpath($p; getpath($p) | g))`, where `g`'s first output
+//! replaces the value and an empty `g` marks the path, and the marked paths are deleted
+//! together at the end (jq 1.7's `_modify`). jaq instead walks the left-hand side over the
+//! value as it is being changed, applies `g` to `..`'s children before their parent, and
+//! passes every output of `g` on where the path is `.` itself. The answers differ where the
+//! left-hand side holds `.` (`. |= empty` is `null` in jq), `..` with a `g` that changes
+//! containers (`.. |= (objects | del(.k))` puts `"k": null` back in jq), or several paths into
+//! one array with an empty `g` (`(.[0], .[1]) |= empty`).
+//!
+//! [`crate::jq::desugar`] wraps such a left-hand side in `_jqjail_modify(…)`, whose update is
+//! jq's. A plain chain of steps (`.a.b`, `.[]`, `.[0]?`) keeps jaq's update, which gives jq's
+//! answer there and changes the value in place.
+
+use crate::jq::Data;
+use crate::jq::val::Jv;
+use jaq_core::native::Fun;
+use jaq_core::path::Opt;
+use jaq_core::{Bind, Exn, Native, PathsPtr, RunPtr, UpdatePtr, ValT, ValX};
+use jaq_json::{Rc, Val};
+use std::cell::Cell;
+
+/// `_jqjail_modify(f)`: runs as `f` and has `f`'s paths; updates as jq does.
+pub fn fun() -> Fun<Data> {
+    let run: RunPtr<Data> = |mut cv| {
+        let (f, fc) = cv.0.pop_fun();
+        f.run((fc, cv.1))
+    };
+    let paths: PathsPtr<Data> = |mut cv| {
+        let (f, fc) = cv.0.pop_fun();
+        f.paths((fc, cv.1))
+    };
+    let update: UpdatePtr<Data> = |mut cv, g| {
+        let (f, fc) = cv.0.pop_fun();
+        let input = cv.1;
+        let paths = f.paths((fc, (input.clone(), Default::default())));
+        let mut state = input;
+        let mut marked = Vec::new();
+        for item in paths {
+            let path: Vec<Jv> = match item {
+                Ok((_, list)) => {
+                    let mut path: Vec<Jv> = list.iter().cloned().collect();
+                    path.reverse();
+                    path
+                }
+                Err(e) => return Box::new(std::iter::once(Err(e))),
+            };
+            let empty = Cell::new(false);
+            let leaf = |old: Jv| match g(old.clone()).next() {
+                Some(out) => out,
+                None => {
+                    empty.set(true);
+                    Ok(old)
+                }
+            };
+            state = match at_path(state, &path, &leaf) {
+                Ok(v) => v,
+                Err(e) => return Box::new(std::iter::once(Err(e))),
+            };
+            if empty.get() {
+                marked.push(Val::Arr(Rc::new(path.into_iter().map(|p| p.0).collect())));
+            }
+        }
+        let marked = Jv(Val::Arr(Rc::new(marked)));
+        Box::new(std::iter::once(
+            crate::jq::funs::delpaths(state, marked).map_err(Exn::from),
+        ))
+    };
+    (
+        "_jqjail_modify",
+        Box::new([Bind::Fun(())]),
+        Native::<Data>::new(run)
+            .with_paths(paths)
+            .with_update(update),
+    )
+}
+
+/// `v` with the value at `path` replaced by `leaf` of it: jq's `setpath($p; getpath($p) |
+/// leaf)`, which creates what is missing and pads arrays with nulls.
+fn at_path<'a>(v: Jv, path: &[Jv], leaf: &dyn Fn(Jv) -> ValX<'a, Jv>) -> ValX<'a, Jv> {
+    match path.split_first() {
+        None => leaf(v),
+        Some((key, rest)) => v.map_index(key, Opt::Essential, |child| {
+            std::iter::once(at_path(child, rest, leaf))
+        }),
+    }
+}
