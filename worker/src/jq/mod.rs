@@ -246,6 +246,11 @@ mod tests {
             ),
             ("[.[[]], indices([])]", "[0,1]", "[[],[]]"),
             (
+                "[infinite % 3, -1e19 % 7, nan % 3, 5 % nan, 7 % 1e300]",
+                "null",
+                "[1,-1,null,null,7]",
+            ),
+            (
                 "try format(1) catch .",
                 "null",
                 r#""number (1) is not a valid format""#,

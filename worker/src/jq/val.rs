@@ -552,7 +552,12 @@ impl std::ops::Rem for Jv {
     fn rem(self, rhs: Self) -> ValR {
         match (self.0, rhs.0) {
             (Val::Num(a), Val::Num(b)) => {
-                // jq takes both to integers first (C's `intmax_t` cast, truncating).
+                // NaN on either side is NaN, as in jq 1.7 (jq 1.6's casts of NaN and of
+                // numbers past ±2^63 were undefined in C: `infinite % 3` was -2 on x86).
+                if [&a, &b].iter().any(|n| num_f64(n).is_nan()) {
+                    return Ok(Jv(Val::from(f64::NAN)));
+                }
+                // jq takes both to integers first (truncating, saturating past ±2^63).
                 let int = |n: &Num| match n {
                     Num::Int(i) => *i as i64,
                     other => num_f64(other) as i64,
