@@ -26,6 +26,9 @@ pub const MAX_EXPANDED: usize = 256 * 1024;
 enum Tok {
     /// A name or keyword (`as`, `if`, `map`, `@csv`).
     Word,
+    /// A name right after `.` (`.end`) or before `:` (an object key, `{if: 1}`): never a
+    /// keyword.
+    Field,
     /// A variable (`$x`).
     Var,
     /// Opens a group: `(`, `[`, `{`, `if`, or `\(` inside a string.
@@ -97,7 +100,11 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                 while i < b.len() && (word(b[i]) || b[i] == b':' && b.get(i + 1) == Some(&b':')) {
                     i += if b[i] == b':' { 2 } else { 1 };
                 }
+                let rest = code[i..].trim_start();
+                let field = (start > 0 && b[start - 1] == b'.')
+                    || (rest.starts_with(':') && !rest.starts_with("::"));
                 let tok = match &code[start..i] {
+                    _ if field => Tok::Field,
                     "if" => {
                         groups.push(false);
                         Tok::Open
@@ -165,6 +172,23 @@ fn might_need_rewrite(code: &str) -> bool {
 
 /// Rewrites what jaq cannot parse, or says why it cannot be rewritten.
 pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
+    // jqjail's helpers are called by the rewrites: a filter may not define its own.
+    let b = code.as_bytes();
+    let word = |i: usize| {
+        b.get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    };
+    let mut defined = code
+        .match_indices("def")
+        .filter(|(i, _)| !(*i > 0 && word(i - 1)) && !word(i + 3))
+        .map(|(i, _)| code[i + 3..].trim_start());
+    if defined.any(|rest| rest.starts_with("_jqjail_")) {
+        return Err(
+            "a definition named `_jqjail_…`: names starting with `_jqjail_` are \
+                    reserved for jqjail's own helpers"
+                .into(),
+        );
+    }
     if !might_need_rewrite(code) {
         return Ok(Cow::Borrowed(code));
     }
@@ -259,8 +283,9 @@ fn update_op(code: &str, toks: &[Token], k: usize) -> Option<usize> {
 }
 
 /// Where the left-hand side of the update whose first token is `op` starts: just past the
-/// nearest token before it, at the same depth, that binds more loosely than an update (`|`,
-/// `,`, `//`, `;`, `:`, another update, `then`, `else`, …, or the group it is in).
+/// nearest token before it, at the same depth, that binds more loosely than an update in jq
+/// (`|`, `,`, `//`, `;`, `:`, another update, `then`, `elif`, `else`, `def`, or the group it
+/// is in). `try … catch …` binds tighter (`try .a |= 1` updates `try .a`).
 fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
     let text = |i: usize| &code[toks[i].start..toks[i].end];
     let mut depth = 0usize;
@@ -274,9 +299,7 @@ fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
             Tok::Open => depth -= 1,
             _ if depth > 0 => {}
             Tok::Alt => return t.end,
-            Tok::Word if matches!(text(j), "then" | "elif" | "else" | "try" | "catch" | "def") => {
-                return t.end;
-            }
+            Tok::Word if matches!(text(j), "then" | "elif" | "else" | "def") => return t.end,
             Tok::Other => {
                 let boundary = match text(j) {
                     "|" | "," | ";" | ":" => true,
@@ -292,6 +315,90 @@ fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
         }
     }
     0
+}
+
+/// Where the right-hand side of the update whose `=` is token `eq` ends, by jq's grammar: at
+/// the first token after it, at the same depth, that binds as loosely as an update or more
+/// (`|`, `,`, `//`, `;`, another update, `then`, `elif`, `else`, `catch`, the end of its
+/// group); a binder (`E as $x | …`, `label $x | …`, `def f: …;`) takes the rest of the group.
+fn update_rhs_end(code: &str, toks: &[Token], eq: usize) -> usize {
+    let text = |i: usize| &code[toks[i].start..toks[i].end];
+    let adjacent = |i: usize, s: &str| {
+        toks.get(i + 1)
+            .is_some_and(|n| n.start == toks[i].end && &code[n.start..n.end] == s)
+    };
+    let (mut depth, mut trys) = (0usize, 0usize);
+    let mut j = eq + 1;
+    while j < toks.len() {
+        let t = &toks[j];
+        match t.tok {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => return t.start,
+            Tok::Close => depth -= 1,
+            _ if depth > 0 => {}
+            Tok::Word => match text(j) {
+                "try" => trys += 1,
+                "catch" if trys > 0 => trys -= 1,
+                "then" | "elif" | "else" | "catch" => return t.start,
+                "label" | "def" => return group_end(code, toks, j),
+                "as" if binds(code, toks, j) => return group_end(code, toks, j),
+                _ => {}
+            },
+            Tok::Alt => return t.start,
+            Tok::Other => match text(j) {
+                "|" | "," | ";" | ":" => return t.start,
+                "/" if adjacent(j, "/") => return t.start,
+                "=" => {
+                    if let Some(op) = update_op(code, toks, j) {
+                        return toks[op].start;
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        j += 1;
+    }
+    code.len()
+}
+
+/// Whether the `as` at token `j` starts a binder (`… as $x | body`), not `reduce`'s or
+/// `foreach`'s (`… as $x (…)`).
+fn binds(code: &str, toks: &[Token], j: usize) -> bool {
+    let Some(mut end) = pattern_end(toks, j + 1) else {
+        return false;
+    };
+    while toks.get(end).is_some_and(|t| t.tok == Tok::Alt) {
+        match pattern_end(toks, end + 1) {
+            Some(e) => end = e,
+            None => return false,
+        }
+    }
+    toks.get(end)
+        .is_some_and(|t| t.tok == Tok::Other && &code[t.start..t.end] == "|")
+}
+
+/// Where the group that token `j` is in ends: its closing token, or the `;`, `then`, `elif`,
+/// `else` or `catch` that ends the part it is in, or the end of the text. The `;` that ends
+/// a `def` (`j`'s own included) is the definition's, not the end.
+fn group_end(code: &str, toks: &[Token], j: usize) -> usize {
+    let (mut depth, mut defs) = (0usize, 0usize);
+    for t in &toks[j..] {
+        let text = &code[t.start..t.end];
+        match t.tok {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => return t.start,
+            Tok::Close => depth -= 1,
+            _ if depth > 0 => {}
+            Tok::Word if text == "def" => defs += 1,
+            Tok::Other if text == ";" && defs > 0 => defs -= 1,
+            Tok::Other | Tok::Word if matches!(text, ";" | "then" | "elif" | "else" | "catch") => {
+                return t.start;
+            }
+            _ => {}
+        }
+    }
+    code.len()
 }
 
 /// Whether `lhs` is a chain of steps from `.`, each `.name`, `."text"`, `.[]`, `[N]`,
@@ -372,9 +479,12 @@ fn plain_chain(lhs: &str) -> bool {
     steps > 0
 }
 
-/// `code` with every update's left-hand side that is not a [`plain_chain`] wrapped in
-/// `_jqjail_modify(…)`, and where text was inserted: (offset in `code`, length), in order.
-/// `None` if there is no such update. Run after [`desugar`], on its text.
+/// `code` with every update (`L |= R`, `L = R`, `L += R`, …) in parentheses as jq groups it
+/// (`(L |= (R))`: jaq's parser binds `//` and `as` differently), and its left-hand side in
+/// `_jqjail_modify(…)` where jaq's update could differ from jq's: always for `|=`, whose `R`
+/// may give no output or several, and for the others unless `L` is a [`plain_chain`]. Also
+/// where text was inserted: (offset in `code`, length), in order. `None` if there is no
+/// update. Run after [`desugar`], on its text.
 pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
     // An `=` that is not part of `==`, `!=`, `<=` or `>=`: most filters have none.
     let b = code.as_bytes();
@@ -386,34 +496,43 @@ pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
     }
     let toks = tokens(code)?;
     let toks = &toks[..];
-    // (byte offset, text) insertions.
-    let mut inserts: Vec<(usize, &str)> = Vec::new();
+    // (byte offset, whether it closes, text); at one offset what closes comes first.
+    let mut inserts: Vec<(usize, bool, &str)> = Vec::new();
     for k in 0..toks.len() {
         let Some(op) = update_op(code, toks, k) else {
             continue;
         };
-        let (start, end) = (update_lhs_start(code, toks, op), toks[op].start);
-        let lhs = code[start..end].trim();
-        if lhs.is_empty() || plain_chain(lhs) {
+        let start = update_lhs_start(code, toks, op);
+        let lhs = code[start..toks[op].start].trim();
+        if lhs.is_empty() {
             continue;
         }
-        inserts.push((start, " _jqjail_modify("));
-        inserts.push((end, ")"));
+        let modify = &code[toks[op].start..toks[k].end] == "|=" || !plain_chain(lhs);
+        if modify {
+            inserts.push((start, false, " (_jqjail_modify("));
+            inserts.push((toks[op].start, true, ")"));
+        } else {
+            inserts.push((start, false, " ("));
+        }
+        inserts.push((toks[k].end, false, "("));
+        inserts.push((update_rhs_end(code, toks, k), true, "))"));
     }
     if inserts.is_empty() {
         return None;
     }
-    // At one offset a `)` closes one left-hand side before a `(` opens the next.
-    inserts.sort_by_key(|(at, text)| (*at, *text != ")"));
+    inserts.sort_by_key(|(at, closes, _)| (*at, !*closes));
     let mut out = String::with_capacity(code.len() + inserts.len() * 16);
     let mut copied = 0;
-    for (at, text) in &inserts {
+    for (at, _, text) in &inserts {
         out.push_str(&code[copied..*at]);
         out.push_str(text);
         copied = *at;
     }
     out.push_str(&code[copied..]);
-    Some((out, inserts.iter().map(|(at, t)| (*at, t.len())).collect()))
+    Some((
+        out,
+        inserts.iter().map(|(at, _, t)| (*at, t.len())).collect(),
+    ))
 }
 
 /// The offset in the text [`wrap_updates`] was given of `offset` in the text it made.
@@ -645,15 +764,11 @@ mod tests {
         );
     }
 
-    /// A left-hand side jaq updates as jq does stays; any other is wrapped, however it is
-    /// bounded on the left.
+    /// Every update is grouped as jq groups it, and its left-hand side is wrapped where jaq's
+    /// update could answer otherwise; keywords as field names are names.
     #[test]
-    fn updates_are_wrapped_unless_a_plain_chain() {
+    fn updates_are_grouped_as_jq_groups_them() {
         for f in [
-            ".a |= 1",
-            ".a.b[0]? = 2",
-            ".[] += 1",
-            r#".["k"][$i]."x y"[1:2] //= 3"#,
             ".a == 1",
             ".a != 1 and .b <= 2 or .c >= 3",
             "\"x |= 1\" # .. |= 1",
@@ -661,40 +776,76 @@ mod tests {
             assert_eq!(wrap_updates(f), None, "{f}");
         }
         for (f, want) in [
-            (". |= empty", " _jqjail_modify(. )|= empty"),
-            (".. |= 1", " _jqjail_modify(.. )|= 1"),
-            ("(.a, .b) = 1", " _jqjail_modify((.a, .b) )= 1"),
-            (".a | .b[.c] -= 1", ".a | _jqjail_modify( .b[.c] )-= 1"),
-            ("1, .[0,1] *= 2", "1, _jqjail_modify( .[0,1] )*= 2"),
-            ("x // .. /= 2", "x // _jqjail_modify( .. )/= 2"),
+            (".a |= 1", " (_jqjail_modify(.a )|=( 1))"),
+            (".a.b[0]? = 2", " (.a.b[0]? =( 2))"),
+            (".[] += 1", " (.[] +=( 1))"),
+            ("(.a, .b) = 1", " (_jqjail_modify((.a, .b) )=( 1))"),
+            (".a | .b[.c] -= 1", ".a | (_jqjail_modify( .b[.c] )-=( 1))"),
+            ("1, .[0,1] *= 2", "1, (_jqjail_modify( .[0,1] )*=( 2))"),
+            ("x // .. /= 2", "x // (_jqjail_modify( .. )/=( 2))"),
+            (".a = null // 5", " (.a =( null ))// 5"),
+            (
+                "[.[] | .a |= 1 // 2]",
+                "[.[] | (_jqjail_modify( .a )|=( 1 ))// 2]",
+            ),
+            (
+                ".a |= 1 as $x | $x + 1",
+                " (_jqjail_modify(.a )|=( 1 as $x | $x + 1))",
+            ),
+            (
+                ".a |= reduce .[] as $x (0; . + $x) | .b",
+                " (_jqjail_modify(.a )|=( reduce .[] as $x (0; . + $x) ))| .b",
+            ),
+            (
+                ".a |= def f: 1; f, 2",
+                " (_jqjail_modify(.a )|=( def f: 1; f, 2))",
+            ),
+            (
+                ".a |= try error catch 5, 2",
+                " (_jqjail_modify(.a )|=( try error catch 5)), 2",
+            ),
+            ("try .a |= 1", " (_jqjail_modify(try .a )|=( 1))"),
             (
                 "if . then .. %= 2 else . end",
-                "if . then _jqjail_modify( .. )%= 2 else . end",
+                "if . then (_jqjail_modify( .. )%=( 2 ))else . end",
             ),
-            ("[f(.a; .. //= 1)]", "[f(.a; _jqjail_modify( .. )//= 1)]"),
+            (
+                ".if, .x, .end |= 1",
+                ".if, .x, (_jqjail_modify( .end )|=( 1))",
+            ),
+            (
+                ".x.then[0,1] |= 1",
+                " (_jqjail_modify(.x.then[0,1] )|=( 1))",
+            ),
+            (
+                "{end: 1} as $x | [. |= empty]",
+                "{end: 1} as $x | [ (_jqjail_modify(. )|=( empty))]",
+            ),
             (
                 "a and .. # why\n|= 1",
-                " _jqjail_modify(a and .. # why\n)|= 1",
+                " (_jqjail_modify(a and .. # why\n)|=( 1))",
             ),
-            (".a |= (. |= 2)", ".a |= ( _jqjail_modify(. )|= 2)"),
             (
                 "(. |= 1) |= 2",
-                " _jqjail_modify(( _jqjail_modify(. )|= 1) )|= 2",
+                " (_jqjail_modify(( (_jqjail_modify(. )|=( 1))) )|=( 2))",
             ),
-            ("\"\\(. |= 1)\"", "\"\\( _jqjail_modify(. )|= 1)\""),
+            ("\"\\(. |= 1)\"", "\"\\( (_jqjail_modify(. )|=( 1)))\""),
         ] {
             let (out, inserted) = wrap_updates(f).unwrap();
             assert_eq!(out, want, "{f}");
-            // The filter's own text maps back to where it was: its last byte, and the `=`.
-            let last = out.len() - 1;
-            assert_eq!(unwrapped_offset(last, &inserted), f.len() - 1, "{f}");
-            let eq = out.rfind('=').unwrap();
-            assert_eq!(
-                unwrapped_offset(eq, &inserted),
-                f.rfind('=').unwrap(),
-                "{f}"
-            );
+            // The filter's own text maps back to where it was: the last `=`, and what is
+            // just after it.
+            let (eq, orig) = (out.rfind('=').unwrap(), f.rfind('=').unwrap());
+            assert_eq!(unwrapped_offset(eq, &inserted), orig, "{f}");
+            assert_eq!(unwrapped_offset(eq + 2, &inserted), orig + 1, "{f}");
         }
+    }
+
+    #[test]
+    fn helpers_names_are_reserved() {
+        assert!(desugar("def _jqjail_modify(f): 42; (.a, .b) |= 1").is_err());
+        assert!(desugar("def\n  _jqjail_x: 1; 2").is_err());
+        assert!(desugar("def undef_jqjail_x: 1; 2").is_ok());
     }
 
     #[test]

@@ -329,6 +329,27 @@ mod tests {
                 r#"{"a":{}}"#,
                 r#""Cannot index object with object""#,
             ),
+            // An empty right-hand side changes nothing on the way to its path.
+            (
+                "[(.[3]) |= empty, ((.[-9]) |= empty)]",
+                "[1,2,3,4]",
+                "[[1,2,3],[1,2,3,4]]",
+            ),
+            ("[(.[3]) |= empty]", "[1]", "[[1]]"),
+            ("[.a.b |= empty, (.x[0] |= select(false))]", "{}", "[{},{}]"),
+            // jq's grouping, and keywords as field names.
+            (
+                "[.a // .b |= 5, (.a = null // 5)]",
+                r#"{"a":1}"#,
+                r#"[1,{"a":null}]"#,
+            ),
+            (".a |= 1 as $x | $x + 1", "{}", r#"{"a":2}"#),
+            (
+                "[.if, .end |= 1]",
+                r#"{"if":0,"end":0}"#,
+                r#"[0,{"if":0,"end":1}]"#,
+            ),
+            ("try (.a, .b) |= 3", "{}", r#"{"a":3,"b":3}"#),
         ] {
             assert_eq!(eval(filter, input), jq, "{filter}");
         }

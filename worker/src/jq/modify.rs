@@ -47,21 +47,22 @@ pub fn fun() -> Fun<Data> {
                 }
                 Err(e) => return Box::new(std::iter::once(Err(e))),
             };
-            let empty = Cell::new(false);
-            let leaf = |old: Jv| match g(old.clone()).next() {
-                Some(out) => out,
-                None => {
-                    empty.set(true);
-                    Ok(old)
+            // `getpath($p) | g`: where `g` is empty, the path is only marked, and nothing
+            // on the way to it is created.
+            let new = match get_path(&state, &path).map(|old| g(old).next()) {
+                Ok(Some(Ok(new))) => new,
+                Ok(None) => {
+                    marked.push(Val::Arr(Rc::new(path.into_iter().map(|p| p.0).collect())));
+                    continue;
                 }
+                Ok(Some(Err(e))) => return Box::new(std::iter::once(Err(e))),
+                Err(e) => return Box::new(std::iter::once(Err(Exn::from(e)))),
             };
-            state = match at_path(state, &path, &leaf) {
+            let new = Cell::new(Some(new));
+            state = match at_path(state, &path, &|_| Ok(new.take().unwrap_or_default())) {
                 Ok(v) => v,
                 Err(e) => return Box::new(std::iter::once(Err(e))),
             };
-            if empty.get() {
-                marked.push(Val::Arr(Rc::new(path.into_iter().map(|p| p.0).collect())));
-            }
         }
         let marked = Jv(Val::Arr(Rc::new(marked)));
         Box::new(std::iter::once(
@@ -77,8 +78,20 @@ pub fn fun() -> Fun<Data> {
     )
 }
 
-/// `v` with the value at `path` replaced by `leaf` of it: jq's `setpath($p; getpath($p) |
-/// leaf)`, which creates what is missing and pads arrays with nulls.
+/// jq's `getpath`: `null` past a missing key or `null`, an error where a step cannot index.
+fn get_path(v: &Jv, path: &[Jv]) -> Result<Jv, crate::jq::val::Error> {
+    let mut v = v.clone();
+    for key in path {
+        if matches!(v.0, Val::Null) {
+            return Ok(v);
+        }
+        v = v.index(key)?;
+    }
+    Ok(v)
+}
+
+/// `v` with the value at `path` replaced by `leaf` of it: jq's `setpath`, which creates what
+/// is missing and pads arrays with nulls.
 fn at_path<'a>(v: Jv, path: &[Jv], leaf: &dyn Fn(Jv) -> ValX<'a, Jv>) -> ValX<'a, Jv> {
     match path.split_first() {
         None => leaf(v),
