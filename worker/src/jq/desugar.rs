@@ -180,7 +180,7 @@ pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
     };
     let mut defined = code
         .match_indices("def")
-        .filter(|(i, _)| !(*i > 0 && word(i - 1)) && !word(i + 3))
+        .filter(|(i, _)| !(word(i + 3) || *i > 0 && word(i - 1)))
         .map(|(i, _)| code[i + 3..].trim_start());
     if defined.any(|rest| rest.starts_with("_jqjail_")) {
         return Err(
