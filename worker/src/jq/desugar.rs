@@ -9,13 +9,13 @@
 //!   the other patterns bound to `null`: jq's meaning, where an error in a pattern or in
 //!   the body moves on to the next alternative and the last one's error is the error.
 //!
-//! - The left-hand side of an update (`L |= R`, `L = R`, `L += R`, …) that is not a plain
-//!   chain of steps (`.a`, `.[0]`, `.[]?`, `."k"`, `.[$i]`) becomes `_jqjail_modify(L)`, whose
-//!   update is jq's ([`super::modify`]): `. |= empty`, `.. |= f` and `(.[0], .[1]) |= empty`
-//!   then answer as in jq.
-//!
 //! The rewrite copies the body once per alternative, so its output is bounded: past
 //! [`MAX_EXPANDED`] bytes the filter is refused rather than grown.
+//!
+//! Then [`wrap_updates`] groups every update (`L |= R`, `L = R`, `L += R`, …) as jq's grammar
+//! does, `(L |= (R))`, and makes `L` `_jqjail_modify(L)` where jaq's update could answer
+//! otherwise ([`super::modify`]): `. |= empty`, `.. |= f`, `(.[0], .[1]) |= empty` and
+//! `.a // .b |= 5` then answer as in jq. It inserts 16 bytes at most per operator.
 
 use std::borrow::Cow;
 

@@ -10,9 +10,10 @@
 //! containers (`.. |= (objects | del(.k))` puts `"k": null` back in jq), or several paths into
 //! one array with an empty `g` (`(.[0], .[1]) |= empty`).
 //!
-//! [`crate::jq::desugar`] wraps such a left-hand side in `_jqjail_modify(…)`, whose update is
-//! jq's. A plain chain of steps (`.a.b`, `.[]`, `.[0]?`) keeps jaq's update, which gives jq's
-//! answer there and changes the value in place.
+//! [`crate::jq::desugar::wrap_updates`] wraps the left-hand side of every `|=` in
+//! `_jqjail_modify(…)`, whose update is jq's, and of every other update operator unless it
+//! is a plain chain of steps (`.a.b`, `.[]`, `.[0]?`): with exactly one value to write, jaq's
+//! update gives jq's answer there, and changes the value in place.
 
 use crate::jq::Data;
 use crate::jq::val::Jv;
