@@ -193,6 +193,19 @@ fn cases() -> Vec<Case> {
             "null",
             Code(CompileError),
         ),
+        // The update rewrite once sliced a character in two, and the worker died panicking.
+        case(
+            "a non-ASCII character beside an update",
+            ".a = 1 | é",
+            "null",
+            Code(CompileError),
+        ),
+        case(
+            "a helper of the update rewrite defined",
+            "def _jqjail_modify(f): 1; (.a, .b) |= 2",
+            "null",
+            Code(CompileError),
+        ),
         case("localtime", "0 | localtime | mktime", "null", Output("0")),
         case(
             "strptime with a zone name",

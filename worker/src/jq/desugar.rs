@@ -118,8 +118,10 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                 push(&mut out, tok, start, i);
             }
             _ => {
-                push(&mut out, Tok::Other, start, i + 1);
-                i += 1;
+                // A whole character, so that every token's text is a slice of `code`.
+                let len = code[i..].chars().next().map_or(1, char::len_utf8);
+                push(&mut out, Tok::Other, start, i + len);
+                i += len;
             }
         }
     }
@@ -838,6 +840,19 @@ mod tests {
             let (eq, orig) = (out.rfind('=').unwrap(), f.rfind('=').unwrap());
             assert_eq!(unwrapped_offset(eq, &inserted), orig, "{f}");
             assert_eq!(unwrapped_offset(eq + 2, &inserted), orig + 1, "{f}");
+        }
+    }
+
+    /// A character outside the ASCII range, outside a string, is one token: its text is a
+    /// slice of the filter (slicing inside it panicked, and a worker's panic is its death).
+    #[test]
+    fn characters_beyond_ascii_are_whole_tokens() {
+        assert!(wrap_updates(".a = 1 | é").is_some());
+        assert!(wrap_updates("é |= 1 | ü").is_some());
+        assert!(desugar("$x é $__loc__ ü").is_ok());
+        for f in ["é", "\u{1F600} .a |= 1", ".[é] = 1", "$é", "\"é\" |= é"] {
+            let _ = desugar(f);
+            let _ = wrap_updates(f);
         }
     }
 
