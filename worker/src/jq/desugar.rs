@@ -26,7 +26,7 @@ pub const MAX_EXPANDED: usize = 256 * 1024;
 enum Tok {
     /// A name or keyword (`as`, `if`, `map`, `@csv`).
     Word,
-    /// A name right after `.` (`.end`) or before `:` (an object key, `{if: 1}`): never a
+    /// A name right after `.` (`.end`) or an object key (`{if: 1}`, `{end}`): never a
     /// keyword.
     Field,
     /// A variable (`$x`).
@@ -100,9 +100,13 @@ fn tokens(code: &str) -> Option<Vec<Token>> {
                 while i < b.len() && (word(b[i]) || b[i] == b':' && b.get(i + 1) == Some(&b':')) {
                     i += if b[i] == b':' { 2 } else { 1 };
                 }
+                // An object key: after `{` or `,`, and before `:`, `,` or `}` (`{if: 1}`,
+                // `{end}`); a keyword elsewhere before `:` is one (`.[if . then 1 end:]`).
                 let rest = code[i..].trim_start();
-                let field = (start > 0 && b[start - 1] == b'.')
-                    || (rest.starts_with(':') && !rest.starts_with("::"));
+                let key = code[..start].trim_end().ends_with(['{', ','])
+                    && (rest.starts_with([',', '}'])
+                        || (rest.starts_with(':') && !rest.starts_with("::")));
+                let field = (start > 0 && b[start - 1] == b'.') || key;
                 let tok = match &code[start..i] {
                     _ if field => Tok::Field,
                     "if" => {
@@ -174,17 +178,19 @@ fn might_need_rewrite(code: &str) -> bool {
 
 /// Rewrites what jaq cannot parse, or says why it cannot be rewritten.
 pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
-    // jqjail's helpers are called by the rewrites: a filter may not define its own.
-    let b = code.as_bytes();
-    let word = |i: usize| {
-        b.get(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-    };
-    let mut defined = code
-        .match_indices("def")
-        .filter(|(i, _)| !(word(i + 3) || *i > 0 && word(i - 1)))
-        .map(|(i, _)| code[i + 3..].trim_start());
-    if defined.any(|rest| rest.starts_with("_jqjail_")) {
+    // jqjail's helpers are called by the rewrites: a filter may not define its own. Read on
+    // the tokens (strings and comments are not definitions); a filter that does not lex is
+    // refused if the text so much as names one.
+    let defines_helper = code.contains("_jqjail_")
+        && match tokens(code) {
+            Some(toks) => toks.windows(2).any(|w| {
+                w[0].tok == Tok::Word
+                    && &code[w[0].start..w[0].end] == "def"
+                    && code[w[1].start..w[1].end].starts_with("_jqjail_")
+            }),
+            None => true,
+        };
+    if defines_helper {
         return Err(
             "a definition named `_jqjail_…`: names starting with `_jqjail_` are \
                     reserved for jqjail's own helpers"
@@ -382,9 +388,10 @@ fn binds(code: &str, toks: &[Token], j: usize) -> bool {
 
 /// Where the group that token `j` is in ends: its closing token, or the `;`, `then`, `elif`,
 /// `else` or `catch` that ends the part it is in, or the end of the text. The `;` that ends
-/// a `def` (`j`'s own included) is the definition's, not the end.
+/// a `def` (`j`'s own included) is the definition's, and a `catch` after a `try` is the
+/// `try`'s: neither is the end.
 fn group_end(code: &str, toks: &[Token], j: usize) -> usize {
-    let (mut depth, mut defs) = (0usize, 0usize);
+    let (mut depth, mut defs, mut trys) = (0usize, 0usize, 0usize);
     for t in &toks[j..] {
         let text = &code[t.start..t.end];
         match t.tok {
@@ -393,6 +400,8 @@ fn group_end(code: &str, toks: &[Token], j: usize) -> usize {
             Tok::Close => depth -= 1,
             _ if depth > 0 => {}
             Tok::Word if text == "def" => defs += 1,
+            Tok::Word if text == "try" => trys += 1,
+            Tok::Word if text == "catch" && trys > 0 => trys -= 1,
             Tok::Other if text == ";" && defs > 0 => defs -= 1,
             Tok::Other | Tok::Word if matches!(text, ";" | "then" | "elif" | "else" | "catch") => {
                 return t.start;
@@ -517,7 +526,19 @@ pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
             inserts.push((start, false, " ("));
         }
         inserts.push((toks[k].end, false, "("));
-        inserts.push((update_rhs_end(code, toks, k), true, "))"));
+        // A comment may run up to where the right-hand side ends: close on a line of its own.
+        let end = update_rhs_end(code, toks, k);
+        let after_last = toks
+            .iter()
+            .take_while(|t| t.start < end)
+            .last()
+            .map_or(0, |t| t.end);
+        let close = if code[after_last.min(end)..end].contains('#') {
+            "\n))"
+        } else {
+            "))"
+        };
+        inserts.push((end, true, close));
     }
     if inserts.is_empty() {
         return None;
@@ -678,6 +699,10 @@ fn rewrite_as(code: &str, toks: &[Token], n: usize) -> Result<Option<String>, St
         }
         s.push('(');
         s.push_str(body);
+        // The body may end in a comment: the parenthesis then closes on a line of its own.
+        if body.contains('#') {
+            s.push('\n');
+        }
         s.push(')');
         s
     };
@@ -832,6 +857,16 @@ mod tests {
                 " (_jqjail_modify(( (_jqjail_modify(. )|=( 1))) )|=( 2))",
             ),
             ("\"\\(. |= 1)\"", "\"\\( (_jqjail_modify(. )|=( 1)))\""),
+            (".a |= 1 # set a", " (_jqjail_modify(.a )|=( 1 # set a\n))"),
+            (
+                ".a |= . as $v | try tonumber catch $v",
+                " (_jqjail_modify(.a )|=( . as $v | try tonumber catch $v))",
+            ),
+            (
+                ".a = null // 5, .[if true then 1 else 0 end:]",
+                " (.a =( null ))// 5, .[if true then 1 else 0 end:]",
+            ),
+            ("{end} as $o | .a = 1", "{end} as $o | ( .a =( 1))"),
         ] {
             let (out, inserted) = wrap_updates(f).unwrap();
             assert_eq!(out, want, "{f}");
@@ -860,7 +895,9 @@ mod tests {
     fn helpers_names_are_reserved() {
         assert!(desugar("def _jqjail_modify(f): 42; (.a, .b) |= 1").is_err());
         assert!(desugar("def\n  _jqjail_x: 1; 2").is_err());
+        assert!(desugar("def # c\n_jqjail_modify(f): 42; .a |= 1").is_err());
         assert!(desugar("def undef_jqjail_x: 1; 2").is_ok());
+        assert!(desugar(r#""def _jqjail_x" # def _jqjail_y"#).is_ok());
     }
 
     #[test]

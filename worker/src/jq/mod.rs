@@ -350,6 +350,20 @@ mod tests {
                 r#"[0,{"if":0,"end":1}]"#,
             ),
             ("try (.a, .b) |= 3", "{}", r#"{"a":3,"b":3}"#),
+            // A comment at the end, a `catch` in a binder, `end` as a key: as jq.
+            (".a |= 1 # set a", "{}", r#"{"a":1}"#),
+            (". as [$a] ?// $a | $a # first", "[1]", "1"),
+            (
+                ".a |= . as $v | try tonumber catch $v",
+                r#"{"a":"x"}"#,
+                r#"{"a":"x"}"#,
+            ),
+            (
+                "[(.a = null // 5), .[if true then 1 else 0 end:]]",
+                "[1,2]",
+                "error: filter error: Cannot index array with string \"a\"",
+            ),
+            ("{end: 1} as $o | .a = null // 5", "{}", r#"{"a":null}"#),
         ] {
             assert_eq!(eval(filter, input), jq, "{filter}");
         }
