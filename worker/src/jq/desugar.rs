@@ -179,16 +179,16 @@ fn might_need_rewrite(code: &str) -> bool {
 /// Rewrites what jaq cannot parse, or says why it cannot be rewritten.
 pub fn desugar(code: &str) -> Result<Cow<'_, str>, String> {
     // jqjail's helpers are called by the rewrites: a filter may not define its own. Read on
-    // the tokens (strings and comments are not definitions); a filter that does not lex is
-    // refused if the text so much as names one.
+    // the tokens (strings and comments are not definitions).
     let defines_helper = code.contains("_jqjail_")
         && match tokens(code) {
-            Some(toks) => toks.windows(2).any(|w| {
-                w[0].tok == Tok::Word
-                    && &code[w[0].start..w[0].end] == "def"
-                    && code[w[1].start..w[1].end].starts_with("_jqjail_")
+            Some(toks) => (1..toks.len()).any(|i| {
+                toks[i - 1].tok == Tok::Word
+                    && text(code, &toks, i - 1) == "def"
+                    && text(code, &toks, i).starts_with("_jqjail_")
             }),
-            None => true,
+            // Nothing is rewritten in a filter that does not lex, so nothing calls a helper.
+            None => false,
         };
     if defines_helper {
         return Err(
@@ -264,28 +264,68 @@ fn in_place<'a>(code: &'a str, toks: &[Token]) -> Cow<'a, str> {
     Cow::Owned(out)
 }
 
+/// The text of token `i`.
+fn text<'a>(code: &'a str, toks: &[Token], i: usize) -> &'a str {
+    &code[toks[i].start..toks[i].end]
+}
+
+/// Whether tokens `i` and `i + 1` touch and read `a` and `b` (`//`, `==`, `|=`).
+fn pair(code: &str, toks: &[Token], i: usize, a: &str, b: &str) -> bool {
+    i + 1 < toks.len()
+        && toks[i].end == toks[i + 1].start
+        && text(code, toks, i) == a
+        && text(code, toks, i + 1) == b
+}
+
+/// The tokens on the level of a walk's first one, in the walk's order (`idx` forward, or
+/// backward with `forward` false): `Ok(i)` for each (the groups inside are passed over
+/// whole), then `Err(i)` for the token that ends the level (the one that closes its group
+/// going forward, opens it going backward), where the walk stops.
+fn level(
+    toks: &[Token],
+    idx: impl Iterator<Item = usize>,
+    forward: bool,
+) -> impl Iterator<Item = Result<usize, usize>> {
+    let (inward, outward) = match forward {
+        true => (Tok::Open, Tok::Close),
+        false => (Tok::Close, Tok::Open),
+    };
+    let (mut depth, mut done) = (0usize, false);
+    idx.map_while(move |i| {
+        if done {
+            return None;
+        }
+        let tok = toks[i].tok;
+        Some(if tok == inward {
+            depth += 1;
+            None
+        } else if tok == outward && depth == 0 {
+            done = true;
+            Some(Err(i))
+        } else if tok == outward {
+            depth -= 1;
+            None
+        } else {
+            (depth == 0).then_some(Ok(i))
+        })
+    })
+    .flatten()
+}
+
 /// The update operator (`|=`, `=`, `+=`, `-=`, `*=`, `/=`, `%=`, `//=`) whose `=` is token
 /// `k`, as the index of its first token; `None` if that `=` is part of a comparison.
 fn update_op(code: &str, toks: &[Token], k: usize) -> Option<usize> {
-    let text = |i: usize| &code[toks[i].start..toks[i].end];
-    let adjacent =
-        |i: usize| i > 0 && toks[i - 1].end == toks[i].start && toks[i - 1].tok == Tok::Other;
-    if toks[k].tok != Tok::Other || text(k) != "=" {
+    if toks[k].tok != Tok::Other || text(code, toks, k) != "=" || pair(code, toks, k, "=", "=") {
         return None;
     }
-    if toks
-        .get(k + 1)
-        .is_some_and(|t| t.start == toks[k].end && &code[t.start..t.end] == "=")
-    {
-        return None;
-    }
-    if !adjacent(k) {
+    let before = |i: usize| (i > 0 && toks[i - 1].end == toks[i].start).then(|| i - 1);
+    let Some(p) = before(k).filter(|p| toks[*p].tok == Tok::Other) else {
         return Some(k);
-    }
-    match text(k - 1) {
+    };
+    match text(code, toks, p) {
         "=" | "!" | "<" | ">" => None,
-        "/" if adjacent(k - 1) && text(k - 2) == "/" => Some(k - 2),
-        "|" | "+" | "-" | "*" | "/" | "%" => Some(k - 1),
+        "/" if before(p).is_some_and(|q| text(code, toks, q) == "/") => Some(p - 1),
+        "|" | "+" | "-" | "*" | "/" | "%" => Some(p),
         _ => Some(k),
     }
 }
@@ -295,31 +335,24 @@ fn update_op(code: &str, toks: &[Token], k: usize) -> Option<usize> {
 /// (`|`, `,`, `//`, `;`, `:`, another update, `then`, `elif`, `else`, `def`, or the group it
 /// is in). `try … catch …` binds tighter (`try .a |= 1` updates `try .a`).
 fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
-    let text = |i: usize| &code[toks[i].start..toks[i].end];
-    let mut depth = 0usize;
-    let mut j = op;
-    while j > 0 {
-        j -= 1;
-        let t = &toks[j];
-        match t.tok {
-            Tok::Close => depth += 1,
-            Tok::Open if depth == 0 => return t.end,
-            Tok::Open => depth -= 1,
-            _ if depth > 0 => {}
-            Tok::Alt => return t.end,
-            Tok::Word if matches!(text(j), "then" | "elif" | "else" | "def") => return t.end,
-            Tok::Other => {
-                let boundary = match text(j) {
-                    "|" | "," | ";" | ":" => true,
-                    "/" => j > 0 && toks[j - 1].end == t.start && text(j - 1) == "/",
-                    "=" => update_op(code, toks, j).is_some(),
-                    _ => false,
-                };
-                if boundary {
-                    return t.end;
-                }
-            }
-            _ => {}
+    for step in level(toks, (0..op).rev(), false) {
+        let j = match step {
+            Ok(j) => j,
+            Err(open) => return toks[open].end,
+        };
+        let boundary = match toks[j].tok {
+            Tok::Alt => true,
+            Tok::Word => matches!(text(code, toks, j), "then" | "elif" | "else" | "def"),
+            Tok::Other => match text(code, toks, j) {
+                "|" | "," | ";" | ":" => true,
+                "/" => j > 0 && pair(code, toks, j - 1, "/", "/"),
+                "=" => update_op(code, toks, j).is_some(),
+                _ => false,
+            },
+            _ => false,
+        };
+        if boundary {
+            return toks[j].end;
         }
     }
     0
@@ -330,42 +363,27 @@ fn update_lhs_start(code: &str, toks: &[Token], op: usize) -> usize {
 /// (`|`, `,`, `//`, `;`, another update, `then`, `elif`, `else`, `catch`, the end of its
 /// group); a binder (`E as $x | …`, `label $x | …`, `def f: …;`) takes the rest of the group.
 fn update_rhs_end(code: &str, toks: &[Token], eq: usize) -> usize {
-    let text = |i: usize| &code[toks[i].start..toks[i].end];
-    let adjacent = |i: usize, s: &str| {
-        toks.get(i + 1)
-            .is_some_and(|n| n.start == toks[i].end && &code[n.start..n.end] == s)
-    };
-    let (mut depth, mut trys) = (0usize, 0usize);
-    let mut j = eq + 1;
-    while j < toks.len() {
-        let t = &toks[j];
-        match t.tok {
-            Tok::Open => depth += 1,
-            Tok::Close if depth == 0 => return t.start,
-            Tok::Close => depth -= 1,
-            _ if depth > 0 => {}
-            Tok::Word => match text(j) {
-                "try" => trys += 1,
-                "catch" if trys > 0 => trys -= 1,
-                "then" | "elif" | "else" | "catch" => return t.start,
-                "label" | "def" => return group_end(code, toks, j),
-                "as" if binds(code, toks, j) => return group_end(code, toks, j),
-                _ => {}
-            },
-            Tok::Alt => return t.start,
-            Tok::Other => match text(j) {
-                "|" | "," | ";" | ":" => return t.start,
-                "/" if adjacent(j, "/") => return t.start,
-                "=" => {
-                    if let Some(op) = update_op(code, toks, j) {
-                        return toks[op].start;
-                    }
+    let mut trys = 0usize;
+    for step in level(toks, eq + 1..toks.len(), true) {
+        let j = match step {
+            Ok(j) => j,
+            Err(close) => return toks[close].start,
+        };
+        match (toks[j].tok, text(code, toks, j)) {
+            (Tok::Word, "try") => trys += 1,
+            (Tok::Word, "catch") if trys > 0 => trys -= 1,
+            (Tok::Word, "then" | "elif" | "else" | "catch") => return toks[j].start,
+            (Tok::Word, "label" | "def") => return group_end(code, toks, j),
+            (Tok::Word, "as") if binds(code, toks, j) => return group_end(code, toks, j),
+            (Tok::Alt, _) | (Tok::Other, "|" | "," | ";" | ":") => return toks[j].start,
+            (Tok::Other, "/") if pair(code, toks, j, "/", "/") => return toks[j].start,
+            (Tok::Other, "=") => {
+                if let Some(op) = update_op(code, toks, j) {
+                    return toks[op].start;
                 }
-                _ => {}
-            },
+            }
             _ => {}
         }
-        j += 1;
     }
     code.len()
 }
@@ -382,8 +400,7 @@ fn binds(code: &str, toks: &[Token], j: usize) -> bool {
             None => return false,
         }
     }
-    toks.get(end)
-        .is_some_and(|t| t.tok == Tok::Other && &code[t.start..t.end] == "|")
+    end < toks.len() && toks[end].tok == Tok::Other && text(code, toks, end) == "|"
 }
 
 /// Where the group that token `j` is in ends: its closing token, or the `;`, `then`, `elif`,
@@ -391,20 +408,19 @@ fn binds(code: &str, toks: &[Token], j: usize) -> bool {
 /// a `def` (`j`'s own included) is the definition's, and a `catch` after a `try` is the
 /// `try`'s: neither is the end.
 fn group_end(code: &str, toks: &[Token], j: usize) -> usize {
-    let (mut depth, mut defs, mut trys) = (0usize, 0usize, 0usize);
-    for t in &toks[j..] {
-        let text = &code[t.start..t.end];
-        match t.tok {
-            Tok::Open => depth += 1,
-            Tok::Close if depth == 0 => return t.start,
-            Tok::Close => depth -= 1,
-            _ if depth > 0 => {}
-            Tok::Word if text == "def" => defs += 1,
-            Tok::Word if text == "try" => trys += 1,
-            Tok::Word if text == "catch" && trys > 0 => trys -= 1,
-            Tok::Other if text == ";" && defs > 0 => defs -= 1,
-            Tok::Other | Tok::Word if matches!(text, ";" | "then" | "elif" | "else" | "catch") => {
-                return t.start;
+    let (mut defs, mut trys) = (0usize, 0usize);
+    for step in level(toks, j..toks.len(), true) {
+        let i = match step {
+            Ok(i) => i,
+            Err(close) => return toks[close].start,
+        };
+        match (toks[i].tok, text(code, toks, i)) {
+            (Tok::Word, "def") => defs += 1,
+            (Tok::Word, "try") => trys += 1,
+            (Tok::Word, "catch") if trys > 0 => trys -= 1,
+            (Tok::Other, ";") if defs > 0 => defs -= 1,
+            (Tok::Other | Tok::Word, ";" | "then" | "elif" | "else" | "catch") => {
+                return toks[i].start;
             }
             _ => {}
         }
@@ -528,11 +544,8 @@ pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
         inserts.push((toks[k].end, false, "("));
         // A comment may run up to where the right-hand side ends: close on a line of its own.
         let end = update_rhs_end(code, toks, k);
-        let after_last = toks
-            .iter()
-            .take_while(|t| t.start < end)
-            .last()
-            .map_or(0, |t| t.end);
+        let before_end = toks.partition_point(|t| t.start < end);
+        let after_last = before_end.checked_sub(1).map_or(0, |i| toks[i].end);
         let close = if code[after_last.min(end)..end].contains('#') {
             "\n))"
         } else {
@@ -898,6 +911,8 @@ mod tests {
         assert!(desugar("def # c\n_jqjail_modify(f): 42; .a |= 1").is_err());
         assert!(desugar("def undef_jqjail_x: 1; 2").is_ok());
         assert!(desugar(r#""def _jqjail_x" # def _jqjail_y"#).is_ok());
+        // A filter that does not lex gets jaq's parse error, not the reservation.
+        assert!(desugar(r#""_jqjail_" | ("#).is_ok());
     }
 
     #[test]

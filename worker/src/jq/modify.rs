@@ -19,9 +19,8 @@ use crate::jq::Data;
 use crate::jq::val::Jv;
 use jaq_core::native::Fun;
 use jaq_core::path::Opt;
-use jaq_core::{Bind, Exn, Native, PathsPtr, RunPtr, UpdatePtr, ValT, ValX};
+use jaq_core::{Bind, Native, PathsPtr, RunPtr, UpdatePtr, ValT, ValX, ValXs};
 use jaq_json::{Rc, Val};
-use std::cell::Cell;
 
 /// `_jqjail_modify(f)`: runs as `f` and has `f`'s paths; updates as jq does.
 pub fn fun() -> Fun<Data> {
@@ -35,40 +34,16 @@ pub fn fun() -> Fun<Data> {
     };
     let update: UpdatePtr<Data> = |mut cv, g| {
         let (f, fc) = cv.0.pop_fun();
-        let input = cv.1;
-        let paths = f.paths((fc, (input.clone(), Default::default())));
-        let mut state = input;
-        let mut marked = Vec::new();
-        for item in paths {
-            let path: Vec<Jv> = match item {
-                Ok((_, list)) => {
-                    let mut path: Vec<Jv> = list.iter().cloned().collect();
-                    path.reverse();
-                    path
-                }
-                Err(e) => return Box::new(std::iter::once(Err(e))),
-            };
-            // `getpath($p) | g`: where `g` is empty, the path is only marked, and nothing
-            // on the way to it is created.
-            let new = match get_path(&state, &path).map(|old| g(old).next()) {
-                Ok(Some(Ok(new))) => new,
-                Ok(None) => {
-                    marked.push(Val::Arr(Rc::new(path.into_iter().map(|p| p.0).collect())));
-                    continue;
-                }
-                Ok(Some(Err(e))) => return Box::new(std::iter::once(Err(e))),
-                Err(e) => return Box::new(std::iter::once(Err(Exn::from(e)))),
-            };
-            let new = Cell::new(Some(new));
-            state = match at_path(state, &path, &|_| Ok(new.take().unwrap_or_default())) {
-                Ok(v) => v,
-                Err(e) => return Box::new(std::iter::once(Err(e))),
-            };
-        }
-        let marked = Jv(Val::Arr(Rc::new(marked)));
-        Box::new(std::iter::once(
-            crate::jq::funs::delpaths(state, marked).map_err(Exn::from),
-        ))
+        let paths = f.paths((fc, (cv.1.clone(), Default::default())));
+        // Each path as its keys from the top (jaq's list holds them from the bottom).
+        let paths = paths.map(|r| {
+            r.map(|(_, list)| {
+                let mut path: Vec<Jv> = list.iter().cloned().collect();
+                path.reverse();
+                path
+            })
+        });
+        Box::new(std::iter::once(modify(cv.1, paths, &*g)))
     };
     (
         "_jqjail_modify",
@@ -77,6 +52,30 @@ pub fn fun() -> Fun<Data> {
             .with_paths(paths)
             .with_update(update),
     )
+}
+
+/// jq's `_modify`: each of `paths` (taken from `input` as it was) set to the first output of
+/// `g` on the value there; where `g` is empty, the path is only marked (nothing on the way to
+/// it is created), and the marked paths are deleted together at the end.
+fn modify<'a, P>(input: Jv, paths: P, g: &dyn Fn(Jv) -> ValXs<'a, Jv>) -> ValX<'a, Jv>
+where
+    P: Iterator<Item = ValX<'a, Vec<Jv>, Jv>>,
+{
+    let mut state = input;
+    let mut marked = Vec::new();
+    for path in paths {
+        let path = path?;
+        // `g`'s outputs past the first are never computed, and it is let go before writing.
+        let first = g(get_path(&state, &path)?).next().transpose()?;
+        match first {
+            Some(new) => state = set_path(state, &path, &new)?,
+            None => marked.push(Val::Arr(Rc::new(path.into_iter().map(|p| p.0).collect()))),
+        }
+    }
+    Ok(crate::jq::funs::delpaths(
+        state,
+        Jv(Val::Arr(Rc::new(marked))),
+    )?)
 }
 
 /// jq's `getpath`: `null` past a missing key or `null`, an error where a step cannot index.
@@ -91,13 +90,13 @@ fn get_path(v: &Jv, path: &[Jv]) -> Result<Jv, crate::jq::val::Error> {
     Ok(v)
 }
 
-/// `v` with the value at `path` replaced by `leaf` of it: jq's `setpath`, which creates what
-/// is missing and pads arrays with nulls.
-fn at_path<'a>(v: Jv, path: &[Jv], leaf: &dyn Fn(Jv) -> ValX<'a, Jv>) -> ValX<'a, Jv> {
+/// `v` with `new` at `path`: jq's `setpath`, which creates what is missing and pads arrays
+/// with nulls.
+fn set_path<'a>(v: Jv, path: &[Jv], new: &Jv) -> ValX<'a, Jv> {
     match path.split_first() {
-        None => leaf(v),
+        None => Ok(new.clone()),
         Some((key, rest)) => v.map_index(key, Opt::Essential, |child| {
-            std::iter::once(at_path(child, rest, leaf))
+            std::iter::once(set_path(child, rest, new))
         }),
     }
 }
