@@ -15,7 +15,8 @@
 //! Then [`wrap_updates`] groups every update (`L |= R`, `L = R`, `L += R`, …) as jq's grammar
 //! does, `(L |= (R))`, and makes `L` `_jqjail_modify(L)` where jaq's update could answer
 //! otherwise ([`super::modify`]): `. |= empty`, `.. |= f`, `(.[0], .[1]) |= empty` and
-//! `.a // .b |= 5` then answer as in jq. It inserts 16 bytes at most per operator.
+//! `.a // .b |= 5` then answer as in jq. A binder after an operator is grouped as jq binds it
+//! (`2 * (. as $x | …)`). It inserts 16 bytes at most per operator or binder.
 
 use std::borrow::Cow;
 
@@ -509,23 +510,55 @@ fn plain_chain(lhs: &str) -> bool {
 /// `code` with every update (`L |= R`, `L = R`, `L += R`, …) in parentheses as jq groups it
 /// (`(L |= (R))`: jaq's parser binds `//` and `as` differently), and its left-hand side in
 /// `_jqjail_modify(…)` where jaq's update could differ from jq's: always for `|=`, whose `R`
-/// may give no output or several, and for the others unless `L` is a [`plain_chain`]. Also
-/// where text was inserted: (offset in `code`, length), in order. `None` if there is no
-/// update. Run after [`desugar`], on its text.
+/// may give no output or several, and for the others unless `L` is a [`plain_chain`]. A
+/// binder after an operator is grouped as jq binds it too: `2 * . as $x | B` is
+/// `2 *( . as $x | B)` (jaq reads `(2 * .) as $x | B`). Also where text was inserted:
+/// (offset in `code`, length), in order. `None` if there is nothing to group. Run after
+/// [`desugar`], on its text.
 pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
     // An `=` that is not part of `==`, `!=`, `<=` or `>=`: most filters have none.
     let b = code.as_bytes();
     let update = memchr::memchr_iter(b'=', b).any(|i| {
         b.get(i + 1) != Some(&b'=') && !(i > 0 && matches!(b[i - 1], b'=' | b'!' | b'<' | b'>'))
     });
-    if !update {
+    if !update && memchr::memmem::find(b, b"as").is_none() {
         return None;
     }
     let toks = tokens(code)?;
     let toks = &toks[..];
+    // A comment may run up to where a group ends: it then closes on a line of its own.
+    let closing = |end: usize, text: &'static str, commented: &'static str| {
+        let before_end = toks.partition_point(|t| t.start < end);
+        let after_last = before_end.checked_sub(1).map_or(0, |i| toks[i].end);
+        let text = if code[after_last.min(end)..end].contains('#') {
+            commented
+        } else {
+            text
+        };
+        (end, true, text)
+    };
     // (byte offset, whether it closes, text); at one offset what closes comes first.
     let mut inserts: Vec<(usize, bool, &str)> = Vec::new();
     for k in 0..toks.len() {
+        if toks[k].tok == Tok::Word && text(code, toks, k) == "as" && binds(code, toks, k) {
+            // The token before the binder's term, on its level: an operator binds the term
+            // alone in jq (`2 * . as $x | …`), and all it is in in jaq.
+            let before = level(toks, (0..k).rev(), false)
+                .map_while(Result::ok)
+                .find(|&j| !term_part(code, toks, j))
+                .filter(|&j| match (toks[j].tok, text(code, toks, j)) {
+                    (Tok::Other, "+" | "-" | "*" | "/" | "%" | "<" | ">") => true,
+                    // A comparison's; an update's right-hand side is grouped as a whole.
+                    (Tok::Other, "=") => update_op(code, toks, j).is_none(),
+                    (Tok::Word, "and" | "or") => true,
+                    _ => false,
+                });
+            if let Some(op) = before {
+                inserts.push((toks[op].end, false, "("));
+                inserts.push(closing(group_end(code, toks, k), ")", "\n)"));
+            }
+            continue;
+        }
         let Some(op) = update_op(code, toks, k) else {
             continue;
         };
@@ -542,16 +575,7 @@ pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
             inserts.push((start, false, " ("));
         }
         inserts.push((toks[k].end, false, "("));
-        // A comment may run up to where the right-hand side ends: close on a line of its own.
-        let end = update_rhs_end(code, toks, k);
-        let before_end = toks.partition_point(|t| t.start < end);
-        let after_last = before_end.checked_sub(1).map_or(0, |i| toks[i].end);
-        let close = if code[after_last.min(end)..end].contains('#') {
-            "\n))"
-        } else {
-            "))"
-        };
-        inserts.push((end, true, close));
+        inserts.push(closing(update_rhs_end(code, toks, k), "))", "\n))"));
     }
     if inserts.is_empty() {
         return None;
@@ -569,6 +593,37 @@ pub fn wrap_updates(code: &str) -> Option<(String, Vec<(usize, usize)>)> {
         out,
         inserts.iter().map(|(at, _, t)| (*at, t.len())).collect(),
     ))
+}
+
+/// Whether token `j` is part of a term (`.a`, `$x[0]?`, `f(…)`, `1.5e-3`) to a walk that has
+/// passed over the groups in it.
+fn term_part(code: &str, toks: &[Token], j: usize) -> bool {
+    match (toks[j].tok, text(code, toks, j)) {
+        (Tok::Field | Tok::Var, _) | (Tok::Other, "." | "?") => true,
+        (Tok::Word, word) => !matches!(
+            word,
+            "and"
+                | "or"
+                | "then"
+                | "elif"
+                | "else"
+                | "try"
+                | "catch"
+                | "reduce"
+                | "foreach"
+                | "def"
+                | "label"
+                | "as"
+        ),
+        // The sign of a number's exponent (`1e-3`).
+        (Tok::Other, "-" | "+") => {
+            j > 0 && toks[j - 1].end == toks[j].start && {
+                let w = text(code, toks, j - 1);
+                w.starts_with(|c: char| c.is_ascii_digit()) && w.ends_with(['e', 'E'])
+            }
+        }
+        _ => false,
+    }
 }
 
 /// The offset in the text [`wrap_updates`] was given of `offset` in the text it made.
@@ -880,14 +935,29 @@ mod tests {
                 " (.a =( null ))// 5, .[if true then 1 else 0 end:]",
             ),
             ("{end} as $o | .a = 1", "{end} as $o | ( .a =( 1))"),
+            ("2 * . as $x | $x + 1", "2 *( . as $x | $x + 1)"),
+            (
+                ".a |= 2 * .b as $x | $x",
+                " (_jqjail_modify(.a )|=( 2 *( .b as $x | $x)))",
+            ),
+            (
+                "[1 == $y.a[0]? as $x | $x, 2] | 3",
+                "[1 ==( $y.a[0]? as $x | $x, 2)] | 3",
+            ),
+            (
+                "true and f(1) as $x | $x # c",
+                "true and( f(1) as $x | $x # c\n)",
+            ),
         ] {
             let (out, inserted) = wrap_updates(f).unwrap();
             assert_eq!(out, want, "{f}");
-            // The filter's own text maps back to where it was: the last `=`, and what is
-            // just after it.
-            let (eq, orig) = (out.rfind('=').unwrap(), f.rfind('=').unwrap());
-            assert_eq!(unwrapped_offset(eq, &inserted), orig, "{f}");
-            assert_eq!(unwrapped_offset(eq + 2, &inserted), orig + 1, "{f}");
+            // The filter's own text maps back to where it was: the last `=` (or `$`), and
+            // what is just after it (past a `(` put there).
+            let anchor = if f.contains('=') { '=' } else { '$' };
+            let (at, orig) = (out.rfind(anchor).unwrap(), f.rfind(anchor).unwrap());
+            assert_eq!(unwrapped_offset(at, &inserted), orig, "{f}");
+            let next = at + 1 + usize::from(out[at + 1..].starts_with('('));
+            assert_eq!(unwrapped_offset(next, &inserted), orig + 1, "{f}");
         }
     }
 

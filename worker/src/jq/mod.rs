@@ -369,6 +369,20 @@ mod tests {
         }
     }
 
+    /// `E op T as $x | B` binds `T` alone, as jq's grammar does (jaq's binds `E op T`).
+    #[test]
+    fn binders_after_an_operator_bind_the_term_alone() {
+        for (filter, jq) in [
+            ("2 * 3 as $x | $x + 1", "8"),
+            ("[10 - 1e-1 as $x | $x]", "[9.9]"),
+            ("[1, 2 * 3 as [$x] ?// $x | $x]", "[1,6]"),
+            ("1 + 2 as $x | $x * 10 # c", "21"),
+            ("reduce (1, 2) as $x (0; . + $x)", "3"),
+        ] {
+            assert_eq!(eval(filter, "null"), jq, "{filter}");
+        }
+    }
+
     /// An update changes the child it takes in place: the value held once stays held once.
     #[test]
     fn deep_updates_build_the_same_value() {
