@@ -9,7 +9,6 @@ use crate::spawn::Program;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -319,20 +318,13 @@ fn set_worker_stack(bytes: u64) -> anyhow::Result<()> {
         .context("setting RLIMIT_STACK for workers")
 }
 
-/// Binds the socket, replacing a stale socket file but never a live daemon's.
+/// Binds the socket in a directory no other user can change entries of, with its mode set
+/// before the bind (`unixsock`), replacing a stale socket but never a live daemon's.
 fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
-    if path.exists() {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => bail!("another daemon is already listening on {}", path.display()),
-            Err(_) => {
-                std::fs::remove_file(path)
-                    .with_context(|| format!("removing stale socket {}", path.display()))?;
-            }
-        }
-    }
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting mode {mode:04o} on {}", path.display()))?;
-    Ok(listener)
+    let listener = crate::unixsock::bind(path, mode, crate::unixsock::Dir::PrivateOrSticky)
+        .with_context(|| format!("binding the socket {}", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .context("making the socket non-blocking")?;
+    UnixListener::from_std(listener).context("registering the socket")
 }

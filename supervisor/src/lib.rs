@@ -18,6 +18,7 @@ pub mod spawn;
 pub mod stats;
 pub mod systemd;
 pub mod tenant;
+pub mod unixsock;
 pub mod zygote;
 
 pub use config::Config;

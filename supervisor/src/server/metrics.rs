@@ -45,12 +45,11 @@ pub(crate) enum Bound {
 }
 
 /// Binds `at`. A Unix socket's directory must be writable by its owner only, and owned by
-/// this uid or root, so that no one else can swap the path between the checks, the bind and
-/// the chmod. A socket left there by an earlier daemon (connecting is refused) is replaced;
-/// one in use, one that cannot be told apart from one in use, or a path that is not a
-/// socket, is an error. The socket gets `mode`.
+/// this uid or root; the socket is bound relative to that directory, opened once, with `mode`
+/// set before the bind (`unixsock`). A socket left there by an earlier daemon (connecting is
+/// refused) is replaced; one in use, one that cannot be told apart from one in use, or a path
+/// that is not a socket, is an error.
 pub(crate) fn bind(at: &MetricsListen, mode: u32) -> io::Result<Bound> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     let fail = |kind: io::ErrorKind, why: String| io::Error::new(kind, why);
     match at {
         MetricsListen::Tcp(addr) => {
@@ -64,47 +63,9 @@ pub(crate) fn bind(at: &MetricsListen, mode: u32) -> io::Result<Bound> {
                 })
         }
         MetricsListen::Unix(path) => {
-            let shown = path.display();
-            let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            let d = std::fs::metadata(dir)
-                .map_err(|e| fail(e.kind(), format!("metrics listener {shown}: {e}")))?;
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let me = unsafe { libc::geteuid() };
-            if d.mode() & 0o022 != 0 || (d.uid() != me && d.uid() != 0) {
-                return Err(fail(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "metrics listener {shown}: its directory {} is writable by others or owned by another uid (mode {:04o}, uid {})",
-                        dir.display(),
-                        d.mode() & 0o7777,
-                        d.uid()
-                    ),
-                ));
-            }
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                if !meta.file_type().is_socket() {
-                    return Err(fail(
-                        io::ErrorKind::AlreadyExists,
-                        format!("metrics listener {shown}: not a socket"),
-                    ));
-                }
-                match std::os::unix::net::UnixStream::connect(path) {
-                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                        std::fs::remove_file(path)?
-                    }
-                    _ => {
-                        return Err(fail(
-                            io::ErrorKind::AddrInUse,
-                            format!("metrics listener {shown}: in use (or not ours to replace)"),
-                        ));
-                    }
-                }
-            }
-            let listener = std::os::unix::net::UnixListener::bind(path)
-                .map_err(|e| fail(e.kind(), format!("binding {shown}: {e}")))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .map_err(|e| fail(e.kind(), format!("setting mode {mode:04o} on {shown}: {e}")))?;
-            Ok(Bound::Unix(listener))
+            crate::unixsock::bind(path, mode, crate::unixsock::Dir::Private)
+                .map(Bound::Unix)
+                .map_err(|e| fail(e.kind(), format!("metrics listener {e}")))
         }
     }
 }
