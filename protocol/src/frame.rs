@@ -122,6 +122,23 @@ pub mod tokio_io {
         r: &mut R,
         max: u64,
     ) -> Result<Vec<u8>, FrameError> {
+        let len = read_len(r, max).await?;
+        read_body(r, len).await
+    }
+
+    /// Reads a frame's body of `len` bytes (its length as [`read_len`] gave it).
+    pub async fn read_body<R: AsyncRead + Unpin>(
+        r: &mut R,
+        len: usize,
+    ) -> Result<Vec<u8>, FrameError> {
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body).await?;
+        Ok(body)
+    }
+
+    /// Reads a frame's length prefix and checks it against `max`, so that a reader can decide
+    /// what the body may cost before a byte of it is read or allocated for.
+    pub async fn read_len<R: AsyncRead + Unpin>(r: &mut R, max: u64) -> Result<usize, FrameError> {
         let mut pre = [0u8; PREFIX_BYTES];
         let mut got = 0;
         while got < PREFIX_BYTES {
@@ -131,10 +148,7 @@ pub mod tokio_io {
                 n => got += n,
             }
         }
-        let len = check(pre, max)?;
-        let mut body = vec![0u8; len];
-        r.read_exact(&mut body).await?;
-        Ok(body)
+        check(pre, max)
     }
 
     /// Writes one frame made of `parts`, concatenated, without joining them in memory.

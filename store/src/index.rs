@@ -1,6 +1,14 @@
 //! The index: the SQLite schema and the queries every store operation is made of. Every
-//! function here runs inside a transaction the caller holds (`Store::mutate*`) or under the
-//! store's mutex.
+//! function here runs inside a transaction the caller holds: a write transaction under the
+//! store's lock (`Store::mutate*`), or a read transaction on one of its reader connections
+//! (`Store::read`), which in WAL mode never waits for a writer.
+//!
+//! What a tenant holds is a counter, not a query over its hides: the `usage` table, kept by
+//! triggers in the same transaction as every insert and delete of a hide (by any process that
+//! shares the directory), and rebuilt from the hides at every open. Each hide's charge against
+//! its quota is computed once, when it is stored (`charged`). So `hide_usage`, a put's quota
+//! check and the metrics' totals each read one row, whatever the tenant holds; eviction reads
+//! the oldest hides only until enough are found.
 
 use crate::id;
 use crate::{Entry, OnFull, Result, Retention, StoreError, Usage, now_ms};
@@ -17,6 +25,7 @@ CREATE TABLE IF NOT EXISTS hides (
     source     TEXT NOT NULL,
     size       INTEGER NOT NULL,
     created_ms INTEGER NOT NULL,
+    charged    INTEGER NOT NULL DEFAULT 0,
     UNIQUE (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS hides_content ON hides (tenant, source_key, sha256);
@@ -30,8 +39,47 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 ";
 
+/// The counters of what each tenant holds, rebuilt from the hides (run at every open, after
+/// [`SCHEMA`] and [`add_charged`], in the same transaction), and the triggers that keep them.
+pub(crate) const USAGE: &str = "
+DROP TABLE IF EXISTS usage;
+CREATE TABLE usage (
+    tenant  TEXT PRIMARY KEY,
+    entries INTEGER NOT NULL,
+    bytes   INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO usage (tenant, entries, bytes)
+    SELECT tenant, COUNT(*), SUM(charged) FROM hides GROUP BY tenant;
+CREATE TRIGGER IF NOT EXISTS usage_add AFTER INSERT ON hides BEGIN
+    INSERT OR IGNORE INTO usage (tenant, entries, bytes) VALUES (NEW.tenant, 0, 0);
+    UPDATE usage SET entries = entries + 1, bytes = bytes + NEW.charged
+        WHERE tenant = NEW.tenant;
+END;
+CREATE TRIGGER IF NOT EXISTS usage_remove AFTER DELETE ON hides BEGIN
+    UPDATE usage SET entries = entries - 1, bytes = bytes - OLD.charged
+        WHERE tenant = OLD.tenant;
+    DELETE FROM usage WHERE tenant = OLD.tenant AND entries <= 0;
+END;
+";
+
+/// An index made before hides kept their charge gets the column, computed once from each
+/// hide's labels and meta.
+pub(crate) fn add_charged(db: &Connection) -> Result<()> {
+    let has: bool = db
+        .prepare("SELECT 1 FROM pragma_table_info('hides') WHERE name = 'charged'")?
+        .exists([])?;
+    if !has {
+        db.execute_batch(&format!(
+            "ALTER TABLE hides ADD COLUMN charged INTEGER NOT NULL DEFAULT 0;
+             UPDATE hides SET charged = {CHARGE};"
+        ))?;
+    }
+    Ok(())
+}
+
 /// What a hide costs against its tenant's quota, in SQL over a `hides` row: its content and
 /// its labels and meta, byte for byte (a hide of empty content with large meta is not free).
+/// Used once, to fill `charged` in an index made before it; [`charge`] is the same in Rust.
 const CHARGE: &str = "size + length(CAST(kind AS BLOB)) + length(CAST(source AS BLOB)) \
     + COALESCE((SELECT SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))) \
     FROM meta WHERE meta.seq = hides.seq), 0)";
@@ -80,7 +128,8 @@ pub(crate) fn make_room(
         entries: mut count,
     } = usage(db, tenant)?;
     let max = crate::MAX_HIDES_PER_TENANT;
-    if used + size <= retention.quota_bytes && count < max {
+    let fits = |used: u64, count: u64| used + size <= retention.quota_bytes && count < max;
+    if fits(used, count) {
         return Ok(victims);
     }
     if retention.on_full == OnFull::Refuse {
@@ -93,25 +142,26 @@ pub(crate) fn make_room(
             size,
         });
     }
-    let oldest: Vec<(String, u64)> = {
-        let mut stmt = db.prepare_cached(&format!(
-            "SELECT id, {CHARGE} FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC"
-        ))?;
-        stmt.query_map(params![tenant], |r| {
-            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
-        })?
-        .collect::<Result<_, _>>()?
-    };
-    for (id, bytes) in oldest {
-        if used + size <= retention.quota_bytes && count < max {
-            break;
+    // The oldest, read only until enough are found, then deleted.
+    let mut oldest = Vec::new();
+    {
+        let mut stmt = db.prepare_cached(
+            "SELECT id, charged FROM hides WHERE tenant = ?1 ORDER BY created_ms ASC, seq ASC",
+        )?;
+        let mut rows = stmt.query(params![tenant])?;
+        while !fits(used, count) {
+            let Some(row) = rows.next()? else { break };
+            let bytes = row.get::<_, i64>(1)? as u64;
+            oldest.push(row.get::<_, String>(0)?);
+            used = used.saturating_sub(bytes);
+            count = count.saturating_sub(1);
         }
+    }
+    for id in oldest {
         db.execute(
             "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
             params![tenant, id],
         )?;
-        used -= bytes;
-        count -= 1;
         victims.push(id);
     }
     Ok(victims)
@@ -120,7 +170,7 @@ pub(crate) fn make_room(
 /// What every tenant holds together.
 pub(crate) fn usage_of_all(db: &Connection) -> Result<Usage> {
     let (entries, bytes): (i64, i64) = db.query_row(
-        &format!("SELECT COUNT(*), COALESCE(SUM({CHARGE}), 0) FROM hides"),
+        "SELECT COALESCE(SUM(entries), 0), COALESCE(SUM(bytes), 0) FROM usage",
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
@@ -130,15 +180,16 @@ pub(crate) fn usage_of_all(db: &Connection) -> Result<Usage> {
     })
 }
 
+/// What `tenant` holds: one row of the counters.
 pub(crate) fn usage(db: &Connection, tenant: &str) -> Result<Usage> {
-    let (entries, bytes): (i64, i64) = db.query_row(
-        &format!("SELECT COUNT(*), COALESCE(SUM({CHARGE}), 0) FROM hides WHERE tenant = ?1"),
-        params![tenant],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (entries, bytes): (i64, i64) = db
+        .prepare_cached("SELECT entries, bytes FROM usage WHERE tenant = ?1")?
+        .query_row(params![tenant], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, 0));
     Ok(Usage {
-        entries: entries as u64,
-        bytes: bytes as u64,
+        entries: entries.max(0) as u64,
+        bytes: bytes.max(0) as u64,
     })
 }
 

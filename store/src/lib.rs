@@ -19,6 +19,11 @@
 //! file could already be a new put's of the same content, renamed into the same place. Opening
 //! also drops rows whose file is missing, so a listed hide always reads back whole.
 //!
+//! Only mutations take the lock, each for one short transaction. Reads (lookups, pages,
+//! lists, usage) run on reader connections of their own, which SQLite's WAL mode serves while
+//! a mutation commits, so no read waits for a writer and none holds one up. What a tenant
+//! holds is a counter kept by triggers (`index.rs`), never a sum over its hides.
+//!
 //! A put in progress reserves its declared size against its tenant's quota until it ends, so
 //! stalled uploads hold at most the quota in `tmp/`; opening removes the temp files of puts
 //! whose process is gone.
@@ -45,7 +50,8 @@ mod writing;
 
 use dir::{check_private_dir, private_file, private_subdir};
 use index::{
-    SCHEMA, find_content, listed, lookup, make_room, row_entry, usage, usage_of_all, with_meta,
+    SCHEMA, USAGE, add_charged, find_content, listed, lookup, make_room, row_entry, usage,
+    usage_of_all, with_meta,
 };
 pub use sweep::Sweep;
 use writing::Reservation;
@@ -73,6 +79,8 @@ pub const MAX_META_BYTES: usize = 1024;
 pub const MAX_HIDES_PER_TENANT: u64 = 10_000;
 /// Temp files older than this are leftovers of a crashed writer and are removed at open.
 pub const STALE_TMP: Duration = Duration::from_secs(3600);
+/// Idle reader connections kept open for the next read.
+const READERS_KEPT: usize = 8;
 
 /// One stored hide's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,9 +264,16 @@ pub(crate) struct NewHide<'a> {
 
 /// An open store. Cheap to share behind an `Arc`; every method blocks (file and SQLite I/O),
 /// so async callers run them on a blocking thread.
+///
+/// Mutations are serialised: one writer connection behind a mutex and the directory's flock,
+/// held for one short transaction (no query in it reads more rows than it changes, but for
+/// the sha256 collision walk). Reads never take them: each runs in a read transaction on a
+/// reader connection of its own, which SQLite's WAL mode serves beside a writer.
 pub struct Store {
     root: PathBuf,
     inner: Mutex<Inner>,
+    /// Reader connections not in use (at most [`READERS_KEPT`] are kept).
+    readers: Mutex<Vec<Connection>>,
     /// Bytes reserved by each tenant's puts in progress (their temp files).
     pending: Mutex<std::collections::HashMap<String, u64>>,
     /// What opening found and mended.
@@ -332,6 +347,7 @@ impl Store {
         let mut store = Store {
             root,
             inner: Mutex::new(Inner { db, lock }),
+            readers: Mutex::default(),
             pending: Mutex::default(),
             opened: Sweep::default(),
             evicted_by_retention: AtomicU64::new(0),
@@ -339,6 +355,8 @@ impl Store {
         };
         store.mutate(|db| {
             db.execute_batch(SCHEMA)?;
+            add_charged(db)?;
+            db.execute_batch(USAGE)?;
             Ok(())
         })?;
         store.opened = store.sweep()?;
@@ -476,8 +494,9 @@ impl Store {
             File::open(&dir)?.sync_all()?;
             let created_ms = now_ms();
             db.execute(
-                "INSERT INTO hides (tenant, id, source_key, sha256, kind, source, size, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO hides
+                   (tenant, id, source_key, sha256, kind, source, size, created_ms, charged)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     tenant,
                     id,
@@ -486,7 +505,8 @@ impl Store {
                     kind,
                     source,
                     size as i64,
-                    created_ms as i64
+                    created_ms as i64,
+                    charged as i64
                 ],
             )?;
             let seq = db.last_insert_rowid();
@@ -653,39 +673,35 @@ impl Store {
         limit: u32,
         label_bytes: u64,
     ) -> Result<(Vec<Entry>, u64)> {
-        let inner = self.lock_inner();
-        let total: i64 = inner.db.query_row(
-            "SELECT COUNT(*) FROM hides WHERE tenant = ?1",
-            params![tenant],
-            |r| r.get(0),
-        )?;
-        let total = total as u64;
-        let mut stmt = inner.db.prepare_cached(
-            "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
+        self.read(|db| {
+            let total = usage(db, tenant)?.entries;
+            let mut stmt = db.prepare_cached(
+                "SELECT seq, id, kind, source, size, sha256, created_ms FROM hides
              WHERE tenant = ?1 ORDER BY created_ms DESC, seq DESC LIMIT ?2 OFFSET ?3",
-        )?;
-        let rows = stmt
-            .query_map(
-                params![tenant, i64::from(limit), offset.min(i64::MAX as u64) as i64],
-                row_entry,
-            )?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut page = Vec::new();
-        let mut labels = 0u64;
-        for (seq, entry) in rows {
-            if !page.is_empty() && labels >= label_bytes {
-                break;
+            )?;
+            let rows = stmt
+                .query_map(
+                    params![tenant, i64::from(limit), offset.min(i64::MAX as u64) as i64],
+                    row_entry,
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut page = Vec::new();
+            let mut labels = 0u64;
+            for (seq, entry) in rows {
+                if !page.is_empty() && labels >= label_bytes {
+                    break;
+                }
+                let entry = with_meta(db, seq, entry)?;
+                labels += (entry.kind.len() + entry.source.len()) as u64
+                    + entry
+                        .meta
+                        .iter()
+                        .map(|(k, v)| (k.len() + v.len()) as u64)
+                        .sum::<u64>();
+                page.push(entry);
             }
-            let entry = with_meta(&inner.db, seq, entry)?;
-            labels += (entry.kind.len() + entry.source.len()) as u64
-                + entry
-                    .meta
-                    .iter()
-                    .map(|(k, v)| (k.len() + v.len()) as u64)
-                    .sum::<u64>();
-            page.push(entry);
-        }
-        Ok((page, total))
+            Ok((page, total))
+        })
     }
 
     /// Deletes a hide; returns what it was.
@@ -705,14 +721,13 @@ impl Store {
     /// put; this catches tenants that stopped putting). Returns how many were deleted.
     pub fn expire(&self, max_age: Duration) -> Result<usize> {
         let cutoff = now_ms().saturating_sub(max_age.as_millis() as u64) as i64;
-        let tenants: Vec<String> = {
-            let inner = self.lock_inner();
-            let mut stmt = inner
-                .db
-                .prepare_cached("SELECT DISTINCT tenant FROM hides WHERE created_ms < ?1")?;
-            stmt.query_map(params![cutoff], |r| r.get(0))?
-                .collect::<Result<_, _>>()?
-        };
+        let tenants: Vec<String> = self.read(|db| {
+            let mut stmt =
+                db.prepare_cached("SELECT DISTINCT tenant FROM hides WHERE created_ms < ?1")?;
+            Ok(stmt
+                .query_map(params![cutoff], |r| r.get(0))?
+                .collect::<Result<_, _>>()?)
+        })?;
         let mut count = 0;
         for tenant in tenants {
             count += self.mutate_unlinking(&tenant, |db| {
@@ -730,16 +745,43 @@ impl Store {
         Ok(count)
     }
 
-    /// What a tenant holds.
+    /// What a tenant holds: one row of the index's counters.
     pub fn usage(&self, tenant: &str) -> Result<Usage> {
-        let inner = self.lock_inner();
-        usage(&inner.db, tenant)
+        self.read(|db| usage(db, tenant))
     }
 
     /// A hide's metadata.
     pub fn entry(&self, tenant: &str, id: &str) -> Result<Entry> {
-        let inner = self.lock_inner();
-        lookup(&inner.db, tenant, id)
+        self.read(|db| lookup(db, tenant, id))
+    }
+
+    /// Runs `f` in a read transaction on a reader connection: it sees one committed state of
+    /// the index, and neither waits for the writer nor holds it up (WAL).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let kept = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let db = match kept {
+            Some(db) => db,
+            None => {
+                let db = Connection::open_with_flags(
+                    self.root.join("index.sqlite3"),
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                db.busy_timeout(Duration::from_secs(5))?;
+                db
+            }
+        };
+        let out = {
+            let tx = db.unchecked_transaction()?;
+            let out = f(&tx)?;
+            tx.finish()?;
+            out
+        };
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() < READERS_KEPT {
+            readers.push(db);
+        }
+        Ok(out)
     }
 
     fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -85,10 +85,9 @@ impl Writing<'_> {
         // The same content from the same source is already there: nothing to make durable
         // (the temp file goes with `self`). `commit` checks again under the lock.
         let source_key = id::sanitize_source(source);
-        let existing = {
-            let inner = self.store.lock_inner();
-            find_content(&inner.db, tenant, &source_key, &sha256)?
-        };
+        let existing = self
+            .store
+            .read(|db| find_content(db, tenant, &source_key, &sha256))?;
         if let Some(entry) = existing {
             return Ok(Put {
                 entry,

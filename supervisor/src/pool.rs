@@ -20,7 +20,7 @@ use crate::explain::{Context, explain};
 use crate::fair::{Refused, Scheduler};
 use crate::spawn::{Child, Exit, Launcher};
 use jqjail_protocol::frame::FrameError;
-use jqjail_protocol::frame::tokio_io::{read_frame, write_parts};
+use jqjail_protocol::frame::tokio_io::{read_body, read_frame, read_len, write_parts};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
     Job, MAX_READY_FRAME_BYTES, Outcome, Reply, Started, StartupArgs, max_reply_frame_bytes,
@@ -230,6 +230,49 @@ pub enum SlotWhen {
     AfterUpload,
 }
 
+/// What a worker's reply may cost before it is read: a reply too large to hold `above` bytes of
+/// output (an output to be kept as a hide, up to the input limit) is read only once a
+/// large-output turn of the payer's is taken, and the turn is held by the caller until the
+/// output is stored. Without it, outputs read whole piled up in memory while they waited for
+/// the store (issue 34: 2.3 GB from one uid, and the daemon OOM-killed).
+pub struct OutputGate<'a> {
+    /// Replies that can hold this much output are read at once.
+    pub above: u64,
+    /// Whose turn a larger reply waits for: the daemon's budgets and a uid.
+    pub payer: (&'a crate::tenant::Admission, u32),
+    /// The turn, once taken.
+    pub held: Option<crate::admit::Turn>,
+}
+
+/// Why a worker's reply was not read.
+enum ReplyError {
+    Frame(FrameError),
+    /// No large-output turn came before the deadline.
+    NoTurn(Box<ErrorReply>),
+}
+
+/// Reads a worker's reply frame of at most `max` bytes, taking `gate`'s turn first when the
+/// frame is larger than one that holds the gate's output size.
+async fn read_reply(
+    sock: &mut UnixStream,
+    max: u64,
+    gate: Option<&mut OutputGate<'_>>,
+    by: Instant,
+) -> Result<Vec<u8>, ReplyError> {
+    let len = read_len(sock, max).await.map_err(ReplyError::Frame)?;
+    if let Some(gate) = gate
+        && len as u64 > max_reply_frame_bytes(gate.above)
+    {
+        let (admission, uid) = gate.payer;
+        let turn = admission
+            .large_output(uid, len as u64, by)
+            .await
+            .map_err(ReplyError::NoTurn)?;
+        gate.held = Some(turn);
+    }
+    read_body(sock, len).await.map_err(ReplyError::Frame)
+}
+
 /// The result of one job: the worker's answer and what it cost.
 #[derive(Debug)]
 pub struct JobResult {
@@ -282,7 +325,9 @@ impl Pool {
 
     /// Runs one job on a fresh worker before `deadline`. Time spent waiting for a streamed
     /// input to arrive does not count against the deadline. `slot`: when the job takes its
-    /// evaluation slot.
+    /// evaluation slot. `gate`: what a reply too large for the request's own output limit
+    /// waits for.
+    #[allow(clippy::too_many_arguments)]
     pub async fn execute(
         &self,
         job: &Job,
@@ -291,6 +336,7 @@ impl Pool {
         ctx: Context,
         tenant: &TenantOf,
         slot: SlotWhen,
+        mut gate: Option<&mut OutputGate<'_>>,
     ) -> JobResult {
         let fail = |e: ErrorReply| JobResult {
             result: Err(e),
@@ -321,7 +367,8 @@ impl Pool {
             };
             let busy = self.quiet.took();
             let later = _slot.is_none().then_some((self, tenant));
-            match run_on(worker, busy, job, input, deadline, ctx, later).await {
+            let gate = gate.as_deref_mut();
+            match run_on(worker, busy, job, input, deadline, ctx, later, gate).await {
                 Attempt::Done(outcome) => return outcome,
                 Attempt::DeadBeforeJob(exit) if attempts < max_attempts && input.replayable() => {
                     tracing::warn!(?exit, "idle worker was dead; retrying on another");
@@ -458,6 +505,7 @@ async fn reap(child: &mut Child) -> Exit {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_on(
     mut w: Worker,
     busy: Busy,
@@ -466,6 +514,7 @@ async fn run_on(
     deadline: Instant,
     mut ctx: Context,
     slot_later: Option<(&Pool, &TenantOf)>,
+    gate: Option<&mut OutputGate<'_>>,
 ) -> Attempt {
     let header = match Encoding::Bincode.encode(job) {
         Ok(h) => h,
@@ -532,9 +581,10 @@ async fn run_on(
     };
     let reply = match sent {
         Ok(Ok(())) => {
+            let max = max_reply_frame_bytes(job.max_output_bytes);
             timeout_at(
                 deadline.into(),
-                read_frame(&mut w.sock, max_reply_frame_bytes(job.max_output_bytes)),
+                read_reply(&mut w.sock, max, gate, deadline),
             )
             .await
         }
@@ -559,7 +609,12 @@ async fn run_on(
         },
     };
     match reply {
-        Ok(Ok(frame)) => match Encoding::Bincode.decode::<Reply>(&frame) {
+        Ok(Ok(frame)) => match {
+            // The frame goes as soon as it is decoded: a kept output is held once, not twice.
+            let decoded = Encoding::Bincode.decode::<Reply>(&frame);
+            drop(frame);
+            decoded
+        } {
             Ok(reply) => {
                 // Answer now. The worker waits for its socket to close, then exits; it is let
                 // go after `LINGER` and reaped off the request's path (killed if it stays).
@@ -612,7 +667,16 @@ async fn run_on(
                 })
             }
         },
-        Ok(Err(frame_error)) => {
+        Ok(Err(ReplyError::NoTurn(e))) => {
+            w.child.kill();
+            let exit = reap(&mut w.child).await;
+            Attempt::Done(JobResult {
+                result: Err(*e),
+                cpu: exit.cpu,
+                peak_rss_bytes: exit.peak_rss_bytes,
+            })
+        }
+        Ok(Err(ReplyError::Frame(frame_error))) => {
             // No reply: the worker died (or sent an oversized frame). The exit says why.
             tracing::debug!(pid = w.child.pid(), error = %frame_error, "no reply from worker");
             if matches!(frame_error, FrameError::TooLarge { .. }) {

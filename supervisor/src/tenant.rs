@@ -14,6 +14,14 @@
 //! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
 //! | supervisor CPU (search over a hide, a whole put's hashing, each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | the hide store (every call into it: a lookup, a page, a put's start and its commit, `hide_usage`) | a call | 1 per uid | [`STORE_CALLS`] |
+//! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
+//!
+//! Every call into the store runs on a blocking thread only once it holds its turn, so at most
+//! [`STORE_CALLS`] threads ever block in the store, whatever the number of requests waiting
+//! (they wait as tasks, one per uid at the head of the queue, so a uid's flood delays another
+//! uid's call by at most one call of each uid that is waiting). No call holds the store's
+//! write lock for more than one short transaction, and reads do not take it (`jqjail_store`).
 //!
 //! The connection slots are taken at accept ([`crate::admit::Slots`]); the rest through the
 //! methods below, each of which answers a refusal as an [`ErrorReply`] that names the limit.
@@ -33,6 +41,16 @@ pub const LARGE_ANSWERS: usize = 4;
 /// every uid. Each runs on a thread of its own; with two, a flood of one uid's searches takes
 /// at most one CPU from the workers, and another uid's search still gets the other turn.
 pub const SUPERVISOR_CPU: usize = 2;
+
+/// Calls into the hide store at once, over every uid: each blocks a thread for its file and
+/// index I/O, so this bounds the daemon's threads as well as the store's queue.
+pub const STORE_CALLS: usize = 4;
+
+/// Worker replies larger than their request's own output limit (outputs to be kept as hides,
+/// up to the input limit each) read and held at once, over every uid. Each holds up to about
+/// twice its size while it is decoded, so these bound what kept outputs can make the daemon
+/// hold to about 8 × the input limit (160 MiB by default), however many runs ask for it.
+pub const LARGE_OUTPUTS: usize = 4;
 
 /// Frames over 64 KiB decoded at once, over every uid: decoding allocates up to about twenty
 /// times a frame's size (a frame of many short arguments) before the request's own size can be
@@ -58,26 +76,41 @@ pub struct Costs {
     pub large_answer: bool,
     /// It spends the supervisor's CPU in proportion to a hide's size.
     pub supervisor_cpu: bool,
+    /// It calls into the hide store (a turn held until its handler returns; a streamed put
+    /// and a run take theirs for each call they make, `put_streamed` and `run_input`).
+    pub store: bool,
 }
 
 impl Costs {
+    /// No cost besides the evaluation.
+    pub const NONE: Costs = Costs {
+        large_answer: false,
+        supervisor_cpu: false,
+        store: false,
+    };
+
     /// The costs of `request`.
     pub fn of(request: &Request<'_>) -> Costs {
-        let (large_answer, supervisor_cpu) = match request {
-            Request::Hello(_) | Request::Stats | Request::HideUsage => (false, false),
-            Request::HideDelete(_) => (false, false),
-            // A run's CPU is its worker's, in an evaluation slot; keeping an oversized output
-            // is bounded by that evaluation.
-            Request::Run(_) => (false, false),
-            Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => (true, false),
+        let (large_answer, supervisor_cpu, store) = match request {
+            Request::Hello(_) | Request::Stats => (false, false, false),
+            Request::HideUsage | Request::HideDelete(_) => (false, false, true),
+            // A run's CPU is its worker's, in an evaluation slot. Its calls into the store
+            // (opening a hide as its input, keeping its output) take a store turn each, and a
+            // kept output a large-output turn, when they happen, not for the whole run.
+            Request::Run(_) => (false, false, false),
+            Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => (true, false, true),
             // A search scans the whole hide; a put read whole is hashed and written at once.
             // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.)
-            Request::HideSearch(_) => (false, true),
-            Request::HidePut(put) => (false, put.content.len() <= READ_WHOLE_TAIL),
+            Request::HideSearch(_) => (false, true, true),
+            Request::HidePut(put) => {
+                let whole = put.content.len() <= READ_WHOLE_TAIL;
+                (false, whole, whole)
+            }
         };
         Costs {
             large_answer,
             supervisor_cpu,
+            store,
         }
     }
 }
@@ -95,6 +128,10 @@ pub struct Admission {
     large_answers: Turns<u32>,
     /// Supervisor CPU, per uid and in all.
     cpu: Turns<u32>,
+    /// Calls into the hide store, per uid and in all.
+    store: Turns<u32>,
+    /// Large worker replies read and held, per uid and in all.
+    large_outputs: Turns<u32>,
     /// Decodes of large frames.
     decodes: tokio::sync::Semaphore,
     /// Log throttles for what a flooding peer can make happen at will.
@@ -110,6 +147,8 @@ pub struct Taken {
     pub large_answer: Option<Turn>,
     /// Held while the supervisor works, given back before the answer is written.
     pub supervisor_cpu: Option<Turn>,
+    /// Held while the handler calls into the store, likewise.
+    pub store: Option<Turn>,
 }
 
 /// Memory held for one request: given back when dropped (once its answer is written).
@@ -141,6 +180,8 @@ impl Admission {
             uploads: Turns::new(cfg.max_uploads_per_tenant.min(uploads / 2), uploads),
             large_answers: Turns::new(1, LARGE_ANSWERS),
             cpu: Turns::new(1, SUPERVISOR_CPU),
+            store: Turns::new(1, STORE_CALLS),
+            large_outputs: Turns::new(1, LARGE_OUTPUTS),
             decodes: tokio::sync::Semaphore::new(LARGE_DECODES),
             refused_log: Throttle::default(),
             full_log: Throttle::default(),
@@ -223,7 +264,7 @@ impl Admission {
 
     /// Each budget's turns held now and in all, for metrics: (name, held, total). The memory
     /// budget's turns are KiB.
-    pub fn in_use(&self) -> [(&'static str, u64, u64); 4] {
+    pub fn in_use(&self) -> [(&'static str, u64, u64); 6] {
         fn row<K: std::hash::Hash + Eq + Clone>(
             name: &'static str,
             turns: &Turns<K>,
@@ -235,6 +276,8 @@ impl Admission {
             row("uploads", &self.uploads),
             row("large_answers", &self.large_answers),
             row("supervisor_cpu", &self.cpu),
+            row("store_calls", &self.store),
+            row("large_outputs", &self.large_outputs),
         ]
     }
 
@@ -265,11 +308,41 @@ impl Admission {
     /// A supervisor-CPU turn for `uid`, waiting until `by`.
     pub async fn cpu(&self, uid: u32, by: Instant) -> Result<Turn, Box<ErrorReply>> {
         let costs = Costs {
-            large_answer: false,
             supervisor_cpu: true,
+            ..Costs::NONE
         };
         let taken = self.turns(uid, costs, by).await?;
         Ok(taken.supervisor_cpu.expect("asked for"))
+    }
+
+    /// A turn to call into the hide store for `uid`, waiting until `by`.
+    pub async fn store(&self, uid: u32, by: Instant) -> Result<Turn, Box<ErrorReply>> {
+        let costs = Costs {
+            store: true,
+            ..Costs::NONE
+        };
+        let taken = self.turns(uid, costs, by).await?;
+        Ok(taken.store.expect("asked for"))
+    }
+
+    /// A turn to read and hold a worker's reply of `len` bytes, too large for its request's
+    /// own output limit, for `uid`, waiting until `by`.
+    pub async fn large_output(
+        &self,
+        uid: u32,
+        len: u64,
+        by: Instant,
+    ) -> Result<Turn, Box<ErrorReply>> {
+        match tokio::time::timeout_at(by.into(), self.large_outputs.take(&uid)).await {
+            Ok(turn) => Ok(turn),
+            Err(_) => Err(Box::new(ErrorReply::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "the output ({} bytes) is to be kept as a hide, and the daemon's {LARGE_OUTPUTS} turns for outputs that large (one per uid) stayed taken by this uid's other runs or by others' until the deadline; retry shortly",
+                    grouped(len)
+                ),
+            ))),
+        }
     }
 
     /// A turn to decode a frame of `len` bytes, if it is a large one (waits for one).
@@ -295,6 +368,19 @@ impl Admission {
                     return Err(Box::new(ErrorReply::new(
                         ErrorCode::Overloaded,
                         "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
+                    )));
+                }
+            }
+        }
+        if costs.store {
+            match tokio::time::timeout_at(by.into(), self.store.take(&uid)).await {
+                Ok(turn) => turns.store = Some(turn),
+                Err(_) => {
+                    return Err(Box::new(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "the daemon's {STORE_CALLS} turns for calls into the hide store (one per uid) stayed taken by this uid's other requests or by others'; retry shortly"
+                        ),
                     )));
                 }
             }
@@ -334,6 +420,8 @@ mod tests {
                 (a.uploads.each(), a.uploads.total()),
                 (a.large_answers.each(), a.large_answers.total()),
                 (a.cpu.each(), a.cpu.total()),
+                (a.store.each(), a.store.total()),
+                (a.large_outputs.each(), a.large_outputs.total()),
             ] {
                 assert!(total >= 2 && each < total, "{each} of {total}");
             }
@@ -352,13 +440,9 @@ mod tests {
         });
         assert!(Costs::of(&search).supervisor_cpu);
         assert!(Costs::of(&Request::HideGet(HideRef { id: "x".into() })).large_answer);
-        assert_eq!(
-            Costs::of(&Request::Stats),
-            Costs {
-                large_answer: false,
-                supervisor_cpu: false
-            }
-        );
+        assert!(Costs::of(&search).store);
+        assert!(Costs::of(&Request::HideUsage).store);
+        assert_eq!(Costs::of(&Request::Stats), Costs::NONE);
     }
 
     #[tokio::test]

@@ -2,10 +2,12 @@
 //! stable codes. Every call names the connection's tenant (from SO_PEERCRED), so a tenant only
 //! ever reaches its own hides. The supervisor never interprets a hide's content.
 //!
-//! Store calls block on file and SQLite I/O; they run under `block_in_place`, which lets the
-//! runtime move its other work off this thread. A small put's content (its tail, read whole)
-//! is stored from memory; a large one is written to the store's temp file as it arrives
-//! ([`put_streamed`]). A whole hide is answered from its file ([`Reply::file`]).
+//! Store calls block on file and SQLite I/O; each runs under `block_in_place` (which lets the
+//! runtime move its other work off this thread) and only in a store turn of the tenant's uid
+//! (`tenant.rs`), so at most `STORE_CALLS` threads block in the store at once, whatever the
+//! number of requests waiting. A small put's content (its tail, read whole) is stored from
+//! memory; a large one is written to the store's temp file as it arrives ([`put_streamed`]).
+//! A whole hide is answered from its file ([`Reply::file`]).
 
 use super::super::connection::Reply;
 use crate::arriving::Arriving;
@@ -18,8 +20,9 @@ use jqjail_protocol::{
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
 
-/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`. A put's content was held
-/// to the input limit at its head (`server::check_head`): a hide is a filter's input.
+/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`, in the store turn
+/// `answer` took for it. A put's content was held to the input limit at its head
+/// (`connection::check_head`): a hide is a filter's input.
 pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
     let t = &*tenant.name;
     let result = tokio::task::block_in_place(|| match request {
@@ -125,21 +128,20 @@ pub(crate) async fn put_streamed(
     payer: (&crate::tenant::Admission, u32),
 ) -> Response {
     let size = content.len();
-    // Refused before a byte of it is written: a hide larger than the whole quota.
-    if size > tenant.hides.quota_bytes {
-        let used = tokio::task::block_in_place(|| store.usage(&tenant.name)).map_or(0, |u| u.bytes);
-        let e = StoreError::QuotaExceeded {
-            quota: tenant.hides.quota_bytes,
-            used,
-            size,
-        };
-        return Response::Error(error_reply(e));
-    }
-    let mut writing =
-        match tokio::task::block_in_place(|| store.begin_put(&tenant.name, size, &tenant.hides)) {
-            Ok(w) => w,
-            Err(e) => return Response::Error(error_reply(e)),
-        };
+    let (admission, uid) = payer;
+    let by = content.arrive_by();
+    let turn = match admission.store(uid, by).await {
+        Ok(turn) => turn,
+        Err(e) => return Response::Error(*e),
+    };
+    // Refused before a byte of it is written: a hide larger than the whole quota, or one
+    // that does not fit beside the tenant's other puts in progress.
+    let begun = tokio::task::block_in_place(|| store.begin_put(&tenant.name, size, &tenant.hides));
+    drop(turn);
+    let mut writing = match begun {
+        Ok(w) => w,
+        Err(e) => return Response::Error(error_reply(e)),
+    };
     // A small buffer: streamed puts are not limited in number like streamed runs, and a
     // disk write gains nothing from a larger one.
     let mut buf = content.buffer(PUT_CHUNK);
@@ -149,7 +151,7 @@ pub(crate) async fn put_streamed(
             Ok(n) => n,
             Err(why) => return Response::Error(ErrorReply::new(ErrorCode::ProtocolError, why)),
         };
-        let _turn = match payer.0.cpu(payer.1, content.arrive_by()).await {
+        let _turn = match admission.cpu(uid, by).await {
             Ok(turn) => turn,
             Err(e) => return Response::Error(*e),
         };
@@ -158,6 +160,10 @@ pub(crate) async fn put_streamed(
         }
     }
     let meta: Vec<(String, String)> = put.meta.into_iter().collect();
+    let _turn = match admission.store(uid, by).await {
+        Ok(turn) => turn,
+        Err(e) => return Response::Error(*e),
+    };
     let done = tokio::task::block_in_place(|| {
         writing.finish(&put.kind, &put.source, &meta, &tenant.hides)
     });
@@ -195,39 +201,91 @@ fn put_reply(done: Result<jqjail_store::Put, StoreError>) -> Response {
 }
 
 /// A tenant's hide as a run's input: its length and its file, to be read as the worker
-/// takes it.
-pub(crate) fn open_input(
+/// takes it. Looked up in a store turn of `uid`, waiting until `by`.
+pub(crate) async fn open_input(
     store: &Store,
     tenant: &TenantOf,
     id: &str,
+    (admission, uid): (&crate::tenant::Admission, u32),
+    by: std::time::Instant,
 ) -> Result<(u64, std::fs::File), Box<ErrorReply>> {
+    let _turn = admission.store(uid, by).await?;
     tokio::task::block_in_place(|| store.open_hide(&tenant.name, id))
         .map(|(entry, file)| (entry.size, file))
         .map_err(|e| Box::new(error_reply(e)))
 }
 
-/// Stores a run's oversized output as a hide of `tenant`; returns it and its first page
-/// (with the reflection hint).
-pub(crate) fn keep_output(
+/// Stores a run's oversized output as a hide of `tenant`, in a store turn of `uid` (waiting
+/// until `by`); returns it and its first page (with the reflection hint). A hide is one JSON
+/// value, the one the same run answers with its outputs collapsed, whichever form was asked
+/// for: so a hide can be filtered by its ID, and every client keeps the same hide for the
+/// same run. Lines are collapsed as they are written, not copied first.
+pub(crate) async fn keep_output(
     store: &Store,
     tenant: &TenantOf,
     filter: &str,
-    output: &[u8],
+    output: &str,
+    lines: bool,
+    (admission, uid): (&crate::tenant::Admission, u32),
+    by: std::time::Instant,
 ) -> Result<(HideEntry, HideCut), Box<ErrorReply>> {
+    let _turn = admission.store(uid, by).await?;
     tokio::task::block_in_place(|| {
         let meta = [("filter".to_string(), clip(filter, 1024).to_string())];
-        let put = store.put(
-            &tenant.name,
-            "run_output",
-            "output",
-            output,
-            &meta,
-            &tenant.hides,
-        )?;
+        let (kind, source) = ("run_output", "output");
+        jqjail_store::check_labels(kind, source, &meta)?;
+        let collapsed = Collapsed::of(output, lines);
+        let mut writing = store.begin_put(&tenant.name, collapsed.len(), &tenant.hides)?;
+        collapsed.write_to(|piece| writing.write(piece))?;
+        let put = writing.finish(kind, source, &meta, &tenant.hides)?;
         let first = cut(store, tenant, &put.entry.id, 1, DEFAULT_PAGE_SIZE, true)?;
         Ok((entry(put.entry), first))
     })
     .map_err(|e| Box::new(error_reply(e)))
+}
+
+/// A run's output in the collapsed form: none is `null`, one is itself, several are an array
+/// of them. Outputs written as lines are each a compact JSON text, which holds no raw
+/// newline, so collapsing them is brackets around the text with its newlines made commas.
+struct Collapsed<'a> {
+    body: &'a str,
+    /// Several lines: bracketed, newlines made commas.
+    array: bool,
+}
+
+impl<'a> Collapsed<'a> {
+    fn of(output: &'a str, lines: bool) -> Collapsed<'a> {
+        if !lines {
+            return Collapsed {
+                body: output,
+                array: false,
+            };
+        }
+        let body = output.strip_suffix('\n').unwrap_or(output);
+        Collapsed {
+            body: if body.is_empty() { "null" } else { body },
+            array: body.contains('\n'),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.body.len() as u64 + if self.array { 2 } else { 0 }
+    }
+
+    /// Gives the collapsed text to `write` in pieces of at most 64 KiB.
+    fn write_to<E>(&self, mut write: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        if !self.array {
+            return self.body.as_bytes().chunks(64 * 1024).try_for_each(write);
+        }
+        write(b"[")?;
+        let mut piece = Vec::with_capacity(64 * 1024);
+        for chunk in self.body.as_bytes().chunks(64 * 1024) {
+            piece.clear();
+            piece.extend(chunk.iter().map(|&b| if b == b'\n' { b',' } else { b }));
+            write(&piece)?;
+        }
+        write(b"]")
+    }
 }
 
 fn cut(
@@ -310,6 +368,32 @@ fn error_reply(e: StoreError) -> ErrorReply {
 
 #[cfg(test)]
 mod tests {
+    use super::Collapsed;
+
+    fn collapse(output: &str, lines: bool) -> String {
+        let c = Collapsed::of(output, lines);
+        let mut out = Vec::new();
+        c.write_to(|piece| {
+            out.extend_from_slice(piece);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(out.len() as u64, c.len());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn lines_collapse_as_a_collapsed_run_answers() {
+        assert_eq!(collapse("", true), "null");
+        assert_eq!(collapse("[0,1,2]\n", true), "[0,1,2]");
+        assert_eq!(collapse("1\n\"a\\nb\"\n{}\n", true), "[1,\"a\\nb\",{}]");
+        assert_eq!(collapse("[1,\n2]", false), "[1,\n2]");
+        let long = "7\n".repeat(100_000);
+        let c = collapse(&long, true);
+        assert_eq!(c.len(), 200_001);
+        assert!(c.starts_with("[7,7,") && c.ends_with(",7]"));
+    }
+
     #[test]
     fn the_protocol_and_the_store_bound_meta_pairs_alike() {
         assert_eq!(

@@ -38,9 +38,10 @@ pub(crate) async fn answer(
         Err(e) => return error(*e),
     };
     let mut reply = answer_kind(request, session, tenant, shared).await;
-    // The CPU turn goes once the work is done: a client that does not read its answer holds
-    // only the large-answer turn, and the memory, until the write times out.
+    // The CPU and store turns go once the work is done: a client that does not read its
+    // answer holds only the large-answer turn, and the memory, until the write times out.
     drop(taken.supervisor_cpu);
+    drop(taken.store);
     reply.turns.extend(taken.large_answer);
     reply
 }
@@ -60,7 +61,9 @@ async fn answer_kind(
                 }
                 Input::Hide(id) => Source::Hide(id),
             };
-            run_and_record(parts, source, shared, tenant).await.into()
+            run_and_record(parts, source, shared, tenant, session.uid)
+                .await
+                .into()
         }
         Request::Stats => stats::handle(session, tenant, shared),
         Request::Hello(_) => error(ErrorReply::new(
@@ -97,7 +100,8 @@ pub(crate) async fn streamed(
                 Err(e) => return error(*e),
             };
             let (parts, _pending) = RunParts::of(run);
-            run_and_record(parts, Source::Input(JobInput::Stream(tail)), shared, tenant)
+            let source = Source::Input(JobInput::Stream(tail));
+            run_and_record(parts, source, shared, tenant, session.uid)
                 .await
                 .into()
         }

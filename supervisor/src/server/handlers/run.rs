@@ -5,7 +5,7 @@ use super::super::Shared;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
 use crate::explain::Context;
-use crate::pool::{JobInput, SlotWhen};
+use crate::pool::{JobInput, OutputGate, SlotWhen};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::Job;
 use jqjail_protocol::{
@@ -82,16 +82,17 @@ pub(crate) enum Source<'a, 'b> {
     Hide(&'a str),
 }
 
-/// Runs and counts the outcome.
+/// Runs for `tenant` (a connection of `uid`) and counts the outcome.
 pub(crate) async fn run_and_record(
     parts: RunParts,
     source: Source<'_, '_>,
     shared: &Shared,
     tenant: &TenantOf,
+    uid: u32,
 ) -> Response {
     let start = Instant::now();
     let lang = parts.lang;
-    let response = handle_run(parts, source, shared, tenant).await;
+    let response = handle_run(parts, source, shared, tenant, uid).await;
     let error = match &response {
         Response::Error(e) => Some(e.code),
         _ => None,
@@ -134,6 +135,7 @@ pub(crate) async fn handle_run(
     source: Source<'_, '_>,
     shared: &Shared,
     tenant: &TenantOf,
+    uid: u32,
 ) -> Response {
     let start = Instant::now();
     match source {
@@ -143,18 +145,31 @@ pub(crate) async fn handle_run(
                 JobInput::Stream(_) => SlotWhen::AfterUpload,
                 JobInput::Bytes(_) => SlotWhen::Before,
             };
-            run_input(run, &mut input, slot, shared, tenant, start).await
+            run_input(run, &mut input, slot, shared, tenant, uid, start).await
         }
         // A hide is read off the disk as the worker takes it, like a streamed inline input.
-        Source::Hide(id) => match super::hides::open_input(&shared.store, tenant, id) {
-            Ok((len, file)) => {
-                let mut file = tokio::fs::File::from_std(file);
-                let mut arriving = Arriving::new(&mut file, len, start + shared.cfg.frame_timeout);
-                let mut input = JobInput::Stream(&mut arriving);
-                run_input(run, &mut input, SlotWhen::Before, shared, tenant, start).await
+        Source::Hide(id) => {
+            let by = start + shared.cfg.frame_timeout;
+            let payer = (&shared.admission, uid);
+            match super::hides::open_input(&shared.store, tenant, id, payer, by).await {
+                Ok((len, file)) => {
+                    let mut file = tokio::fs::File::from_std(file);
+                    let mut arriving = Arriving::new(&mut file, len, by);
+                    let mut input = JobInput::Stream(&mut arriving);
+                    run_input(
+                        run,
+                        &mut input,
+                        SlotWhen::Before,
+                        shared,
+                        tenant,
+                        uid,
+                        start,
+                    )
+                    .await
+                }
+                Err(e) => Response::Error(*e),
             }
-            Err(e) => Response::Error(*e),
-        },
+        }
     }
 }
 
@@ -164,6 +179,7 @@ pub(crate) async fn run_input(
     slot: SlotWhen,
     shared: &Shared,
     tenant: &TenantOf,
+    uid: u32,
     start: Instant,
 ) -> Response {
     let limits = &shared.cfg.limits;
@@ -223,9 +239,16 @@ pub(crate) async fn run_input(
         cgroup_bytes: shared.cgroup_bytes,
     };
     let deadline = start + Duration::from_millis(effective.timeout_ms);
+    // A reply too large for the request's own limit is an output to keep: read in a
+    // large-output turn, held until it is stored.
+    let mut gate = keep.as_ref().map(|_| OutputGate {
+        above: effective.max_output_bytes,
+        payer: (&shared.admission, uid),
+        held: None,
+    });
     let outcome = shared
         .pool
-        .execute(&job, input, deadline, ctx, tenant, slot)
+        .execute(&job, input, deadline, ctx, tenant, slot, gate.as_mut())
         .await;
     let mut cost = Cost {
         wall_us: start.elapsed().as_micros() as u64,
@@ -246,14 +269,14 @@ pub(crate) async fn run_input(
                 return Response::Error(e);
             };
             cost.output_bytes = output.len() as u64;
-            // A hide is one JSON value, the one the same run answers with its outputs
-            // collapsed, whichever form was asked for: so a hide can be filtered by ID, and
-            // every client keeps the same hide for the same run.
-            let kept = match outputs {
-                jqjail_protocol::Outputs::Lines => collapse_lines(&output),
-                jqjail_protocol::Outputs::Collapsed => output,
-            };
-            match super::hides::keep_output(store, tenant, &filter, kept.as_bytes()) {
+            let lines = outputs == jqjail_protocol::Outputs::Lines;
+            let payer = (&shared.admission, uid);
+            let by = Instant::now() + shared.cfg.frame_timeout;
+            let kept =
+                super::hides::keep_output(store, tenant, &filter, &output, lines, payer, by).await;
+            drop(output);
+            drop(gate);
+            match kept {
                 Ok((entry, first)) => Response::Hidden(HiddenReply { entry, first, cost }),
                 Err(mut e) => {
                     e.cost = Some(cost);
@@ -286,30 +309,5 @@ pub(crate) async fn run_input(
             e.cost = Some(cost);
             Response::Error(e)
         }
-    }
-}
-
-/// Outputs written as lines (each a compact JSON text, which holds no raw newline), in the
-/// collapsed form: none is `null`, one is itself, several are an array of them.
-fn collapse_lines(lines: &str) -> String {
-    let body = lines.strip_suffix('\n').unwrap_or(lines);
-    if body.is_empty() {
-        "null".to_string()
-    } else if body.contains('\n') {
-        format!("[{}]", body.replace('\n', ","))
-    } else {
-        body.to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::collapse_lines;
-
-    #[test]
-    fn lines_collapse_as_a_collapsed_run_answers() {
-        assert_eq!(collapse_lines(""), "null");
-        assert_eq!(collapse_lines("[0,1,2]\n"), "[0,1,2]");
-        assert_eq!(collapse_lines("1\n\"a\\nb\"\n{}\n"), "[1,\"a\\nb\",{}]");
     }
 }
