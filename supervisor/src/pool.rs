@@ -273,6 +273,11 @@ async fn read_reply(
     read_body(sock, len).await.map_err(ReplyError::Frame)
 }
 
+/// A worker's reply decoded, its frame freed.
+fn decode_reply(frame: Vec<u8>) -> Result<Reply, jqjail_protocol::CodecError> {
+    Encoding::Bincode.decode::<Reply>(&frame)
+}
+
 /// The result of one job: the worker's answer and what it cost.
 #[derive(Debug)]
 pub struct JobResult {
@@ -609,12 +614,8 @@ async fn run_on(
         },
     };
     match reply {
-        Ok(Ok(frame)) => match {
-            // The frame goes as soon as it is decoded: a kept output is held once, not twice.
-            let decoded = Encoding::Bincode.decode::<Reply>(&frame);
-            drop(frame);
-            decoded
-        } {
+        // The frame goes as soon as it is decoded: a kept output is held once, not twice.
+        Ok(Ok(frame)) => match decode_reply(frame) {
             Ok(reply) => {
                 // Answer now. The worker waits for its socket to close, then exits; it is let
                 // go after `LINGER` and reaped off the request's path (killed if it stays).

@@ -226,7 +226,8 @@ fn a_planted_private_daemon_is_refused_and_does_not_lock_the_user_out() {
     let planted = tmp.path().join(format!("jqjail-{VICTIM}"));
     std::fs::create_dir(&planted).unwrap();
     chown(&planted, Some(ATTACKER), Some(ATTACKER)).unwrap();
-    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Open to the victim, but writable by its owner only: the daemon binds nowhere else.
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
     let planted_socket = planted.join("jqjail.sock");
     let store = planted.join("store");
     let _attacker = KillOnDrop(

@@ -27,6 +27,7 @@ mod path;
 mod sandbox;
 mod service;
 mod shape;
+mod store_flood;
 mod systemd;
 mod tenants;
 mod util;

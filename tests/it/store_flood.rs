@@ -1,0 +1,264 @@
+//! Issue 34's store attacks, through the real daemon: uids that flood the hide store with
+//! `hide_usage` calls and with run outputs kept as hides. The store was one lock every tenant's
+//! request waited on with no budget: one uid stalled another's hide operations about 1,000×
+//! (a SUM over every hide and its meta under the lock, per call), and outputs read whole
+//! waited for it in memory until the daemon was OOM-killed (2.3 GB from one uid), each waiter
+//! parking an OS thread.
+//!
+//! The attackers run as other uids (the test binary again, as `store_flood_helper`), so they
+//! need root; the victim is this process's uid.
+
+use crate::attacks::{configured, rss};
+use crate::util::{Daemon, root};
+use jqjail_client::{Client, OnOversize, Outputs, RunOptions, Source};
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `SOCKET|MODE|CONNECTIONS|SECONDS`: turns `store_flood_helper` into a flooder.
+const FLOOD_ENV: &str = "JQJAIL_STORE_FLOOD";
+
+/// Runs `store_flood_helper` as `uid`; its report comes on stdout.
+fn flood_as(
+    uid: u32,
+    d: &Daemon,
+    mode: &str,
+    connections: usize,
+    secs: u64,
+) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store_flood::store_flood_helper",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(
+            FLOOD_ENV,
+            format!("{}|{mode}|{connections}|{secs}", d.socket.display()),
+        )
+        .uid(uid)
+        .gid(uid)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The flooder, run by the tests below as another uid (ignored otherwise). Modes:
+/// - `usage`: stores 300 hides with 48 KiB of meta each, then calls `hide_usage` on every
+///   connection for as long as it runs;
+/// - `outputs`: runs a filter whose ~15 MB of lines are kept as a hide, on every connection.
+#[test]
+#[ignore = "run by the store-flood tests as another uid"]
+fn store_flood_helper() {
+    let Ok(spec) = std::env::var(FLOOD_ENV) else {
+        eprintln!("not a flood run: {FLOOD_ENV} is not set");
+        return;
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let (socket, mode) = (parts[0].to_string(), parts[1].to_string());
+    let connections: usize = parts[2].parse().unwrap();
+    let until = Instant::now() + Duration::from_secs(parts[3].parse().unwrap());
+    if mode == "usage" {
+        let mut c = Client::connect(&socket).unwrap();
+        let meta: BTreeMap<String, String> = (0..48)
+            .map(|i| (format!("k{i:02}"), "v".repeat(1000)))
+            .collect();
+        for i in 0..300 {
+            c.hide_put("flood", "meta", format!("{i}").as_bytes(), &meta)
+                .unwrap();
+        }
+    }
+    let (done, failed) = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..connections)
+            .map(|_| {
+                let (socket, mode) = (&socket, &mode);
+                s.spawn(move || {
+                    let (mut done, mut failed) = (0u64, 0u64);
+                    let Ok(mut c) = Client::connect(socket) else {
+                        return (0, 1);
+                    };
+                    let options = RunOptions {
+                        on_oversize: OnOversize::Hide,
+                        outputs: Outputs::Lines,
+                        ..Default::default()
+                    };
+                    while Instant::now() < until {
+                        let ok = match mode.as_str() {
+                            "usage" => c.hide_usage().is_ok(),
+                            _ => c
+                                .run_answer("range(1800000)", Source::Inline(b"null"), &options)
+                                .is_ok(),
+                        };
+                        if ok {
+                            done += 1;
+                        } else {
+                            failed += 1;
+                            match Client::connect(socket) {
+                                Ok(fresh) => c = fresh,
+                                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                            }
+                        }
+                    }
+                    (done, failed)
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap())
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    });
+    println!("store flood ({mode}): {done} answered, {failed} failed");
+}
+
+/// A victim's hide operation: a put of new content and a cut of its first page.
+fn put_and_cut(c: &mut Client, n: usize) -> Duration {
+    let start = Instant::now();
+    let content = format!("{{\"victim\":{n},\"pad\":\"{}\"}}", "x".repeat(2000));
+    let put = c
+        .hide_put("victim", "probe", content.as_bytes(), &BTreeMap::new())
+        .unwrap();
+    c.hide_cut(&put.entry.id, 1, None, false).unwrap();
+    start.elapsed()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Threads of a process now.
+fn threads(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// The names of a process's threads, counted.
+fn thread_names(pid: i32) -> BTreeMap<String, usize> {
+    let mut names = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        if let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) {
+            *names.entry(comm.trim().to_string()).or_insert(0) += 1;
+        }
+    }
+    names
+}
+
+/// Attack 3: one uid, then four, call `hide_usage` in a loop on many connections over 300
+/// hides of large meta each. A victim's put-and-cut stays within 10 × its unloaded time.
+#[test]
+fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
+    if !root() {
+        crate::util::skip("needs root, to flood the store as other uids");
+        return;
+    }
+    let (d, _dir) = configured("");
+    let mut victim = d.client();
+    let base = median((0..30).map(|n| put_and_cut(&mut victim, n)).collect());
+    for uids in [1u32, 4] {
+        let flood: Vec<_> = (0..uids)
+            .map(|i| flood_as(61000 + i, &d, "usage", 100 / uids as usize, 10))
+            .collect();
+        // The helpers first store their hides (a few seconds); measure once they call usage.
+        std::thread::sleep(Duration::from_secs(5));
+        let loaded = median(
+            (0..30)
+                .map(|n| put_and_cut(&mut victim, 1000 * uids as usize + n))
+                .collect(),
+        );
+        let mut reports = String::new();
+        for f in flood {
+            let out = f.wait_with_output().unwrap();
+            reports.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        eprintln!(
+            "{uids} flooding uid(s): victim put+cut p50 {:.2} ms unloaded, {:.2} ms loaded; {}",
+            base.as_secs_f64() * 1e3,
+            loaded.as_secs_f64() * 1e3,
+            reports.trim()
+        );
+        assert!(
+            reports.matches("answered").count() == uids as usize
+                && !reports.contains(" 0 answered"),
+            "the flood did not run: {reports}"
+        );
+        assert!(
+            loaded <= base * 10 + Duration::from_millis(5),
+            "{uids} uid(s): victim put+cut p50 {loaded:?} loaded against {base:?} unloaded"
+        );
+    }
+}
+
+/// Attacks 1 and 2: one uid, then four, run filters whose ~15 MB outputs are kept as hides,
+/// on many connections each, while also flooding `hide_usage`. The daemon's resident memory
+/// stays within 256 MiB of where it started and its threads stay few; another tenant's runs
+/// are all answered meanwhile.
+#[test]
+fn outputs_kept_as_hides_cannot_pile_up_in_the_daemon() {
+    if !root() {
+        crate::util::skip("needs root, to flood the store as other uids");
+        return;
+    }
+    let (d, _dir) = configured("");
+    let pid = d.pid();
+    let threads_before = threads(pid);
+    for uids in [1u32, 4] {
+        let before = rss(pid);
+        let mut flood: Vec<_> = (0..uids)
+            .map(|i| flood_as(62000 + i, &d, "outputs", 24 / uids as usize, 8))
+            .collect();
+        flood.extend((0..uids).map(|i| flood_as(62100 + i, &d, "usage", 40 / uids as usize, 8)));
+        let (mut peak, mut peak_threads, mut answered, mut tries) = (before, 0, 0, 0);
+        let mut names = BTreeMap::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(8) {
+            peak = peak.max(rss(pid));
+            let now = threads(pid);
+            if now > peak_threads {
+                peak_threads = now;
+                names = thread_names(pid);
+            }
+            if tries < 20 && start.elapsed() > Duration::from_secs(2) {
+                tries += 1;
+                answered += u32::from(d.run(".a", r#"{"a":1}"#).is_ok_and(|r| r.output == "1"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut reports = String::new();
+        for f in flood {
+            let out = f.wait_with_output().unwrap();
+            reports.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        let grew = peak.saturating_sub(before);
+        eprintln!(
+            "{uids} uid(s): daemon RSS {} -> peak {} MiB (+{} MiB), threads {threads_before} -> peak {peak_threads}, victim runs {answered}/{tries}; {}",
+            before >> 20,
+            peak >> 20,
+            grew >> 20,
+            reports.trim()
+        );
+        assert!(reports.contains("store flood (outputs)"), "{reports}");
+        assert!(
+            grew < 256 << 20,
+            "{uids} uid(s): the daemon grew by {} MiB",
+            grew >> 20
+        );
+        // The runtime's workers, its blocking pool (24) and a few of the daemon's own.
+        assert!(
+            peak_threads <= threads_before + 32,
+            "{uids} uid(s): threads {threads_before} -> {peak_threads}: {names:?}"
+        );
+        assert_eq!(
+            answered, tries,
+            "another tenant's runs failed under the flood"
+        );
+    }
+}
