@@ -281,6 +281,29 @@ fn a_planted_private_daemon_is_refused_and_does_not_lock_the_user_out() {
         stderr.contains(&format!("belongs to uid {ATTACKER}")),
         "{stderr}"
     );
+    // Issue 34, attack 10: a service account, with no runtime dir and no home it can write
+    // in, was left with only the planted directory and no daemon at all (exit 8). It now
+    // makes a directory of its own, with a name no one can take first, and says where; the
+    // next command finds the same one by its owner.
+    let locked_home = tmp.path().join("locked-home");
+    std::fs::create_dir(&locked_home).unwrap();
+    std::fs::set_permissions(&locked_home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let service = [("HOME", locked_home.as_path()), ("TMPDIR", tmp.path())];
+    let mut chosen = Vec::new();
+    for _ in 0..2 {
+        let out = victim(&[".user", secret.to_str().unwrap()], &service);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"alice\"");
+        let prefix = format!("using {}/jqjail-{VICTIM}-", tmp.path().display());
+        let at = stderr.find(&prefix).unwrap_or_else(|| panic!("{stderr}"));
+        chosen.push(stderr[at..].split_whitespace().nth(1).unwrap().to_string());
+    }
+    let _ = command_as(VICTIM, "/bin/kill", &["-KILL", "-1"], &[]).status();
+    assert_eq!(
+        chosen[0], chosen[1],
+        "the second command found another directory"
+    );
     // Pointed at the planted socket, the CLI refuses before sending anything.
     let out = victim(
         &[".password", secret.to_str().unwrap()],
