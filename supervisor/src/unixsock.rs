@@ -13,6 +13,15 @@
 //! ever `chmod`ed by name afterwards. A `chmod` by name follows symbolic links: a user who can
 //! swap a directory entry between the bind and the chmod made a root daemon chmod a file of
 //! their choosing (issue 34, attack 7).
+//!
+//! Where `unshare` is refused (Docker's and Kubernetes' default seccomp profiles refuse it
+//! whatever its flags), the bind goes through `/proc/self/fd/DIR/NAME` instead, and a mode the
+//! process's umask narrowed is set with `fchmodat` relative to the checked directory: no other
+//! user can change its entries (nor, in a sticky one, rename or remove this daemon's), so the
+//! name is still the socket just bound.
+//!
+//! A stale socket is told from a live one by a non-blocking connect: a listener whose backlog
+//! another user filled counts as live (refused), never as a connect to wait on for ever.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -63,7 +72,7 @@ pub fn bind(path: &Path, mode: u32, rule: Dir) -> io::Result<UnixListener> {
     // relative to the checked directory and the mode is exactly `mode`.
     let name_for_thread = name.clone();
     let bound = std::thread::scope(|s| {
-        s.spawn(move || bind_in(dir_fd, &name_for_thread, mode))
+        s.spawn(move || bind_in(dir_fd, &name_for_thread, mode, true))
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the binding thread panicked")))
     });
@@ -95,16 +104,26 @@ fn check_dir(dir: &File, rule: Dir) -> Result<(), String> {
 
 /// On its own thread: leaves the process's shared working directory and umask, enters the
 /// checked directory, removes a stale socket named `name` there, and binds a new one.
-fn bind_in(dir_fd: i32, name: &CString, mode: u32) -> io::Result<UnixListener> {
-    // SAFETY: plain syscalls on this thread's own file-system context (after the unshare, the
-    // working directory and umask changed here are no other thread's), with valid arguments.
-    unsafe {
-        if libc::unshare(libc::CLONE_FS) != 0 || libc::fchdir(dir_fd) != 0 {
-            return Err(io::Error::last_os_error());
+fn bind_in(dir_fd: i32, name: &CString, mode: u32, try_own_fs: bool) -> io::Result<UnixListener> {
+    // SAFETY: unshare affects only this thread's file-system context.
+    let own_fs = try_own_fs && unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+    // The name the socket is bound and connected at: relative to this thread's working
+    // directory, or through the directory's descriptor where the thread has none of its own.
+    let at = if own_fs {
+        // SAFETY: the working directory and umask changed here are this thread's alone.
+        unsafe {
+            if libc::fchdir(dir_fd) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            libc::umask(0);
         }
-        libc::umask(0);
-    }
-    remove_stale(dir_fd, name)?;
+        name.clone()
+    } else {
+        let mut via = format!("/proc/self/fd/{dir_fd}/").into_bytes();
+        via.extend_from_slice(name.as_bytes());
+        CString::new(via).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?
+    };
+    remove_stale(dir_fd, name, &at)?;
     // SAFETY: socket returns a new descriptor or -1; it is owned from here on.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -112,7 +131,7 @@ fn bind_in(dir_fd: i32, name: &CString, mode: u32) -> io::Result<UnixListener> {
     }
     // SAFETY: `fd` was just created and nothing else owns it.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let addr = sockaddr(name)?;
+    let addr = sockaddr(&at)?;
     // SAFETY: `sock` is a socket; `addr` is a valid sockaddr_un of the given length.
     unsafe {
         if libc::fchmod(sock.as_raw_fd(), mode as libc::mode_t) != 0 {
@@ -126,13 +145,17 @@ fn bind_in(dir_fd: i32, name: &CString, mode: u32) -> io::Result<UnixListener> {
         if libc::listen(sock.as_raw_fd(), libc::SOMAXCONN) != 0 {
             return Err(io::Error::last_os_error());
         }
+        // Without a umask of its own, the process's may have narrowed the mode.
+        if !own_fs && libc::fchmodat(dir_fd, name.as_ptr(), mode as libc::mode_t, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     Ok(UnixListener::from(sock))
 }
 
 /// Removes a socket named `name` in the directory that refuses connections (left by a daemon
 /// that is gone). A live socket, or anything that is not a socket, is an error.
-fn remove_stale(dir_fd: i32, name: &CString) -> io::Result<()> {
+fn remove_stale(dir_fd: i32, name: &CString, at: &CString) -> io::Result<()> {
     // SAFETY: an all-zero stat is a valid value for fstatat to fill.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid descriptor, NUL-terminated name, and a stat to fill.
@@ -149,9 +172,7 @@ fn remove_stale(dir_fd: i32, name: &CString) -> io::Result<()> {
             "something that is not a socket is there; it is not replaced",
         ));
     }
-    // Relative to the working directory, which is the checked directory.
-    let rel = Path::new(std::ffi::OsStr::from_bytes(name.as_bytes()));
-    match std::os::unix::net::UnixStream::connect(rel) {
+    match connect_now(at) {
         Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
             // SAFETY: valid descriptor and NUL-terminated name.
             if unsafe { libc::unlinkat(dir_fd, name.as_ptr(), 0) } != 0 {
@@ -171,6 +192,30 @@ fn remove_stale(dir_fd: i32, name: &CString) -> io::Result<()> {
             io::ErrorKind::AddrInUse,
             format!("a socket is there that cannot be told stale ({e}); it is not replaced"),
         )),
+    }
+}
+
+/// Connects to the socket at `at` without waiting: a full backlog is `EAGAIN`, not a wait.
+fn connect_now(at: &CString) -> io::Result<()> {
+    // SAFETY: socket returns a new descriptor or -1; it is owned from here on.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let addr = sockaddr(at)?;
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: a socket and a valid sockaddr_un of the given length.
+    match unsafe { libc::connect(sock.as_raw_fd(), (&raw const addr).cast(), len) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -218,6 +263,46 @@ mod tests {
             );
             assert_eq!(mode_of(&path), mode);
         }
+    }
+
+    /// Where `unshare` is refused (a container's seccomp profile), the bind goes through the
+    /// directory's descriptor and the mode is still exact, whatever the process's umask.
+    #[test]
+    fn without_a_file_system_context_of_its_own_the_mode_is_still_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = File::open(dir.path()).unwrap();
+        let name = CString::new("s").unwrap();
+        let l = std::thread::scope(|s| {
+            s.spawn(|| bind_in(fd.as_raw_fd(), &name, 0o666, false))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(mode_of(&dir.path().join("s")), 0o666);
+        assert!(l.local_addr().unwrap().as_pathname().is_some());
+    }
+
+    /// A listener whose backlog another user filled is live, and said so at once: a blocking
+    /// connect to it waited for ever, and the daemon never started.
+    #[test]
+    fn a_socket_with_a_full_backlog_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let squat = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // SAFETY: listen on a socket we own, with a backlog of 0.
+        assert_eq!(unsafe { libc::listen(squat.as_raw_fd(), 0) }, 0);
+        let mut queued = Vec::new();
+        let at = CString::new(path.as_os_str().as_bytes()).unwrap();
+        while queued.len() < 64 {
+            match connect_now(&at) {
+                Ok(()) => queued.push(()),
+                Err(_) => break,
+            }
+        }
+        let start = std::time::Instant::now();
+        let e = bind(&path, 0o600, Dir::Private).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

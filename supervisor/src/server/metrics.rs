@@ -3,12 +3,14 @@
 //!
 //! - It listens on a loopback address or a Unix socket only (the configuration refuses any
 //!   other address): the host's own scraper, or a proxy the operator runs, reads it.
-//! - It runs on threads of its own, never on the runtime: an acceptor, and at most
-//!   [`MAX_SCRAPES`] exchanges at once (a connection beyond them is closed unread). Each
-//!   exchange has [`READ_FOR`] in all for its request head (at most [`MAX_HEAD`] bytes) and
-//!   [`WRITE_FOR`] in all for the answer. So a local peer that connects and sends nothing, or
-//!   reads slowly, can delay scrapes (any local uid can reach a loopback port: use a Unix
-//!   socket with a narrow mode where that matters) but never a request.
+//! - It runs on threads of its own, never on the runtime: an acceptor, which reads every
+//!   connection's request head itself (non-blocking, `poll`), and at most [`MAX_SCRAPES`]
+//!   exchanges at once, each started only once its head has come whole. A head has
+//!   [`READ_FOR`] in all (at most [`MAX_HEAD`] bytes); at most [`MAX_PENDING`] connections wait
+//!   for theirs, and past that the oldest is closed. An answer has [`WRITE_FOR`]. So idle
+//!   connections hold no exchange, and a scraper, which sends its head as it connects, is
+//!   answered however many a local peer keeps open (issue 34: six idle connections made 0 of
+//!   40 scrapes succeed).
 //! - The exposition is rendered at most once per [`FRESH_FOR`]; later scrapes within it get
 //!   the same text. A render reads atomics, the counters' lock for a copy (as a `stats`
 //!   request does), and the hide index through a read-only connection of its own (the index
@@ -17,7 +19,9 @@
 //!   in a local browser cannot read it by DNS rebinding.
 //! - Tenant names appear as labels only with `tenant_labels = true` (read again on SIGHUP;
 //!   `listen` is read at start only). Every other family is a sum over tenants, which any peer
-//!   that reaches the listener sees.
+//!   that reaches the listener sees. The bytes every tenant's hides hold are rounded up to
+//!   [`HIDE_BYTES_STEP`] unless tenant labels are on: exact, two scrapes apart they told
+//!   another uid the size of each hide a tenant stored.
 
 use super::Shared;
 use crate::config::MetricsListen;
@@ -33,8 +37,12 @@ pub const READ_FOR: Duration = Duration::from_secs(1);
 pub(crate) const MAX_HEAD: usize = 8 * 1024;
 /// The longest a scraper may take to read the answer, in all.
 pub(crate) const WRITE_FOR: Duration = Duration::from_secs(5);
-/// Exchanges served at once; a connection beyond them is closed unread.
+/// Exchanges served at once (each once its head came); a head beyond them is closed.
 pub(crate) const MAX_SCRAPES: usize = 4;
+/// Connections whose head is still coming; past it the oldest is closed.
+pub(crate) const MAX_PENDING: usize = 256;
+/// The step `jqjail_hide_bytes` is rounded up to without tenant labels.
+pub(crate) const HIDE_BYTES_STEP: u64 = 1 << 20;
 /// How long a rendered exposition is served again before it is rendered anew.
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
 
@@ -93,63 +101,189 @@ pub(crate) fn spawn(bound: Bound, shared: Arc<Shared>) -> io::Result<()> {
                 rendered: Mutex::new(None),
                 in_flight: AtomicUsize::new(0),
             });
-            loop {
-                let accepted: io::Result<Box<dyn Peer>> = match &bound {
-                    Bound::Tcp(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
-                    Bound::Unix(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
-                };
-                let peer = match accepted {
-                    Ok(peer) => peer,
-                    Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tracing::debug!(error = %e, "metrics: accept failed");
-                        std::thread::sleep(Duration::from_millis(100));
-                        continue;
-                    }
-                };
-                if scrapes.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
-                    scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
-                    continue;
-                }
-                let scrapes = scrapes.clone();
-                let started = std::thread::Builder::new()
-                    .name("jqjaild-scrape".into())
-                    .spawn({
-                        let scrapes = scrapes.clone();
-                        move || {
-                            let mut peer = peer;
-                            if let Err(e) = answer(&mut *peer, || scrapes.exposition()) {
-                                tracing::debug!(error = %e, "metrics: a scrape failed");
-                            }
-                            scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
-                        }
-                    });
-                if started.is_err() {
-                    scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
-                }
+            if let Err(e) = accept_loop(&bound, &scrapes) {
+                tracing::warn!(error = %e, "metrics: the listener stopped");
             }
         })?;
     Ok(())
 }
 
+/// A connection whose request head is still coming.
+struct Pending {
+    peer: Box<dyn Peer>,
+    head: Vec<u8>,
+    by: Instant,
+}
+
+/// Accepts connections and reads their heads without blocking; a whole head starts an
+/// exchange on a thread of its own, if fewer than [`MAX_SCRAPES`] are running.
+fn accept_loop(bound: &Bound, scrapes: &Arc<Scrapes>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let listen_fd = match bound {
+        Bound::Tcp(l) => {
+            l.set_nonblocking(true)?;
+            l.as_raw_fd()
+        }
+        Bound::Unix(l) => {
+            l.set_nonblocking(true)?;
+            l.as_raw_fd()
+        }
+    };
+    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
+    loop {
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listen_fd)
+            .chain(pending.iter().map(|p| p.peer.fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let wait = pending
+            .iter()
+            .map(|p| p.by.saturating_duration_since(Instant::now()))
+            .min()
+            .map_or(-1, |d| d.as_millis().min(i32::MAX as u128) as i32 + 1);
+        // SAFETY: `fds` is a valid array of pollfd of the length given.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            continue;
+        }
+        // Heads first (the listener's new connections are read next round).
+        let now = Instant::now();
+        let mut kept = std::collections::VecDeque::with_capacity(pending.len());
+        for (mut p, fd) in pending.drain(..).zip(&fds[1..]) {
+            if fd.revents != 0 {
+                match read_some_head(&mut *p.peer, &mut p.head) {
+                    Ok(true) => {
+                        start_exchange(p, scrapes);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(_) => continue,
+                }
+            }
+            if now < p.by {
+                kept.push_back(p);
+            }
+        }
+        pending = kept;
+        if fds[0].revents != 0 {
+            loop {
+                let accepted: io::Result<Box<dyn Peer>> = match bound {
+                    Bound::Tcp(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
+                    Bound::Unix(l) => l.accept().map(|(s, _)| Box::new(s) as Box<dyn Peer>),
+                };
+                match accepted {
+                    Ok(peer) => {
+                        peer.set_nonblocking(true)?;
+                        if pending.len() >= MAX_PENDING {
+                            pending.pop_front();
+                        }
+                        pending.push_back(Pending {
+                            peer,
+                            head: Vec::new(),
+                            by: Instant::now() + READ_FOR,
+                        });
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::debug!(error = %e, "metrics: accept failed");
+                        std::thread::sleep(Duration::from_millis(100));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads what has come of a head without blocking: `Ok(true)` once it is whole, an error
+/// once it cannot be (closed, too long).
+fn read_some_head<S: Peer + ?Sized>(s: &mut S, head: &mut Vec<u8>) -> io::Result<bool> {
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = match s.read(&mut buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(&buf[..n]);
+        if head_ends(&head[from..]) {
+            return Ok(true);
+        }
+        if head.len() >= MAX_HEAD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "request head too long",
+            ));
+        }
+    }
+}
+
+/// Whether `fresh` (the bytes new since the last read, and three before them) ends a head.
+fn head_ends(fresh: &[u8]) -> bool {
+    fresh.windows(4).any(|w| w == b"\r\n\r\n") || fresh.windows(2).any(|w| w == b"\n\n")
+}
+
+/// Answers a connection whose head came, on a thread of its own, unless [`MAX_SCRAPES`]
+/// exchanges are running (then it is closed).
+fn start_exchange(p: Pending, scrapes: &Arc<Scrapes>) {
+    if scrapes.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
+        scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let scrapes_for = scrapes.clone();
+    let started = std::thread::Builder::new()
+        .name("jqjaild-scrape".into())
+        .spawn(move || {
+            let Pending { mut peer, head, .. } = p;
+            let answered = peer
+                .set_nonblocking(false)
+                .and_then(|()| answer_head(&head, &mut *peer, || scrapes_for.exposition()));
+            if let Err(e) = answered {
+                tracing::debug!(error = %e, "metrics: a scrape failed");
+            }
+            scrapes_for.in_flight.fetch_sub(1, Ordering::AcqRel);
+        });
+    if started.is_err() {
+        scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A connected peer: a TCP or a Unix stream.
 trait Peer: Read + Write + Send {
     fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()>;
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
+    fn fd(&self) -> std::os::fd::RawFd;
 }
 
-impl Peer for std::net::TcpStream {
-    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(read))?;
-        self.set_write_timeout(Some(write))
-    }
+macro_rules! peer {
+    ($t:ty) => {
+        impl Peer for $t {
+            fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+                self.set_read_timeout(Some(read))?;
+                self.set_write_timeout(Some(write))
+            }
+            fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+                <$t>::set_nonblocking(self, on)
+            }
+            fn fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(self)
+            }
+        }
+    };
 }
 
-impl Peer for std::os::unix::net::UnixStream {
-    fn set_timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(read))?;
-        self.set_write_timeout(Some(write))
-    }
-}
+peer!(std::net::TcpStream);
+peer!(std::os::unix::net::UnixStream);
 
 /// What the scrape threads share.
 struct Scrapes {
@@ -176,8 +310,18 @@ impl Scrapes {
 }
 
 /// Reads one request head from `s` and answers it, within [`READ_FOR`] and [`WRITE_FOR`].
+#[cfg(test)]
 fn answer<S: Peer + ?Sized>(s: &mut S, render: impl FnOnce() -> Arc<str>) -> io::Result<()> {
     let head = read_head(s)?;
+    answer_head(&head, s, render)
+}
+
+/// Answers the request whose head is `head`, within [`WRITE_FOR`].
+fn answer_head<S: Peer + ?Sized>(
+    head: &[u8],
+    s: &mut S,
+    render: impl FnOnce() -> Arc<str>,
+) -> io::Result<()> {
     let mut lines = head
         .split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
@@ -259,6 +403,7 @@ fn write_within<S: Peer + ?Sized>(s: &mut S, mut bytes: &[u8]) -> io::Result<()>
 
 /// The request head: bytes up to the blank line, read within [`READ_FOR`] in all and at most
 /// [`MAX_HEAD`] bytes.
+#[cfg(test)]
 fn read_head<S: Peer + ?Sized>(s: &mut S) -> io::Result<Vec<u8>> {
     let until = Instant::now() + READ_FOR;
     let mut head = Vec::with_capacity(512);
@@ -279,8 +424,7 @@ fn read_head<S: Peer + ?Sized>(s: &mut S) -> io::Result<Vec<u8>> {
         // Only the bytes new since the last read (and three before them) are searched.
         let from = head.len().saturating_sub(3);
         head.extend_from_slice(&buf[..n]);
-        let fresh = &head[from..];
-        if fresh.windows(4).any(|w| w == b"\r\n\r\n") || fresh.windows(2).any(|w| w == b"\n\n") {
+        if head_ends(&head[from..]) {
             return Ok(head);
         }
     }
@@ -375,8 +519,8 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
             .scalar(
                 "jqjail_hide_bytes",
                 "gauge",
-                "Bytes of hides kept, every tenant's, as quotas count them (content and labels).",
-                usage.bytes as f64,
+                "Bytes of hides kept, every tenant's, as quotas count them (content and labels); rounded up to MiB unless tenant labels are on.",
+                hide_bytes_shown(usage.bytes, tenant_labels) as f64,
             );
         }
         Some(Err(err)) => {
@@ -401,9 +545,27 @@ fn resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// What `jqjail_hide_bytes` shows of `bytes`: exact only where the operator chose to label
+/// tenants (and so to show each one's figures), else rounded up to [`HIDE_BYTES_STEP`], so
+/// that two scrapes do not tell another uid the size of a hide a tenant stored between them.
+fn hide_bytes_shown(bytes: u64, tenant_labels: bool) -> u64 {
+    match tenant_labels {
+        true => bytes,
+        false => bytes.div_ceil(HIDE_BYTES_STEP) * HIDE_BYTES_STEP,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hide_bytes_are_exact_only_with_tenant_labels() {
+        assert_eq!(hide_bytes_shown(1_255, true), 1_255);
+        assert_eq!(hide_bytes_shown(1_255, false), 1 << 20);
+        assert_eq!(hide_bytes_shown(0, false), 0);
+        assert_eq!(hide_bytes_shown((1 << 20) + 1, false), 2 << 20);
+    }
 
     /// A peer whose request is `input`; what was answered is kept in `output`.
     struct Duplex {
@@ -429,6 +591,12 @@ mod tests {
     impl Peer for Duplex {
         fn set_timeouts(&self, _: Duration, _: Duration) -> io::Result<()> {
             Ok(())
+        }
+        fn set_nonblocking(&self, _: bool) -> io::Result<()> {
+            Ok(())
+        }
+        fn fd(&self) -> std::os::fd::RawFd {
+            -1
         }
     }
 
