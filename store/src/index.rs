@@ -50,30 +50,33 @@ CREATE TABLE usage (
 ) WITHOUT ROWID;
 INSERT INTO usage (tenant, entries, bytes)
     SELECT tenant, COUNT(*), SUM(charged) FROM hides GROUP BY tenant;
-CREATE TRIGGER IF NOT EXISTS usage_add AFTER INSERT ON hides BEGIN
+DROP TRIGGER IF EXISTS usage_add;
+DROP TRIGGER IF EXISTS usage_remove;
+CREATE TRIGGER usage_add AFTER INSERT ON hides BEGIN
     INSERT OR IGNORE INTO usage (tenant, entries, bytes) VALUES (NEW.tenant, 0, 0);
     UPDATE usage SET entries = entries + 1, bytes = bytes + NEW.charged
         WHERE tenant = NEW.tenant;
 END;
-CREATE TRIGGER IF NOT EXISTS usage_remove AFTER DELETE ON hides BEGIN
+CREATE TRIGGER usage_remove AFTER DELETE ON hides BEGIN
     UPDATE usage SET entries = entries - 1, bytes = bytes - OLD.charged
         WHERE tenant = OLD.tenant;
     DELETE FROM usage WHERE tenant = OLD.tenant AND entries <= 0;
 END;
 ";
 
-/// An index made before hides kept their charge gets the column, computed once from each
-/// hide's labels and meta.
+/// An index made before hides kept their charge gets the column, and every hide stored
+/// without one (by a build from before it, which leaves the default 0) gets its charge,
+/// computed from its content's size, labels and meta.
 pub(crate) fn add_charged(db: &Connection) -> Result<()> {
     let has: bool = db
         .prepare("SELECT 1 FROM pragma_table_info('hides') WHERE name = 'charged'")?
         .exists([])?;
     if !has {
-        db.execute_batch(&format!(
-            "ALTER TABLE hides ADD COLUMN charged INTEGER NOT NULL DEFAULT 0;
-             UPDATE hides SET charged = {CHARGE};"
-        ))?;
+        db.execute_batch("ALTER TABLE hides ADD COLUMN charged INTEGER NOT NULL DEFAULT 0")?;
     }
+    db.execute_batch(&format!(
+        "UPDATE hides SET charged = {CHARGE} WHERE charged = 0"
+    ))?;
     Ok(())
 }
 
@@ -143,6 +146,7 @@ pub(crate) fn make_room(
         });
     }
     // The oldest, read only until enough are found, then deleted.
+    let in_use = used;
     let mut oldest = Vec::new();
     {
         let mut stmt = db.prepare_cached(
@@ -156,6 +160,15 @@ pub(crate) fn make_room(
             used = used.saturating_sub(bytes);
             count = count.saturating_sub(1);
         }
+    }
+    // Every hide would go and it still would not fit (its labels and meta count too): keep
+    // them all and refuse.
+    if !fits(used, count) {
+        return Err(StoreError::QuotaExceeded {
+            quota: retention.quota_bytes,
+            used: in_use,
+            size,
+        });
     }
     for id in oldest {
         db.execute(

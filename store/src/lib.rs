@@ -771,17 +771,19 @@ impl Store {
                 db
             }
         };
-        let out = {
-            let tx = db.unchecked_transaction()?;
-            let out = f(&tx)?;
-            tx.finish()?;
-            out
-        };
-        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        if readers.len() < READERS_KEPT {
-            readers.push(db);
+        let out = db
+            .unchecked_transaction()
+            .map_err(StoreError::from)
+            .and_then(|tx| f(&tx));
+        // Kept for the next read unless the index itself failed (an unknown ID is an answer,
+        // not a reason to open a new connection); the read transaction ended with `tx`.
+        if !matches!(out, Err(StoreError::Index(_))) {
+            let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+            if readers.len() < READERS_KEPT {
+                readers.push(db);
+            }
         }
-        Ok(out)
+        out
     }
 
     fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {
