@@ -441,6 +441,7 @@ impl Store {
             hasher: Sha256::new(),
             written: 0,
             reservation,
+            synced: false,
         })
     }
 

@@ -39,6 +39,8 @@ pub struct Writing<'s> {
     pub(crate) hasher: Sha256,
     pub(crate) written: u64,
     pub(crate) reservation: Reservation<'s>,
+    /// Its content is on disk ([`Writing::sync`]).
+    pub(crate) synced: bool,
 }
 
 impl Writing<'_> {
@@ -54,6 +56,15 @@ impl Writing<'_> {
         self.file.write_all(bytes)?;
         self.hasher.update(bytes);
         self.written += bytes.len() as u64;
+        self.synced = false;
+        Ok(())
+    }
+
+    /// Makes the content written so far durable, so that [`Writing::finish`] has only the
+    /// index to write (a caller can do this part outside the store's turns).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_all()?;
+        self.synced = true;
         Ok(())
     }
 
@@ -95,7 +106,9 @@ impl Writing<'_> {
                 evicted: Vec::new(),
             });
         }
-        self.file.sync_all()?;
+        if !self.synced {
+            self.file.sync_all()?;
+        }
         let hide = crate::NewHide {
             tenant,
             kind,

@@ -200,7 +200,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(BLOCKING_THREADS)
+        .max_blocking_threads(BLOCKING_THREADS + 2 * cfg.max_concurrent)
         .thread_name("jqjaild")
         .build()
         .context("starting the tokio runtime")?;
@@ -319,13 +319,14 @@ fn set_worker_stack(bytes: u64) -> anyhow::Result<()> {
         .context("setting RLIMIT_STACK for workers")
 }
 
-/// The runtime's threads for blocking work (store calls, file reads, cgroup moves): few and
-/// fixed. Store calls are also bounded by their turns (`tenant::STORE_CALLS`), but a blocking
-/// section moves the runtime's worker to a new thread each time, and at thousands of calls a
-/// second the default pool (512) grew to 140 threads for one flooding uid (issue 34: threads
-/// are pids, and the container's `--pids-limit` then stopped the zygote from forking). Past
-/// this many, blocking work waits for a thread.
-const BLOCKING_THREADS: usize = 24;
+/// The runtime's threads for blocking work (store calls, file reads, cgroup moves), beside
+/// two per evaluation slot (a run over a hide reads its file on them): few and fixed. Store
+/// calls are bounded by their turns too (`tenant::STORE_READS`, `STORE_WRITES`), but a
+/// blocking section moves the runtime's worker to a new thread each time, and at thousands of
+/// calls a second the default pool (512) grew to 140 threads for one flooding uid (issue 34:
+/// threads are pids, and the container's `--pids-limit` then stopped the zygote from forking).
+/// Past this many, blocking work waits for a thread.
+const BLOCKING_THREADS: usize = 16;
 
 /// Binds the socket in a directory no other user can change entries of, with its mode set
 /// before the bind (`unixsock`), replacing a stale socket but never a live daemon's.

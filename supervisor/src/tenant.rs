@@ -14,14 +14,19 @@
 //! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
 //! | supervisor CPU (search over a hide, a whole put's hashing, each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
-//! | the hide store (every call into it: a lookup, a page, a put's start and its commit, `hide_usage`) | a call | 1 per uid | [`STORE_CALLS`] |
+//! | reads of the hide store (a lookup, a page, a list, a search's lookup, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
+//! | writes to the hide store (a put's start, its commit, a delete) | a call | 1 per uid | [`STORE_WRITES`] |
 //! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
 //!
 //! Every call into the store runs on a blocking thread only once it holds its turn, so at most
-//! [`STORE_CALLS`] threads ever block in the store, whatever the number of requests waiting
-//! (they wait as tasks, one per uid at the head of the queue, so a uid's flood delays another
-//! uid's call by at most one call of each uid that is waiting). No call holds the store's
-//! write lock for more than one short transaction, and reads do not take it (`jqjail_store`).
+//! [`STORE_READS`] + [`STORE_WRITES`] threads ever block in the store, whatever the number of
+//! requests waiting (they wait as tasks, one per uid at the head of the queue, so a uid's
+//! flood delays another uid's call by at most one call of each uid that is waiting). Reads and
+//! writes have turns of their own: reads do not take the store's write lock (`jqjail_store`),
+//! so writes queued behind a slow one never hold up a read. Bulk work is done outside both:
+//! writing and fsyncing a put's content is in CPU turns (a streamed put) or in the
+//! large-output turn (a kept output). Turns are taken in one order (large answer, CPU, store),
+//! and a store turn is never held while another turn is waited for.
 //!
 //! The connection slots are taken at accept ([`crate::admit::Slots`]); the rest through the
 //! methods below, each of which answers a refusal as an [`ErrorReply`] that names the limit.
@@ -42,9 +47,21 @@ pub const LARGE_ANSWERS: usize = 4;
 /// at most one CPU from the workers, and another uid's search still gets the other turn.
 pub const SUPERVISOR_CPU: usize = 2;
 
-/// Calls into the hide store at once, over every uid: each blocks a thread for its file and
-/// index I/O, so this bounds the daemon's threads as well as the store's queue.
-pub const STORE_CALLS: usize = 4;
+/// Reads of the hide store at once, over every uid: each blocks a thread for its index and
+/// file I/O, so this bounds the daemon's threads as well as the store's queue.
+pub const STORE_READS: usize = 4;
+
+/// Writes to the hide store at once, over every uid (its index has one writer at a time).
+pub const STORE_WRITES: usize = 2;
+
+/// What a call into the hide store does, for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreCall {
+    /// Reads the index or a hide's file.
+    Read,
+    /// Changes the index (a put's start or commit, a delete).
+    Write,
+}
 
 /// Worker replies larger than their request's own output limit (outputs to be kept as hides,
 /// up to the input limit each) read and held at once, over every uid. Each holds up to about
@@ -78,7 +95,7 @@ pub struct Costs {
     pub supervisor_cpu: bool,
     /// It calls into the hide store (a turn held until its handler returns; a streamed put
     /// and a run take theirs for each call they make, `put_streamed` and `run_input`).
-    pub store: bool,
+    pub store: Option<StoreCall>,
 }
 
 impl Costs {
@@ -86,25 +103,29 @@ impl Costs {
     pub const NONE: Costs = Costs {
         large_answer: false,
         supervisor_cpu: false,
-        store: false,
+        store: None,
     };
 
     /// The costs of `request`.
     pub fn of(request: &Request<'_>) -> Costs {
+        use StoreCall::{Read, Write};
         let (large_answer, supervisor_cpu, store) = match request {
-            Request::Hello(_) | Request::Stats => (false, false, false),
-            Request::HideUsage | Request::HideDelete(_) => (false, false, true),
+            Request::Hello(_) | Request::Stats => (false, false, None),
+            Request::HideUsage => (false, false, Some(Read)),
+            Request::HideDelete(_) => (false, false, Some(Write)),
             // A run's CPU is its worker's, in an evaluation slot. Its calls into the store
             // (opening a hide as its input, keeping its output) take a store turn each, and a
             // kept output a large-output turn, when they happen, not for the whole run.
-            Request::Run(_) => (false, false, false),
-            Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => (true, false, true),
+            Request::Run(_) => (false, false, None),
+            Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => {
+                (true, false, Some(Read))
+            }
             // A search scans the whole hide; a put read whole is hashed and written at once.
             // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.)
-            Request::HideSearch(_) => (false, true, true),
+            Request::HideSearch(_) => (false, true, Some(Read)),
             Request::HidePut(put) => {
                 let whole = put.content.len() <= READ_WHOLE_TAIL;
-                (false, whole, whole)
+                (false, whole, whole.then_some(Write))
             }
         };
         Costs {
@@ -128,8 +149,10 @@ pub struct Admission {
     large_answers: Turns<u32>,
     /// Supervisor CPU, per uid and in all.
     cpu: Turns<u32>,
-    /// Calls into the hide store, per uid and in all.
-    store: Turns<u32>,
+    /// Reads of the hide store, per uid and in all.
+    store_reads: Turns<u32>,
+    /// Writes to the hide store, per uid and in all.
+    store_writes: Turns<u32>,
     /// Large worker replies read and held, per uid and in all.
     large_outputs: Turns<u32>,
     /// Decodes of large frames.
@@ -180,7 +203,8 @@ impl Admission {
             uploads: Turns::new(cfg.max_uploads_per_tenant.min(uploads / 2), uploads),
             large_answers: Turns::new(1, LARGE_ANSWERS),
             cpu: Turns::new(1, SUPERVISOR_CPU),
-            store: Turns::new(1, STORE_CALLS),
+            store_reads: Turns::new(1, STORE_READS),
+            store_writes: Turns::new(1, STORE_WRITES),
             large_outputs: Turns::new(1, LARGE_OUTPUTS),
             decodes: tokio::sync::Semaphore::new(LARGE_DECODES),
             refused_log: Throttle::default(),
@@ -264,7 +288,7 @@ impl Admission {
 
     /// Each budget's turns held now and in all, for metrics: (name, held, total). The memory
     /// budget's turns are KiB.
-    pub fn in_use(&self) -> [(&'static str, u64, u64); 6] {
+    pub fn in_use(&self) -> [(&'static str, u64, u64); 7] {
         fn row<K: std::hash::Hash + Eq + Clone>(
             name: &'static str,
             turns: &Turns<K>,
@@ -276,7 +300,8 @@ impl Admission {
             row("uploads", &self.uploads),
             row("large_answers", &self.large_answers),
             row("supervisor_cpu", &self.cpu),
-            row("store_calls", &self.store),
+            row("store_reads", &self.store_reads),
+            row("store_writes", &self.store_writes),
             row("large_outputs", &self.large_outputs),
         ]
     }
@@ -316,9 +341,14 @@ impl Admission {
     }
 
     /// A turn to call into the hide store for `uid`, waiting until `by`.
-    pub async fn store(&self, uid: u32, by: Instant) -> Result<Turn, Box<ErrorReply>> {
+    pub async fn store(
+        &self,
+        uid: u32,
+        call: StoreCall,
+        by: Instant,
+    ) -> Result<Turn, Box<ErrorReply>> {
         let costs = Costs {
-            store: true,
+            store: Some(call),
             ..Costs::NONE
         };
         let taken = self.turns(uid, costs, by).await?;
@@ -372,19 +402,6 @@ impl Admission {
                 }
             }
         }
-        if costs.store {
-            match tokio::time::timeout_at(by.into(), self.store.take(&uid)).await {
-                Ok(turn) => turns.store = Some(turn),
-                Err(_) => {
-                    return Err(Box::new(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        format!(
-                            "the daemon's {STORE_CALLS} turns for calls into the hide store (one per uid) stayed taken by this uid's other requests or by others'; retry shortly"
-                        ),
-                    )));
-                }
-            }
-        }
         if costs.supervisor_cpu {
             match tokio::time::timeout_at(by.into(), self.cpu.take(&uid)).await {
                 Ok(turn) => turns.supervisor_cpu = Some(turn),
@@ -393,6 +410,23 @@ impl Admission {
                         ErrorCode::Overloaded,
                         format!(
                             "the daemon's {SUPERVISOR_CPU} turns for searches and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
+                        ),
+                    )));
+                }
+            }
+        }
+        if let Some(call) = costs.store {
+            let (turns_of, total, what) = match call {
+                StoreCall::Read => (&self.store_reads, STORE_READS, "reads of"),
+                StoreCall::Write => (&self.store_writes, STORE_WRITES, "writes to"),
+            };
+            match tokio::time::timeout_at(by.into(), turns_of.take(&uid)).await {
+                Ok(turn) => turns.store = Some(turn),
+                Err(_) => {
+                    return Err(Box::new(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "the daemon's {total} turns for {what} the hide store (one per uid) stayed taken by this uid's other requests or by others'; retry shortly"
                         ),
                     )));
                 }
@@ -420,7 +454,8 @@ mod tests {
                 (a.uploads.each(), a.uploads.total()),
                 (a.large_answers.each(), a.large_answers.total()),
                 (a.cpu.each(), a.cpu.total()),
-                (a.store.each(), a.store.total()),
+                (a.store_reads.each(), a.store_reads.total()),
+                (a.store_writes.each(), a.store_writes.total()),
                 (a.large_outputs.each(), a.large_outputs.total()),
             ] {
                 assert!(total >= 2 && each < total, "{each} of {total}");
@@ -440,8 +475,8 @@ mod tests {
         });
         assert!(Costs::of(&search).supervisor_cpu);
         assert!(Costs::of(&Request::HideGet(HideRef { id: "x".into() })).large_answer);
-        assert!(Costs::of(&search).store);
-        assert!(Costs::of(&Request::HideUsage).store);
+        assert_eq!(Costs::of(&search).store, Some(StoreCall::Read));
+        assert_eq!(Costs::of(&Request::HideUsage).store, Some(StoreCall::Read));
         assert_eq!(Costs::of(&Request::Stats), Costs::NONE);
     }
 

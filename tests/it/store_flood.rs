@@ -190,8 +190,11 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
                 && !reports.contains(" 0 answered"),
             "the flood did not run: {reports}"
         );
+        // The flood's 100 connections keep both cores of a small machine busy, and the victim
+        // gets its share of them: what is bounded here is waiting on other tenants' store
+        // calls, which took seconds (5.5 s p50 for one uid on the old store).
         assert!(
-            loaded <= base * 10 + Duration::from_millis(5),
+            loaded <= base * 10 + Duration::from_millis(50),
             "{uids} uid(s): victim put+cut p50 {loaded:?} loaded against {base:?} unloaded"
         );
     }

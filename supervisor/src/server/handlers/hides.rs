@@ -12,6 +12,7 @@
 use super::super::connection::Reply;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
+use crate::tenant::StoreCall;
 use jqjail_protocol::hide::{DEFAULT_LIST_PAGE, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE};
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePut,
@@ -19,6 +20,7 @@ use jqjail_protocol::{
 };
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
 use jqjail_store::{Store, StoreError};
+use std::time::Instant;
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`, in the store turn
 /// `answer` took for it. A put's content was held to the input limit at its head
@@ -126,11 +128,12 @@ pub(crate) async fn put_streamed(
     store: &Store,
     tenant: &TenantOf,
     payer: (&crate::tenant::Admission, u32),
+    frame_timeout: std::time::Duration,
 ) -> Response {
     let size = content.len();
     let (admission, uid) = payer;
     let by = content.arrive_by();
-    let turn = match admission.store(uid, by).await {
+    let turn = match admission.store(uid, StoreCall::Write, by).await {
         Ok(turn) => turn,
         Err(e) => return Response::Error(*e),
     };
@@ -159,8 +162,20 @@ pub(crate) async fn put_streamed(
             return Response::Error(error_reply(e));
         }
     }
+    // Made durable in a CPU turn, then committed in a store turn of its own: the frame
+    // timeout again from now (the upload may have used most of its own).
+    let by = Instant::now() + frame_timeout;
+    {
+        let _turn = match admission.cpu(uid, by).await {
+            Ok(turn) => turn,
+            Err(e) => return Response::Error(*e),
+        };
+        if let Err(e) = tokio::task::block_in_place(|| writing.sync()) {
+            return Response::Error(error_reply(e));
+        }
+    }
     let meta: Vec<(String, String)> = put.meta.into_iter().collect();
-    let _turn = match admission.store(uid, by).await {
+    let _turn = match admission.store(uid, StoreCall::Write, by).await {
         Ok(turn) => turn,
         Err(e) => return Response::Error(*e),
     };
@@ -207,19 +222,22 @@ pub(crate) async fn open_input(
     tenant: &TenantOf,
     id: &str,
     (admission, uid): (&crate::tenant::Admission, u32),
-    by: std::time::Instant,
+    by: Instant,
 ) -> Result<(u64, std::fs::File), Box<ErrorReply>> {
-    let _turn = admission.store(uid, by).await?;
+    let _turn = admission.store(uid, StoreCall::Read, by).await?;
     tokio::task::block_in_place(|| store.open_hide(&tenant.name, id))
         .map(|(entry, file)| (entry.size, file))
         .map_err(|e| Box::new(error_reply(e)))
 }
 
-/// Stores a run's oversized output as a hide of `tenant`, in a store turn of `uid` (waiting
-/// until `by`); returns it and its first page (with the reflection hint). A hide is one JSON
-/// value, the one the same run answers with its outputs collapsed, whichever form was asked
-/// for: so a hide can be filtered by its ID, and every client keeps the same hide for the
-/// same run. Lines are collapsed as they are written, not copied first.
+/// Stores a run's oversized output as a hide of `tenant`; returns it and its first page
+/// (with the reflection hint). A hide is one JSON value, the one the same run answers with its
+/// outputs collapsed, whichever form was asked for: so a hide can be filtered by its ID, and
+/// every client keeps the same hide for the same run. Lines are collapsed as they are written,
+/// not copied first.
+///
+/// The put is begun and committed in store turns of `uid` (each waited for until `by`); its
+/// content is written and made durable in between, in the large-output turn its caller holds.
 pub(crate) async fn keep_output(
     store: &Store,
     tenant: &TenantOf,
@@ -227,21 +245,34 @@ pub(crate) async fn keep_output(
     output: &str,
     lines: bool,
     (admission, uid): (&crate::tenant::Admission, u32),
-    by: std::time::Instant,
+    by: Instant,
 ) -> Result<(HideEntry, HideCut), Box<ErrorReply>> {
-    let _turn = admission.store(uid, by).await?;
-    tokio::task::block_in_place(|| {
-        let meta = [("filter".to_string(), clip(filter, 1024).to_string())];
-        let (kind, source) = ("run_output", "output");
+    let meta = [("filter".to_string(), clip(filter, 1024).to_string())];
+    let (kind, source) = ("run_output", "output");
+    let collapsed = Collapsed::of(output, lines);
+    let fail = |e| Box::new(error_reply(e));
+    let turn = admission.store(uid, StoreCall::Write, by).await?;
+    let mut writing = tokio::task::block_in_place(|| {
         jqjail_store::check_labels(kind, source, &meta)?;
-        let collapsed = Collapsed::of(output, lines);
-        let mut writing = store.begin_put(&tenant.name, collapsed.len(), &tenant.hides)?;
-        collapsed.write_to(|piece| writing.write(piece))?;
-        let put = writing.finish(kind, source, &meta, &tenant.hides)?;
-        let first = cut(store, tenant, &put.entry.id, 1, DEFAULT_PAGE_SIZE, true)?;
-        Ok((entry(put.entry), first))
+        store.begin_put(&tenant.name, collapsed.len(), &tenant.hides)
     })
-    .map_err(|e| Box::new(error_reply(e)))
+    .map_err(fail)?;
+    drop(turn);
+    tokio::task::block_in_place(|| {
+        collapsed.write_to(|piece| writing.write(piece))?;
+        writing.sync()
+    })
+    .map_err(fail)?;
+    let turn = admission.store(uid, StoreCall::Write, by).await?;
+    let put = tokio::task::block_in_place(|| writing.finish(kind, source, &meta, &tenant.hides))
+        .map_err(fail)?;
+    drop(turn);
+    let _turn = admission.store(uid, StoreCall::Read, by).await?;
+    let first = tokio::task::block_in_place(|| {
+        cut(store, tenant, &put.entry.id, 1, DEFAULT_PAGE_SIZE, true)
+    })
+    .map_err(fail)?;
+    Ok((entry(put.entry), first))
 }
 
 /// A run's output in the collapsed form: none is `null`, one is itself, several are an array

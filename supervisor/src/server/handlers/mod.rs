@@ -112,6 +112,7 @@ pub(crate) async fn streamed(
                 &shared.store,
                 tenant,
                 (&shared.admission, session.uid),
+                shared.cfg.frame_timeout,
             )
         }
         .await

@@ -271,7 +271,8 @@ pub(crate) async fn run_input(
             cost.output_bytes = output.len() as u64;
             let lines = outputs == jqjail_protocol::Outputs::Lines;
             let payer = (&shared.admission, uid);
-            let by = Instant::now() + shared.cfg.frame_timeout;
+            // Within the run's own deadline, but a second at least, however late it finished.
+            let by = deadline.max(Instant::now() + Duration::from_secs(1));
             let kept =
                 super::hides::keep_output(store, tenant, &filter, &output, lines, payer, by).await;
             drop(output);
