@@ -320,7 +320,10 @@ fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
     use std::os::unix::process::CommandExt;
     const UID: u32 = 65534;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The daemon's own directory: it binds its socket only where no other user can change
+    // entries.
+    std::os::unix::fs::chown(dir.path(), Some(UID), Some(UID)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let socket = dir.path().join("s.sock");
     let mut daemon = std::process::Command::new(crate::util::DAEMON)
         .args(["--socket", socket.to_str().unwrap()])

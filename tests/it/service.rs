@@ -81,11 +81,16 @@ impl Booted {
             state != "offline"
         });
         if state != "running" {
-            let failed = booted.sh("systemctl --failed --no-legend");
-            panic!(
-                "systemd is {state}: {}",
-                String::from_utf8_lossy(&failed.stdout)
-            );
+            let failed = booted.sh("systemctl --failed --no-legend --plain");
+            let failed = String::from_utf8_lossy(&failed.stdout).to_string();
+            // The root is the host's own: a host service whose hardware is not in the
+            // namespace (an NVMe-oF or IPMI one, which Debian's prometheus recommends) fails
+            // at boot. That is the host's, not ours; any failed unit of ours is not.
+            let ours = failed.lines().any(|l| l.contains("jqjail"));
+            if state != "degraded" || ours || failed.trim().is_empty() {
+                panic!("systemd is {state}: {failed}");
+            }
+            eprintln!("systemd is degraded by host units, none of jqjail's: {failed}");
         }
         Ok(booted)
     }
