@@ -157,6 +157,23 @@ impl<K: std::hash::Hash + Eq + Clone> Turns<K> {
         })
     }
 
+    /// A turn for `key`: refused at once when the key holds all its own, else waited for in
+    /// the total's queue until `by`.
+    pub async fn take_own_now(&self, key: &K, by: Instant) -> Result<Turn, Exhausted> {
+        let key = self
+            .semaphore(key)
+            .try_acquire_owned()
+            .map_err(|_| Exhausted::Key)?;
+        let total = tokio::time::timeout_at(by.into(), self.total.clone().acquire_owned())
+            .await
+            .map_err(|_| Exhausted::Total)?
+            .expect("never closed");
+        Ok(Turn {
+            _key: key,
+            _total: total,
+        })
+    }
+
     /// `n` turns for `key` now, or which limit is reached.
     pub fn try_take_many(&self, key: &K, n: u32) -> Result<Turn, Exhausted> {
         let key = self

@@ -20,6 +20,10 @@ pub struct Arriving<'a> {
     /// A read that waits longer than this for its first byte fails (`None`: only the
     /// deadline bounds it).
     stall: Option<Duration>,
+    /// Whether its bytes must come at the pace (`pace.rs`), over the time spent waiting for
+    /// them, which is `waited` so far.
+    paced: bool,
+    waited: Duration,
     /// Why a read failed: the rest cannot be read after that.
     failed: Option<String>,
 }
@@ -37,14 +41,18 @@ impl<'a> Arriving<'a> {
             consumed: 0,
             arrive_by,
             stall: None,
+            paced: false,
+            waited: Duration::ZERO,
             failed: None,
         }
     }
 
-    /// The same tail, cut off when no byte of it comes for `stall` (a client's tail: bytes
-    /// from a peer that stopped sending must not hold what the request took).
-    pub fn stalls_after(mut self, stall: Duration) -> Arriving<'a> {
+    /// The same tail from a peer: cut off when no byte of it comes for `stall`, or when its
+    /// bytes fall behind the minimum pace (`pace.rs`) over the time spent waiting for them, so
+    /// that a peer that stops or trickles does not keep what the request took.
+    pub fn from_a_peer(mut self, stall: Duration) -> Arriving<'a> {
         self.stall = Some(stall);
+        self.paced = true;
         self
     }
 
@@ -96,15 +104,31 @@ impl<'a> Arriving<'a> {
 
     async fn read_next(&mut self, buf: &mut [u8]) -> Result<usize, String> {
         let want = buf.len().min(self.unread() as usize);
-        let stalled_by = self.stall.map(|s| Instant::now() + s);
-        let by = stalled_by.map_or(self.arrive_by, |s| s.min(self.arrive_by));
-        match timeout_at(by.into(), self.from.read(&mut buf[..want])).await {
+        let now = Instant::now();
+        let stalled_by = self.stall.map(|s| now + s);
+        // What the pace allows for the bytes come so far, less the time already spent
+        // waiting for them: the next byte must come within the rest.
+        let paced_by = self
+            .paced
+            .then(|| now + crate::pace::allowance(self.consumed).saturating_sub(self.waited));
+        let by = [stalled_by, paced_by]
+            .into_iter()
+            .flatten()
+            .fold(self.arrive_by, Instant::min);
+        let read = timeout_at(by.into(), self.from.read(&mut buf[..want])).await;
+        self.waited += now.elapsed();
+        match read {
             Ok(Ok(n)) if n > 0 => {
                 self.consumed += n as u64;
                 Ok(n)
             }
             Ok(Ok(_)) => Err(format!("the tail ended early ({})", self.came())),
             Ok(Err(e)) => Err(format!("reading the tail: {e} ({})", self.came())),
+            Err(_) if paced_by == Some(by) && by < self.arrive_by => Err(format!(
+                "the tail did not come at the minimum pace, {} ({})",
+                crate::pace::rule(),
+                self.came()
+            )),
             Err(_) if by < self.arrive_by => Err(format!(
                 "no byte of the tail came for {} s ({})",
                 self.stall.unwrap_or_default().as_secs(),

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod explain;
 pub mod fair;
 pub mod kmsg;
+pub mod pace;
 pub mod pool;
 pub mod server;
 pub mod spawn;

@@ -307,10 +307,12 @@ impl Admission {
     }
 
     /// A turn to stream a run's input into a worker, for `tenant`: refused at once when the
-    /// tenant holds all its turns, or the others hold the rest.
-    pub fn upload(&self, tenant: &Arc<str>) -> Result<Turn, Box<ErrorReply>> {
+    /// tenant holds all its turns; else waited for, in turn with other tenants, until `by`
+    /// (every upload keeps the pace, `pace.rs`, so turns come free: other tenants that hold
+    /// them cannot keep them by trickling).
+    pub async fn upload(&self, tenant: &Arc<str>, by: Instant) -> Result<Turn, Box<ErrorReply>> {
         let (each, total) = (self.uploads.each(), self.uploads.total());
-        self.uploads.try_take(tenant).map_err(|full| {
+        self.uploads.take_own_now(tenant, by).await.map_err(|full| {
             Box::new(match full {
             Exhausted::Key => ErrorReply::new(
                 ErrorCode::Overloaded,
@@ -322,7 +324,7 @@ impl Admission {
             Exhausted::Total => ErrorReply::new(
                 ErrorCode::Overloaded,
                 format!(
-                    "all {total} of the daemon's turns for runs whose input is arriving are taken by other tenants; retry shortly"
+                    "all {total} of the daemon's turns for runs whose input is arriving stayed taken by other tenants; retry shortly"
                 ),
             )
             .with_limit(total as u64, total as u64 + 1),

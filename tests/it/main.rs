@@ -8,6 +8,7 @@ mod admission;
 mod args;
 mod attacks;
 mod cli;
+mod colluding;
 mod confinement;
 mod conformance;
 mod container;

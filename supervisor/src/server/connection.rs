@@ -8,6 +8,7 @@ use super::{SERVER_NAME, Shared, TAIL_STALL};
 use crate::admit::Turn;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
+use crate::pace::due;
 use crate::tenant::{Held, READ_WHOLE_TAIL};
 use jqjail_protocol::frame::prefix;
 use jqjail_protocol::frame::tokio_io::{write_frame, write_parts};
@@ -123,8 +124,14 @@ pub(crate) async fn next_frame<R: AsyncRead + Unpin>(
     {
         return Err(End::Refused(e));
     }
+    // Its memory is held from here: the body must come at the pace (`pace.rs`).
+    let body_by = crate::pace::due(Instant::now(), len, arrive_by);
     let mut body = vec![0u8; len as usize];
-    match tokio::time::timeout_at(arrive_by.into(), rd.read_exact(&mut body)).await {
+    match tokio::time::timeout_at(body_by.into(), rd.read_exact(&mut body)).await {
+        Err(_) if body_by < arrive_by => Err(End::Broken(format!(
+            "a frame of {len} bytes did not come at the minimum pace ({})",
+            crate::pace::rule()
+        ))),
         Err(_) => Err(late()),
         Ok(Err(e)) => Err(End::Broken(e.to_string())),
         Ok(Ok(_)) => Ok(Frame {
@@ -158,9 +165,10 @@ pub(crate) fn error(e: ErrorReply) -> Reply {
     Reply::from(Response::Error(e))
 }
 
-/// Sends one response: its frame, then its tail. A response the client does not take within
-/// the frame timeout ends the connection (`false`), so an answer nobody reads holds its
-/// memory and its file no longer than that.
+/// Sends one response: its frame, then its tail. A response the client does not take at the
+/// minimum pace (`pace.rs`), or within the frame timeout in all, ends the connection
+/// (`false`), so an answer nobody reads holds its memory, its file and its turn no longer
+/// than that.
 pub(crate) async fn send<W: AsyncWrite + Unpin>(
     wr: &mut W,
     enc: Encoding,
@@ -189,17 +197,48 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(
         }
     };
     let tail = response.tail();
+    // The answer must be taken at the pace (`pace.rs`), and within the frame timeout in all.
+    let start = Instant::now();
+    let cap = start + shared.cfg.frame_timeout;
     let write = async {
+        let late = || std::io::Error::from(std::io::ErrorKind::TimedOut);
         match (tail, file) {
             // A tail in memory goes with its frame (small ones in one write).
             (Some(tail), None) => {
-                write_parts(wr, &[&prefix(body.len())?, &body, tail.as_bytes()]).await?
+                let all = body.len() as u64 + tail.len();
+                let parts = [&prefix(body.len())?[..], &body, tail.as_bytes()];
+                tokio::time::timeout_at(due(start, all, cap).into(), write_parts(wr, &parts))
+                    .await
+                    .map_err(|_| late())??
             }
-            (None, _) => write_frame(wr, &body).await?,
+            (None, _) => tokio::time::timeout_at(
+                due(start, body.len() as u64, cap).into(),
+                write_frame(wr, &body),
+            )
+            .await
+            .map_err(|_| late())??,
             (Some(tail), Some(file)) => {
-                write_frame(wr, &body).await?;
+                tokio::time::timeout_at(
+                    due(start, body.len() as u64, cap).into(),
+                    write_frame(wr, &body),
+                )
+                .await
+                .map_err(|_| late())??;
+                // A whole hide, a chunk at a time, each by when the pace says it must be taken.
                 let mut from = tokio::fs::File::from_std(file).take(tail.len());
-                let copied = tokio::io::copy(&mut from, wr).await?;
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut copied = 0u64;
+                loop {
+                    let n = from.read(&mut buf).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    let by = due(start, body.len() as u64 + copied + n as u64, cap);
+                    tokio::time::timeout_at(by.into(), wr.write_all(&buf[..n]))
+                        .await
+                        .map_err(|_| late())??;
+                    copied += n as u64;
+                }
                 if copied != tail.len() {
                     // The stream cannot be resynchronised: the client sees the connection end
                     // inside the tail, never wrong bytes.
@@ -210,18 +249,23 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(
                 }
             }
         }
-        wr.flush().await
+        tokio::time::timeout_at(cap.into(), wr.flush())
+            .await
+            .map_err(|_| late())?
     };
-    match tokio::time::timeout(shared.cfg.frame_timeout, write).await {
-        Ok(Ok(())) => true,
-        Ok(Err(e)) => {
+    match write.await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => None,
+        _ => Some(e),
+    }) {
+        Ok(()) => true,
+        Err(Some(e)) => {
             tracing::debug!(error = %e, "an answer could not be written; connection dropped");
             false
         }
-        Err(_) => {
+        Err(None) => {
             tracing::debug!(
                 bytes = body.len() as u64 + tail.map_or(0, |t| t.len()),
-                "an answer was not taken within the frame timeout; connection dropped"
+                "an answer was not taken at the minimum pace or within the frame timeout; connection dropped"
             );
             false
         }
@@ -349,7 +393,7 @@ pub(crate) async fn connection(
             if !send(&mut wr, enc, error(refused), shared).await {
                 return;
             }
-            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).from_a_peer(TAIL_STALL);
             match tail.skip_rest().await {
                 Ok(()) => continue,
                 Err(why) => {
@@ -362,7 +406,7 @@ pub(crate) async fn connection(
             unreachable!("a request not kept is refused above")
         };
         let (reply, in_step) = if tail_len > 0 {
-            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).stalls_after(TAIL_STALL);
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).from_a_peer(TAIL_STALL);
             let reply = with_tail(request, &mut tail, &session, shared).await;
             // The answer may come before the whole tail did (a refusal, a worker's death):
             // the rest is skipped so that the next frame is read in step.

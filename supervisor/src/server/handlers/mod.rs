@@ -95,7 +95,11 @@ pub(crate) async fn streamed(
             // The run takes a worker while its input arrives (and an evaluation slot only
             // once all but its last byte came): a tenant has only so many such turns, so its
             // stalled uploads cannot hold every worker the daemon will start.
-            let _turn = match shared.admission.upload(&tenant.name) {
+            let _turn = match shared
+                .admission
+                .upload(&tenant.name, tail.arrive_by())
+                .await
+            {
                 Ok(turn) => turn,
                 Err(e) => return error(*e),
             };
