@@ -365,6 +365,12 @@ fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    if arg("depth") > 0 {
+        return Some(result(Err(format!(
+            "INVALID_REQUEST: the message is nested more than {} levels deep, the limit of one message to jqjail mcp; pass a deeply nested document as a string (`input`), or store it and pass its hide_id",
+            guard::MAX_DEPTH
+        ))));
+    }
     Some(result(Err(format!(
         "INPUT_TOO_LARGE: the message is {} bytes, over the {}-byte limit of one message to jqjail mcp; store the document and pass its hide_id, or narrow it before the call",
         jqjail_protocol::limits::grouped(arg("bytes")),

@@ -112,7 +112,7 @@ fn the_wrapper_keeps_every_large_upstream_result_out_of_the_context() {
     let d = Daemon::start();
     // Bytes that reached the client, per hostile result.
     let sizes = run_script(&python, "hostile_wrapper_client.py", &d, &[]);
-    assert_eq!(sizes.as_object().map(|s| s.len()), Some(5), "{sizes}");
+    assert_eq!(sizes.as_object().map(|s| s.len()), Some(8), "{sizes}");
 }
 
 /// Issue 25, attack 4: with `--hide-over 1000`, page 1 (always 16 KiB) carried 15,025 bytes

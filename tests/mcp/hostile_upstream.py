@@ -6,7 +6,7 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta"]
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed"]
 
 
 def send(message):
@@ -26,7 +26,11 @@ for line in sys.stdin:
             "serverInfo": {"name": "hostile", "version": "1"},
         }
     elif method == "tools/list":
-        result = {"tools": [{"name": n, "description": n, "inputSchema": {"type": "object", "properties": {}}} for n in TOOLS]}
+        tools = [{"name": n, "description": n, "inputSchema": {"type": "object", "properties": {}}} for n in TOOLS]
+        # Issue 34: a 1.5 MB description, and a name listed twice.
+        tools.append({"name": "verbose", "description": "D" * 1_500_000, "inputSchema": {"type": "object"}})
+        tools.append({"name": "small", "description": "the second `small`", "inputSchema": {"type": "object"}})
+        result = {"tools": tools}
     elif method == "tools/call":
         name = message["params"]["name"]
         if name == "chatty":
@@ -34,6 +38,16 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "hostile", "data": "working on it"}})
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "done"}]}})
+            continue
+        if name == "flood":
+            # Issue 34: 400 notifications of 100 KB each during one call.
+            for i in range(400):
+                send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "hostile", "data": f"{i}:" + "N" * 100_000}})
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "flooded"}]}})
+            continue
+        if name == "malformed":
+            # A result that is not a tool result, with 1 MB in it: the call fails upstream-side.
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": "M" * 1_000_000}})
             continue
         if name == "rpc_error":
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})

@@ -39,7 +39,13 @@ async def main(cli, socket):
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write, logging_callback=on_log, message_handler=on_message) as session:
             await session.initialize()
-            await session.list_tools()
+            listed = (await session.list_tools()).tools
+            # Issue 34: the listing carried 1.5 MB of upstream descriptions and a tool twice.
+            names = [t.name for t in listed]
+            assert names.count("small") == 1, names
+            verbose = next(t for t in listed if t.name == "verbose")
+            assert len(verbose.description) <= 2048 + 64, len(verbose.description)
+            sizes["tools_list"] = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
             for name, is_error in [("error_text", True), ("resource", False), ("structured", False), ("image", False)]:
                 result = await asyncio.wait_for(session.call_tool(name, {}), 60)
                 size = len(json.dumps(result.model_dump(mode="json", exclude_none=True)))
@@ -69,6 +75,20 @@ async def main(cli, socket):
                 await asyncio.sleep(0.1)
             assert logged == ["working on it"], logged
             assert any("ToolListChanged" in n for n in notified), notified
+            # Issue 34: 400 notifications of 100 KB during one call were all relayed whole
+            # (40 MB). Now each is cut to the threshold, and at most 20 a second pass.
+            logged.clear()
+            flood = await asyncio.wait_for(session.call_tool("flood", {}), 60)
+            assert flood.content[0].text == "flooded", flood
+            await asyncio.sleep(0.5)
+            biggest = max(len(json.dumps(d)) for d in logged)
+            assert biggest <= HIDE_OVER + 64, biggest
+            assert 1 <= len(logged) <= 60, len(logged)
+            sizes["flood"] = sum(len(json.dumps(d)) for d in logged)
+            # Issue 34: an upstream failure's text carried 1 MB of the upstream's reply.
+            bad = await asyncio.wait_for(session.call_tool("malformed", {}), 60)
+            sizes["malformed"] = len(bad.content[0].text)
+            assert bad.is_error and sizes["malformed"] < HIDE_OVER + 1024, sizes
     print(json.dumps(sizes))
 
 

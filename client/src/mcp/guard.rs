@@ -7,6 +7,11 @@
 //! the line's first [`HEAD_BYTES`]), which the server answers with an `INPUT_TOO_LARGE` tool
 //! error at once. A line whose head names no `id` and `tools/call` method cannot be answered
 //! (nothing says to whom); it is dropped, and said so on stderr.
+//!
+//! A line nested deeper than [`MAX_DEPTH`] is treated the same way, cut where it passes the
+//! depth: rmcp's JSON parser stops at 128 levels and drops the message without a word (issue
+//! 34: a message 200 levels deep left its client waiting for ever). Its stand-in call names
+//! the depth.
 
 use serde_json::Value;
 use std::pin::Pin;
@@ -22,6 +27,10 @@ const HEAD_BYTES: usize = 4096;
 /// Bytes read from the inner reader at a time.
 const CHUNK: usize = 64 * 1024;
 
+/// The deepest nesting of arrays and objects a message may have (rmcp's parser, serde_json,
+/// refuses past 128).
+pub(crate) const MAX_DEPTH: usize = 100;
+
 /// Wraps a reader of newline-delimited JSON-RPC messages, bounding each to `max` bytes.
 pub(crate) struct Guard<R> {
     inner: R,
@@ -32,6 +41,12 @@ pub(crate) struct Guard<R> {
     head: Vec<u8>,
     /// Whether the current line is over the bound (its rest is skipped).
     skipping: bool,
+    /// The current line's nesting as it passes: inside a string, after a backslash in one,
+    /// its depth now, and the depth it was cut at (if it was).
+    in_string: bool,
+    escaped: bool,
+    depth: usize,
+    too_deep: Option<usize>,
     /// Bytes ready for the reader, from `at`.
     out: Vec<u8>,
     at: usize,
@@ -46,6 +61,10 @@ impl<R> Guard<R> {
             line: 0,
             head: Vec::new(),
             skipping: false,
+            in_string: false,
+            escaped: false,
+            depth: 0,
+            too_deep: None,
             out: Vec::new(),
             at: 0,
             scratch: vec![0; CHUNK],
@@ -67,7 +86,14 @@ impl<R> Guard<R> {
             }
             if !self.skipping {
                 let room = self.max - self.line;
-                if segment.len() <= room {
+                let deep_at = self.too_deep_at(&segment[..segment.len().min(room)]);
+                if let Some(at) = deep_at {
+                    // Too deep for the parser: cut there, as a line over the bound is.
+                    self.out.extend_from_slice(&segment[..at]);
+                    self.out.extend_from_slice(b"!\n");
+                    self.skipping = true;
+                    self.too_deep = Some(self.depth);
+                } else if segment.len() <= room {
                     self.out.extend_from_slice(segment);
                 } else {
                     // Over the bound: what rmcp has is cut short here, and the rest skipped.
@@ -87,24 +113,58 @@ impl<R> Guard<R> {
                 self.line = 0;
                 self.head.clear();
                 self.skipping = false;
+                self.in_string = false;
+                self.escaped = false;
+                self.depth = 0;
+                self.too_deep = None;
             }
         }
     }
 
-    /// The stand-in for a line over the bound, if it can be answered.
+    /// Follows the nesting through `bytes` of the current line; the index of the byte that
+    /// takes it past [`MAX_DEPTH`], if one does.
+    fn too_deep_at(&mut self, bytes: &[u8]) -> Option<usize> {
+        for (i, &b) in bytes.iter().enumerate() {
+            if self.in_string {
+                match (self.escaped, b) {
+                    (true, _) => self.escaped = false,
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'[' | b'{' => {
+                    self.depth += 1;
+                    if self.depth > MAX_DEPTH {
+                        return Some(i);
+                    }
+                }
+                b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The stand-in for a line over the bound or too deep, if it can be answered.
     fn stand_in(&mut self) {
         let (id, method) = id_and_method(&self.head);
         match (id, method.as_deref()) {
             (Some(id), Some("tools/call")) => {
                 let call = format!(
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{TOO_LARGE_TOOL}","arguments":{{"bytes":{},"limit":{}}}}}}}"#,
-                    self.line, self.max
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{TOO_LARGE_TOOL}","arguments":{{"bytes":{},"limit":{},"depth":{}}}}}}}"#,
+                    self.line,
+                    self.max,
+                    self.too_deep.unwrap_or(0)
                 );
                 self.out.extend_from_slice(call.as_bytes());
                 self.out.push(b'\n');
             }
             _ => eprintln!(
-                "jqjail mcp: a message of {} bytes, over the {}-byte limit, was dropped: its first {HEAD_BYTES} bytes name no id of a tools/call to answer",
+                "jqjail mcp: a message of {} bytes, over the {}-byte limit or nested over {MAX_DEPTH} levels deep, was dropped: its first {HEAD_BYTES} bytes name no id of a tools/call to answer",
                 self.line, self.max
             ),
         }
@@ -334,5 +394,31 @@ mod tests {
         assert_eq!(call["params"]["name"], TOO_LARGE_TOOL);
         assert_eq!(call["params"]["arguments"]["bytes"], big.len());
         assert_eq!(lines[3], r#"{"b":2}"#);
+    }
+
+    /// Issue 34: a message nested 200 levels deep was dropped by rmcp's parser without a
+    /// word, and its client waited for ever. It is now cut and answered like one too large.
+    #[tokio::test]
+    async fn a_line_too_deep_becomes_a_stand_in_call_with_its_id() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{{"name":"jq","arguments":{{"input":"[\"{{[\"","filter":{}1{}}}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let fine = format!("[{}1{}]", "[".repeat(90), "]".repeat(90));
+        let text = format!("{fine}\n{deep}\n");
+        let mut out = String::new();
+        Guard::new(text.as_bytes(), 1 << 20)
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(lines[0], fine, "a line within the depth passes unchanged");
+        assert!(lines[1].ends_with('!'));
+        let call: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(call["id"], "d");
+        assert_eq!(call["params"]["name"], TOO_LARGE_TOOL);
+        assert_eq!(call["params"]["arguments"]["depth"], MAX_DEPTH + 1);
     }
 }

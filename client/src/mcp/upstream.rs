@@ -21,6 +21,13 @@
 //! `UPSTREAM_TIMEOUT`), never a hang: every call has a deadline, and a dead upstream leaves
 //! jqjail's own tools working. Upstream notifications (log messages, progress, tool list
 //! changes) are relayed to the client.
+//!
+//! Nothing the upstream sends reaches the client larger than `--hide-over` (issue 34): an
+//! error's text is cut to it; a tool's description is cut to [`MAX_DESCRIPTION`] and a tool
+//! whose name is offered already (one of jqjail's, or an earlier upstream tool's) is left out
+//! and reported; a notification's text or data is cut to it, and at most
+//! [`NOTIFICATIONS_PER_SECOND`] are relayed a second (the rest are dropped and counted on
+//! stderr).
 
 use super::{Server, call_own, cut, own_tools, result, runtime, too_large};
 #[allow(deprecated)]
@@ -45,6 +52,12 @@ pub(super) const DEFAULT_HIDE_OVER: usize = 16_384;
 /// The argument every upstream tool gains.
 const JQ_ARG: &str = "jq";
 
+/// The longest upstream tool description offered, in bytes (a longer one is cut).
+pub(super) const MAX_DESCRIPTION: usize = 2048;
+
+/// Upstream notifications relayed a second, at most.
+pub(super) const NOTIFICATIONS_PER_SECOND: u32 = 20;
+
 /// How the wrapper treats upstream results.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Options {
@@ -57,14 +70,36 @@ pub(super) struct Options {
 /// The client we serve, once it has made a request: where upstream notifications go.
 type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
 
-/// Relays the upstream server's notifications to our client.
+/// Relays the upstream server's notifications to our client, each cut to `hide_over` bytes
+/// and at most [`NOTIFICATIONS_PER_SECOND`] a second.
 struct Relay {
     downstream: Downstream,
+    hide_over: usize,
+    /// This second's start, the notifications relayed in it, and those dropped since the
+    /// last report.
+    window: Mutex<(std::time::Instant, u32, u64)>,
 }
 
 impl Relay {
+    /// The client to relay to, if it has made a request yet and this second has room.
     fn peer(&self) -> Option<Peer<RoleServer>> {
-        self.downstream.lock().ok().and_then(|p| p.clone())
+        let peer = self.downstream.lock().ok().and_then(|p| p.clone())?;
+        let mut w = self.window.lock().ok()?;
+        let (start, sent, dropped) = &mut *w;
+        if start.elapsed() >= Duration::from_secs(1) {
+            if *dropped > 0 {
+                eprintln!(
+                    "jqjail mcp: {dropped} upstream notifications dropped, over {NOTIFICATIONS_PER_SECOND} a second"
+                );
+            }
+            (*start, *sent, *dropped) = (std::time::Instant::now(), 0, 0);
+        }
+        if *sent >= NOTIFICATIONS_PER_SECOND {
+            *dropped += 1;
+            return None;
+        }
+        *sent += 1;
+        Some(peer)
     }
 }
 
@@ -77,6 +112,16 @@ impl ClientHandler for Relay {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        let mut params = params;
+        let data = params.data.to_string();
+        if data.len() > self.hide_over {
+            params.data = Value::String(cut(&data, self.hide_over));
+        }
+        if let Some(logger) = &params.logger
+            && logger.len() > 256
+        {
+            params.logger = Some(cut(logger, 256));
+        }
         if let Some(peer) = self.peer() {
             let _ = peer.notify_logging_message(params).await;
         }
@@ -87,6 +132,12 @@ impl ClientHandler for Relay {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        let mut params = params;
+        if let Some(message) = &params.message
+            && message.len() > self.hide_over
+        {
+            params.message = Some(cut(message, self.hide_over));
+        }
         if let Some(peer) = self.peer() {
             let _ = peer.notify_progress(params).await;
         }
@@ -131,13 +182,26 @@ impl Wrapper {
             .map_err(|e| format!("listing the upstream server's tools: {e}"))?;
         let mut with_jq = HashSet::new();
         let mut offered = Vec::new();
+        let mut names = HashSet::new();
         for mut tool in tools {
             if self.own_names.contains(tool.name.as_ref()) {
                 eprintln!(
                     "jqjail mcp: the upstream tool `{}` has the name of one of jqjail's; it is not offered",
-                    tool.name
+                    cut(&tool.name, 256)
                 );
                 continue;
+            }
+            if !names.insert(tool.name.to_string()) {
+                eprintln!(
+                    "jqjail mcp: the upstream server lists the tool `{}` twice; only the first is offered",
+                    cut(&tool.name, 256)
+                );
+                continue;
+            }
+            if let Some(description) = &tool.description
+                && description.len() > MAX_DESCRIPTION
+            {
+                tool.description = Some(cut(description, MAX_DESCRIPTION).into());
             }
             // A result may come back as a hide or narrowed by `jq`, as text: the upstream's
             // output schema no longer describes it (clients check results against it).
@@ -211,8 +275,9 @@ impl Wrapper {
             }
             Ok(Err(e)) => {
                 return result(Err(format!(
-                    "UPSTREAM_FAILED: the call to the upstream tool `{name}` failed ({e}); \
-                         the upstream server may have exited. jqjail's own tools still work."
+                    "UPSTREAM_FAILED: the call to the upstream tool `{name}` failed ({}); \
+                         the upstream server may have exited. jqjail's own tools still work.",
+                    cut(&e.to_string(), self.options.hide_over)
                 )));
             }
             Ok(Ok(answer)) => answer,
@@ -370,6 +435,8 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
         let downstream: Downstream = Arc::default();
         let relay = Relay {
             downstream: downstream.clone(),
+            hide_over: options.hide_over,
+            window: Mutex::new((std::time::Instant::now(), 0, 0)),
         };
         let upstream = match relay.serve(transport).await {
             Ok(upstream) => upstream,
