@@ -381,22 +381,8 @@ fn flood_as(
     bytes: usize,
     seconds: u64,
 ) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "attacks::flood_helper",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            FLOOD_ENV,
-            format!("{}|{connections}|{bytes}|{seconds}", socket.display()),
-        )
-        .uid(uid)
-        .gid(uid)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let spec = format!("{}|{connections}|{bytes}|{seconds}", socket.display());
+    crate::util::helper_as(uid, "attacks::flood_helper", FLOOD_ENV, spec)
 }
 
 /// The flooder of the tests below, run by them as another uid (ignored otherwise).

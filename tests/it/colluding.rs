@@ -14,14 +14,12 @@
 //! timeout. The attackers are the test binary again, as `colluding_helper`, as other uids.
 
 use crate::attacks::configured;
-use crate::util::{Daemon, root};
+use crate::util::{Attack, Daemon, root};
 use jqjail_client::{Client, RunOptions};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `SOCKET|MODE|CONNECTIONS|SECONDS`.
@@ -34,22 +32,14 @@ fn attack_as(
     connections: usize,
     secs: u64,
 ) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "colluding::colluding_helper",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            ENV,
-            format!("{}|{mode}|{connections}|{secs}", d.socket.display()),
-        )
-        .uid(uid)
-        .gid(uid)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
+    Attack::start(
+        uid,
+        ("colluding::colluding_helper", ENV),
+        d,
+        mode,
+        connections,
+        secs,
+    )
 }
 
 /// A raw connection after the hello.
@@ -86,14 +76,16 @@ fn closed_by_daemon(s: &UnixStream) -> bool {
 #[test]
 #[ignore = "run by the colluding-uid tests as another uid"]
 fn colluding_helper() {
-    let Ok(spec) = std::env::var(ENV) else {
-        eprintln!("not an attack run: {ENV} is not set");
+    let Some(Attack {
+        socket,
+        mode,
+        connections,
+        until,
+    }) = Attack::from_env(ENV)
+    else {
         return;
     };
-    let parts: Vec<&str> = spec.split('|').collect();
-    let (socket, mode) = (parts[0], parts[1]);
-    let connections: usize = parts[2].parse().unwrap();
-    let until = Instant::now() + Duration::from_secs(parts[3].parse().unwrap());
+    let (socket, mode) = (socket.as_str(), mode.as_str());
     let hide_id = (mode == "unread").then(|| {
         let mut c = Client::connect(socket).unwrap();
         let big = vec![b'7'; 20 << 20];

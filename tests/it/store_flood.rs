@@ -9,11 +9,9 @@
 //! need root; the victim is this process's uid.
 
 use crate::attacks::{configured, rss};
-use crate::util::{Daemon, root};
+use crate::util::{Attack, Daemon, root};
 use jqjail_client::{Client, OnOversize, Outputs, RunOptions, Source};
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `SOCKET|MODE|CONNECTIONS|SECONDS`: turns `store_flood_helper` into a flooder.
@@ -27,22 +25,8 @@ fn flood_as(
     connections: usize,
     secs: u64,
 ) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "store_flood::store_flood_helper",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(
-            FLOOD_ENV,
-            format!("{}|{mode}|{connections}|{secs}", d.socket.display()),
-        )
-        .uid(uid)
-        .gid(uid)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let helper = ("store_flood::store_flood_helper", FLOOD_ENV);
+    Attack::start(uid, helper, d, mode, connections, secs)
 }
 
 /// The flooder, run by the tests below as another uid (ignored otherwise). Modes:
@@ -52,14 +36,15 @@ fn flood_as(
 #[test]
 #[ignore = "run by the store-flood tests as another uid"]
 fn store_flood_helper() {
-    let Ok(spec) = std::env::var(FLOOD_ENV) else {
-        eprintln!("not a flood run: {FLOOD_ENV} is not set");
+    let Some(Attack {
+        socket,
+        mode,
+        connections,
+        until,
+    }) = Attack::from_env(FLOOD_ENV)
+    else {
         return;
     };
-    let parts: Vec<&str> = spec.split('|').collect();
-    let (socket, mode) = (parts[0].to_string(), parts[1].to_string());
-    let connections: usize = parts[2].parse().unwrap();
-    let until = Instant::now() + Duration::from_secs(parts[3].parse().unwrap());
     if mode == "usage" {
         let mut c = Client::connect(&socket).unwrap();
         let meta: BTreeMap<String, String> = (0..48)
@@ -160,6 +145,7 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
         crate::util::skip("needs root, to flood the store as other uids");
         return;
     }
+    let _alone = crate::util::exclusive();
     let (d, _dir) = configured("");
     let mut victim = d.client();
     let base = median((0..30).map(|n| put_and_cut(&mut victim, n)).collect());
@@ -191,10 +177,11 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
             "the flood did not run: {reports}"
         );
         // The flood's 100 connections keep both cores of a small machine busy, and the victim
-        // gets its share of them: what is bounded here is waiting on other tenants' store
-        // calls, which took seconds (5.5 s p50 for one uid on the old store).
+        // gets its share of them (16 to 43 ms p50 seen here): what is bounded is waiting on
+        // other tenants' store calls, which took seconds (5.5 s p50 for one uid on the old
+        // store).
         assert!(
-            loaded <= base * 10 + Duration::from_millis(50),
+            loaded <= base * 10 + Duration::from_millis(200),
             "{uids} uid(s): victim put+cut p50 {loaded:?} loaded against {base:?} unloaded"
         );
     }
@@ -210,6 +197,7 @@ fn outputs_kept_as_hides_cannot_pile_up_in_the_daemon() {
         crate::util::skip("needs root, to flood the store as other uids");
         return;
     }
+    let _alone = crate::util::exclusive();
     let (d, _dir) = configured("");
     let pid = d.pid();
     let threads_before = threads(pid);

@@ -547,3 +547,57 @@ pub fn assert_promtool_accepts(text: &str) {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+/// Runs the ignored test `helper` (`module::name`) of this test binary as `uid`, with
+/// `env_name` set to `spec`: how the tests act as other uids. Its report comes on stdout.
+pub fn helper_as(uid: u32, helper: &str, env_name: &str, spec: String) -> Child {
+    use std::os::unix::process::CommandExt;
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", helper, "--ignored", "--nocapture"])
+        .env(env_name, spec)
+        .uid(uid)
+        .gid(uid)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What a helper run as another uid is to do: its daemon's socket, a mode of its own, how
+/// many connections, until when. Passed in one environment variable as
+/// `SOCKET|MODE|CONNECTIONS|SECONDS`.
+pub struct Attack {
+    pub socket: String,
+    pub mode: String,
+    pub connections: usize,
+    pub until: Instant,
+}
+
+impl Attack {
+    /// Runs `helper` as `uid` against `d`, told `mode`, `connections` and `secs` in `env`.
+    pub fn start(
+        uid: u32,
+        (helper, env): (&str, &str),
+        d: &Daemon,
+        mode: &str,
+        connections: usize,
+        secs: u64,
+    ) -> Child {
+        let spec = format!("{}|{mode}|{connections}|{secs}", d.socket.display());
+        helper_as(uid, helper, env, spec)
+    }
+
+    /// The attack a helper was told in `env`, or `None` (said on stderr) outside such a run.
+    pub fn from_env(env: &str) -> Option<Attack> {
+        let Ok(spec) = std::env::var(env) else {
+            eprintln!("not a helper run: {env} is not set");
+            return None;
+        };
+        let parts: Vec<&str> = spec.split('|').collect();
+        Some(Attack {
+            socket: parts[0].to_string(),
+            mode: parts[1].to_string(),
+            connections: parts[2].parse().unwrap(),
+            until: Instant::now() + Duration::from_secs(parts[3].parse().unwrap()),
+        })
+    }
+}
