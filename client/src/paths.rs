@@ -95,15 +95,19 @@ impl PrivateDir {
 fn own_temp_dir(temp: &Path, uid: u32) -> Result<PathBuf, String> {
     use std::os::unix::ffi::OsStrExt;
     let prefix = format!("jqjail-{uid}-");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(temp)
-        .map_err(|e| format!("{}: {e}", temp.display()))?
-        .flatten()
-        .filter(|e| e.file_name().as_bytes().starts_with(prefix.as_bytes()))
-        .map(|e| e.path())
-        .filter(|p| p.exists() && unusable(p, uid).is_none())
-        .collect();
-    found.sort();
-    if let Some(path) = found.into_iter().next() {
+    // The first by name of the user's own (others' entries, however many, are passed over).
+    let first = || -> Result<Option<PathBuf>, String> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(temp)
+            .map_err(|e| format!("{}: {e}", temp.display()))?
+            .flatten()
+            .filter(|e| e.file_name().as_bytes().starts_with(prefix.as_bytes()))
+            .map(|e| e.path())
+            .filter(|p| p.exists() && unusable(p, uid).is_none())
+            .collect();
+        found.sort();
+        Ok(found.into_iter().next())
+    };
+    if let Some(path) = first()? {
         return Ok(path);
     }
     let template = temp.join(format!("{prefix}XXXXXX"));
@@ -119,7 +123,14 @@ fn own_temp_dir(temp: &Path, uid: u32) -> Result<PathBuf, String> {
         ));
     }
     template.pop();
-    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&template)))
+    let made = PathBuf::from(std::ffi::OsStr::from_bytes(&template));
+    // Two commands that made one each at once both take the first by name, so they find
+    // one daemon; the other directory, still empty, goes.
+    let chosen = first()?.unwrap_or_else(|| made.clone());
+    if chosen != made {
+        let _ = std::fs::remove_dir(&made);
+    }
+    Ok(chosen)
 }
 
 /// Why `path` cannot be the private directory of `uid`, or `None` if it can (it is one, or

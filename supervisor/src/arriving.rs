@@ -20,10 +20,8 @@ pub struct Arriving<'a> {
     /// A read that waits longer than this for its first byte fails (`None`: only the
     /// deadline bounds it).
     stall: Option<Duration>,
-    /// Whether its bytes must come at the pace (`pace.rs`), over the time spent waiting for
-    /// them, which is `waited` so far.
-    paced: bool,
-    waited: Duration,
+    /// The pace its bytes must keep (`pace.rs`), for a tail from a peer.
+    pace: Option<crate::pace::Pace>,
     /// Why a read failed: the rest cannot be read after that.
     failed: Option<String>,
 }
@@ -41,8 +39,7 @@ impl<'a> Arriving<'a> {
             consumed: 0,
             arrive_by,
             stall: None,
-            paced: false,
-            waited: Duration::ZERO,
+            pace: None,
             failed: None,
         }
     }
@@ -52,7 +49,7 @@ impl<'a> Arriving<'a> {
     /// that a peer that stops or trickles does not keep what the request took.
     pub fn from_a_peer(mut self, stall: Duration) -> Arriving<'a> {
         self.stall = Some(stall);
-        self.paced = true;
+        self.pace = Some(crate::pace::Pace::default());
         self
     }
 
@@ -106,17 +103,16 @@ impl<'a> Arriving<'a> {
         let want = buf.len().min(self.unread() as usize);
         let now = Instant::now();
         let stalled_by = self.stall.map(|s| now + s);
-        // What the pace allows for the bytes come so far, less the time already spent
-        // waiting for them: the next byte must come within the rest.
-        let paced_by = self
-            .paced
-            .then(|| now + crate::pace::allowance(self.consumed).saturating_sub(self.waited));
+        // The next byte must come within what the pace has left.
+        let paced_by = self.pace.map(|p| now + p.allowed());
         let by = [stalled_by, paced_by]
             .into_iter()
             .flatten()
             .fold(self.arrive_by, Instant::min);
         let read = timeout_at(by.into(), self.from.read(&mut buf[..want])).await;
-        self.waited += now.elapsed();
+        if let (Some(pace), Ok(Ok(n))) = (&mut self.pace, &read) {
+            pace.moved(*n as u64, now.elapsed());
+        }
         match read {
             Ok(Ok(n)) if n > 0 => {
                 self.consumed += n as u64;

@@ -70,7 +70,11 @@ fn closed_by_daemon(s: &UnixStream) -> bool {
 /// The attacker, run by the tests below as another uid (ignored otherwise). Modes:
 /// - `prefixes`: each connection sends the length prefix of a 512 KiB frame and nothing more;
 /// - `trickle`: each starts a run whose 1 MiB input streams, and sends a byte of it a second;
-/// - `unread`: stores a 20 MiB hide, then each connection asks for it whole and never reads.
+/// - `unread`: stores a 20 MiB hide, then each connection asks for it whole and never reads;
+/// - `burst`: starts a run whose 16 MiB input streams, sends half of it at once, then a byte a
+///   second (credit banked by the burst must not pay for the trickle);
+/// - `slowread`: asks for its 20 MiB hide whole and reads 64 KiB of it every 250 ms (a pace
+///   of 256 KiB/s, which an answer's turn must not be held at for the frame timeout).
 ///
 /// A connection the daemon closes is opened again at once, until the time is up.
 #[test]
@@ -86,7 +90,7 @@ fn colluding_helper() {
         return;
     };
     let (socket, mode) = (socket.as_str(), mode.as_str());
-    let hide_id = (mode == "unread").then(|| {
+    let hide_id = (mode == "unread" || mode == "slowread").then(|| {
         let mut c = Client::connect(socket).unwrap();
         let big = vec![b'7'; 20 << 20];
         c.hide_put("attack", "big", &big, &BTreeMap::new())
@@ -103,6 +107,13 @@ fn colluding_helper() {
                 s.write_all(&(frame.len() as u32).to_le_bytes()).ok()?;
                 s.write_all(&frame).ok()?;
             }
+            "burst" => {
+                let frame = crate::util::run_frame(".", 16 << 20);
+                s.write_all(&(frame.len() as u32).to_le_bytes()).ok()?;
+                s.write_all(&frame).ok()?;
+                s.write_all(b"[").ok()?;
+                s.write_all(&vec![b' '; 8 << 20]).ok()?;
+            }
             _ => {
                 use jqjail_protocol::{Encoding, HideRef, Request};
                 let id = hide_id.clone().unwrap();
@@ -117,19 +128,32 @@ fn colluding_helper() {
     };
     let mut held: Vec<Option<UnixStream>> = (0..connections).map(|_| open(mode)).collect();
     let mut reopened = 0u64;
-    let mut last_trickle = Instant::now();
+    let (mut last_trickle, mut last_read) = (Instant::now(), Instant::now());
+    let mut chunk = vec![0u8; 64 << 10];
     while Instant::now() < until {
-        let trickle = mode == "trickle" && last_trickle.elapsed() >= Duration::from_secs(1);
+        let trickle =
+            matches!(mode, "trickle" | "burst") && last_trickle.elapsed() >= Duration::from_secs(1);
         if trickle {
             last_trickle = Instant::now();
+        }
+        let read = mode == "slowread" && last_read.elapsed() >= Duration::from_millis(250);
+        if read {
+            last_read = Instant::now();
         }
         for slot in &mut held {
             let gone = slot.as_ref().is_none_or(closed_by_daemon);
             if gone {
                 *slot = open(mode);
                 reopened += 1;
-            } else if trickle && let Some(s) = slot {
-                let _ = s.write_all(b" ");
+            } else if let Some(s) = slot {
+                if trickle {
+                    let _ = s.write_all(b" ");
+                }
+                if read {
+                    s.set_nonblocking(true).unwrap();
+                    let _ = s.read(&mut chunk);
+                    s.set_nonblocking(false).unwrap();
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -165,7 +189,7 @@ fn victim_is_served(d: &Daemon, hide: &str, limit: Duration) -> Vec<(&'static st
     for (what, t) in &took {
         assert!(
             t < &limit,
-            "the victim's {what} took {t:?}, over the frame timeout {limit:?}"
+            "the victim's {what} took {t:?}, over half the frame timeout, {limit:?}"
         );
     }
     took
@@ -180,14 +204,16 @@ fn colluding_uids_cannot_hold_a_budget_against_another_tenant() {
     let _alone = crate::util::exclusive();
     // The defaults on a host of this size; the frame timeout is the bound.
     let (d, _dir) = configured("");
-    let limit = d.cfg.frame_timeout;
+    // Half the frame timeout: a budget held until the frame timeout (as before the pace)
+    // makes a victim wait up to all of it.
+    let limit = d.cfg.frame_timeout / 2;
     let hide = d
         .client()
         .hide_put("victim", "page", &vec![b'x'; 100_000], &BTreeMap::new())
         .unwrap()
         .entry
         .id;
-    for mode in ["prefixes", "trickle", "unread"] {
+    for mode in ["prefixes", "trickle", "burst", "unread", "slowread"] {
         for uids in [2u32, 4, 8, 16] {
             // Each uid as many connections as the attack used (8), or its share of 32.
             let each = match mode {
@@ -198,7 +224,8 @@ fn colluding_uids_cannot_hold_a_budget_against_another_tenant() {
                 .map(|i| attack_as(63000 + i, &d, mode, each, 8))
                 .collect();
             // Let them take what they can (the `unread` attackers store their hide first).
-            std::thread::sleep(Duration::from_secs(if mode == "unread" { 4 } else { 2 }));
+            let stores = matches!(mode, "unread" | "slowread");
+            std::thread::sleep(Duration::from_secs(if stores { 4 } else { 2 }));
             let took = victim_is_served(&d, &hide, limit);
             let mut reports = String::new();
             for a in attack {

@@ -143,8 +143,9 @@ impl ClientHandler for Relay {
         }
     }
 
+    // Never rate-limited: dropped, the client would keep a stale list (it carries nothing).
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Some(peer) = self.peer() {
+        if let Some(peer) = self.downstream.lock().ok().and_then(|p| p.clone()) {
             let _ = peer.notify_tool_list_changed().await;
         }
     }
@@ -450,7 +451,14 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             upstream: upstream.peer().clone(),
             options,
             downstream,
-            own_names: Arc::new(own_tools().into_iter().map(|t| t.name.into()).collect()),
+            // The stand-in call's name too: an upstream tool of that name would be shadowed.
+            own_names: Arc::new(
+                own_tools()
+                    .into_iter()
+                    .map(|t| t.name.into())
+                    .chain([super::guard::TOO_LARGE_TOOL.to_string()])
+                    .collect(),
+            ),
             with_jq: Arc::default(),
         };
         let max = wrapper.own.max_message();

@@ -224,19 +224,24 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(
                 )
                 .await
                 .map_err(|_| late())??;
-                // A whole hide, a chunk at a time, each by when the pace says it must be taken.
+                // A whole hide, a chunk at a time, each taken within what the pace has left
+                // (only the time spent waiting for the client to take it counts, not the
+                // file's reads).
                 let mut from = tokio::fs::File::from_std(file).take(tail.len());
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut copied = 0u64;
+                let mut pace = crate::pace::Pace::default();
                 loop {
                     let n = from.read(&mut buf).await?;
                     if n == 0 {
                         break;
                     }
-                    let by = due(start, body.len() as u64 + copied + n as u64, cap);
+                    let now = Instant::now();
+                    let by = (now + pace.allowed()).min(cap);
                     tokio::time::timeout_at(by.into(), wr.write_all(&buf[..n]))
                         .await
                         .map_err(|_| late())??;
+                    pace.moved(n as u64, now.elapsed());
                     copied += n as u64;
                 }
                 if copied != tail.len() {

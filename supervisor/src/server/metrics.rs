@@ -5,7 +5,8 @@
 //!   other address): the host's own scraper, or a proxy the operator runs, reads it.
 //! - It runs on threads of its own, never on the runtime: an acceptor, which reads every
 //!   connection's request head itself (non-blocking, `poll`), and at most [`MAX_SCRAPES`]
-//!   exchanges at once, each started only once its head has come whole. A head has
+//!   exchanges at once, each started only once its head has come whole (beyond them, it is
+//!   answered at once without blocking, or not at all). A head has
 //!   [`READ_FOR`] in all (at most [`MAX_HEAD`] bytes); at most [`MAX_PENDING`] connections wait
 //!   for theirs, and past that the oldest is closed. An answer has [`WRITE_FOR`]. So idle
 //!   connections hold no exchange, and a scraper, which sends its head as it connects, is
@@ -181,7 +182,9 @@ fn accept_loop(bound: &Bound, scrapes: &Arc<Scrapes>) -> io::Result<()> {
                     Ok(peer) => {
                         peer.set_nonblocking(true)?;
                         if pending.len() >= MAX_PENDING {
-                            pending.pop_front();
+                            // The oldest that has sent nothing yet, else the oldest.
+                            let idle = pending.iter().position(|p| p.head.is_empty());
+                            pending.remove(idle.unwrap_or(0));
                         }
                         pending.push_back(Pending {
                             peer,
@@ -233,11 +236,17 @@ fn head_ends(fresh: &[u8]) -> bool {
     fresh.windows(4).any(|w| w == b"\r\n\r\n") || fresh.windows(2).any(|w| w == b"\n\n")
 }
 
-/// Answers a connection whose head came, on a thread of its own, unless [`MAX_SCRAPES`]
-/// exchanges are running (then it is closed).
+/// Answers a connection whose head came, on a thread of its own; while [`MAX_SCRAPES`]
+/// exchanges are running, at once on this thread without blocking (the exposition is
+/// rendered at most once a second and a few KiB: it fits the socket's buffer, and a peer that
+/// would make the write wait gets nothing).
 fn start_exchange(p: Pending, scrapes: &Arc<Scrapes>) {
     if scrapes.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
         scrapes.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let Pending { mut peer, head, .. } = p;
+        if let Err(e) = answer_head(&head, &mut *peer, || scrapes.exposition()) {
+            tracing::debug!(error = %e, "metrics: a scrape beyond the exchanges failed");
+        }
         return;
     }
     let scrapes_for = scrapes.clone();

@@ -95,11 +95,12 @@ pub(crate) async fn streamed(
             // The run takes a worker while its input arrives (and an evaluation slot only
             // once all but its last byte came): a tenant has only so many such turns, so its
             // stalled uploads cannot hold every worker the daemon will start.
-            let _turn = match shared
-                .admission
-                .upload(&tenant.name, tail.arrive_by())
-                .await
-            {
+            // Waited for no longer than leaves the tail its time at the pace.
+            let by = tail
+                .arrive_by()
+                .checked_sub(crate::pace::allowance(tail.len()))
+                .unwrap_or_else(Instant::now);
+            let _turn = match shared.admission.upload(&tenant.name, by).await {
                 Ok(turn) => turn,
                 Err(e) => return error(*e),
             };
