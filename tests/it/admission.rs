@@ -3,8 +3,8 @@
 //! the supervisor, upload turns on a small machine), run through the real daemon; the tests
 //! that need a second uid run it as `nobody` and need root (in CI, where they always run).
 
-use crate::attacks::{configured, rss};
 use crate::util::{CLI, Daemon, Feeder, args_frame, root, skip};
+use crate::util::{configured, rss};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

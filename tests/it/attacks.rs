@@ -2,7 +2,7 @@
 //! an attacker on the host would mount it (issues 13 and 16). Each failed on the code before
 //! its fix; each asserts that the daemon stays up and other clients stay served.
 
-use crate::util::{Daemon, alive, root};
+use crate::util::{Daemon, alive, configured, root, rss};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -348,25 +348,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A daemon started with the config `toml`, its socket open to every uid.
-pub(crate) fn configured(toml: &str) -> (Daemon, tempfile::TempDir) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("jqjaild.toml");
-    std::fs::write(&config, toml).unwrap();
-    let d = Daemon::start_with(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--socket-mode",
-            "0666",
-        ],
-        &[],
-    );
-    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    (d, dir)
-}
-
 /// Environment variable that turns `flood_helper` into a flooder: `SOCKET|CONNECTIONS|BYTES|SECONDS`.
 /// It opens CONNECTIONS connections to SOCKET, sends each the length prefix of a frame of
 /// 40,000,000 bytes and then up to BYTES bytes of its body (as many as the daemon takes without
@@ -438,17 +419,6 @@ fn flood_helper() {
         "flood: {} open, {closed} closed by the daemon, {refused} not connected",
         open.len()
     );
-}
-
-/// The daemon's resident memory, bytes.
-pub(crate) fn rss(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib * 1024
 }
 
 /// Attack 2 of issue 13: a uid the configuration refuses sends all but the end of a maximal

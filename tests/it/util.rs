@@ -562,42 +562,32 @@ pub fn helper_as(uid: u32, helper: &str, env_name: &str, spec: String) -> Child 
         .unwrap()
 }
 
-/// What a helper run as another uid is to do: its daemon's socket, a mode of its own, how
-/// many connections, until when. Passed in one environment variable as
-/// `SOCKET|MODE|CONNECTIONS|SECONDS`.
-pub struct Attack {
-    pub socket: String,
-    pub mode: String,
-    pub connections: usize,
-    pub until: Instant,
+/// A daemon started with the config `toml`, its socket open to every uid.
+pub fn configured(toml: &str) -> (Daemon, tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jqjaild.toml");
+    std::fs::write(&config, toml).unwrap();
+    let d = Daemon::start_with(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--socket-mode",
+            "0666",
+        ],
+        &[],
+    );
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    (d, dir)
 }
 
-impl Attack {
-    /// Runs `helper` as `uid` against `d`, told `mode`, `connections` and `secs` in `env`.
-    pub fn start(
-        uid: u32,
-        (helper, env): (&str, &str),
-        d: &Daemon,
-        mode: &str,
-        connections: usize,
-        secs: u64,
-    ) -> Child {
-        let spec = format!("{}|{mode}|{connections}|{secs}", d.socket.display());
-        helper_as(uid, helper, env, spec)
-    }
-
-    /// The attack a helper was told in `env`, or `None` (said on stderr) outside such a run.
-    pub fn from_env(env: &str) -> Option<Attack> {
-        let Ok(spec) = std::env::var(env) else {
-            eprintln!("not a helper run: {env} is not set");
-            return None;
-        };
-        let parts: Vec<&str> = spec.split('|').collect();
-        Some(Attack {
-            socket: parts[0].to_string(),
-            mode: parts[1].to_string(),
-            connections: parts[2].parse().unwrap(),
-            until: Instant::now() + Duration::from_secs(parts[3].parse().unwrap()),
-        })
-    }
+/// The daemon's resident memory, bytes.
+pub fn rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
 }

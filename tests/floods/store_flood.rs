@@ -8,8 +8,9 @@
 //! The attackers run as other uids (the test binary again, as `store_flood_helper`), so they
 //! need root; the victim is this process's uid.
 
-use crate::attacks::{configured, rss};
-use crate::util::{Attack, Daemon, root};
+use crate::Attack;
+use crate::util::{Daemon, root};
+use crate::util::{configured, rss};
 use jqjail_client::{Client, OnOversize, Outputs, RunOptions, Source};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -29,9 +30,12 @@ fn flood_as(
     Attack::start(uid, helper, d, mode, connections, secs)
 }
 
+/// Hides of 48 KiB of meta each that a `usage` flooder stores first.
+const SETUP_HIDES: usize = 150;
+
 /// The flooder, run by the tests below as another uid (ignored otherwise). Modes:
-/// - `usage`: stores 300 hides with 48 KiB of meta each, then calls `hide_usage` on every
-///   connection for as long as it runs;
+/// - `usage`: stores [`SETUP_HIDES`] hides with 48 KiB of meta each, then calls `hide_usage`
+///   on every connection for as long as it was told;
 /// - `outputs`: runs a filter whose ~15 MB of lines are kept as a hide, on every connection.
 #[test]
 #[ignore = "run by the store-flood tests as another uid"]
@@ -45,16 +49,19 @@ fn store_flood_helper() {
     else {
         return;
     };
+    // The flood lasts as long as it was told from when its hides are stored.
+    let span = until.saturating_duration_since(Instant::now());
     if mode == "usage" {
         let mut c = Client::connect(&socket).unwrap();
         let meta: BTreeMap<String, String> = (0..48)
             .map(|i| (format!("k{i:02}"), "v".repeat(1000)))
             .collect();
-        for i in 0..300 {
+        for i in 0..SETUP_HIDES {
             c.hide_put("flood", "meta", format!("{i}").as_bytes(), &meta)
                 .unwrap();
         }
     }
+    let until = Instant::now() + span;
     let (done, failed) = std::thread::scope(|s| {
         let runs: Vec<_> = (0..connections)
             .map(|_| {
@@ -137,7 +144,7 @@ fn thread_names(pid: i32) -> BTreeMap<String, usize> {
     names
 }
 
-/// Attack 3: one uid, then four, call `hide_usage` in a loop on many connections over 300
+/// Attack 3: one uid, then four, call `hide_usage` in a loop on many connections over 150
 /// hides of large meta each. A victim's put-and-cut stays within 10 × its unloaded time.
 #[test]
 fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
@@ -154,7 +161,7 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
             .map(|i| flood_as(61000 + i, &d, "usage", 100 / uids as usize, 10))
             .collect();
         // The helpers first store their hides (a few seconds); measure once they call usage.
-        std::thread::sleep(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_secs(6));
         let loaded = median(
             (0..30)
                 .map(|n| put_and_cut(&mut victim, 1000 * uids as usize + n))

@@ -13,8 +13,9 @@
 //! victim's small run, large-input run and `hide_cut` are each answered within the frame
 //! timeout. The attackers are the test binary again, as `colluding_helper`, as other uids.
 
-use crate::attacks::configured;
-use crate::util::{Attack, Daemon, root};
+use crate::Attack;
+use crate::util::configured;
+use crate::util::{Daemon, root};
 use jqjail_client::{Client, RunOptions};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
