@@ -4,10 +4,10 @@
 //!
 //! Store calls block on file and SQLite I/O; each runs under `block_in_place` (which lets the
 //! runtime move its other work off this thread) and only in a store turn of the tenant's uid
-//! (`tenant.rs`), so at most `STORE_CALLS` threads block in the store at once, whatever the
-//! number of requests waiting. A small put's content (its tail, read whole) is stored from
-//! memory; a large one is written to the store's temp file as it arrives ([`put_streamed`]).
-//! A whole hide is answered from its file ([`Reply::file`]).
+//! (`tenant.rs`), so at most `STORE_READS` + `STORE_WRITES` threads block in the store at
+//! once, whatever the number of requests waiting. A small put's content (its tail, read
+//! whole) is stored from memory; a large one is written to the store's temp file as it
+//! arrives ([`put_streamed`]). A whole hide is answered from its file ([`Reply::file`]).
 
 use super::super::connection::Reply;
 use crate::arriving::Arriving;
