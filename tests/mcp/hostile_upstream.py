@@ -30,6 +30,9 @@ for line in sys.stdin:
         # Issue 34: a 1.5 MB description, and a name listed twice.
         tools.append({"name": "verbose", "description": "D" * 1_500_000, "inputSchema": {"type": "object"}})
         tools.append({"name": "small", "description": "the second `small`", "inputSchema": {"type": "object"}})
+        # A 1 MB input schema, and 2,000 more tools.
+        tools.append({"name": "schema", "description": "s", "inputSchema": {"type": "object", "description": "S" * 1_000_000}})
+        tools += [{"name": f"many{i}", "inputSchema": {"type": "object"}} for i in range(2000)]
         result = {"tools": tools}
     elif method == "tools/call":
         name = message["params"]["name"]

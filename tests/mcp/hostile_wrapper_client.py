@@ -45,7 +45,10 @@ async def main(cli, socket):
             assert names.count("small") == 1, names
             verbose = next(t for t in listed if t.name == "verbose")
             assert len(verbose.description) <= 2048 + 64, len(verbose.description)
+            assert "schema" not in names, "a 1 MB input schema was offered"
+            assert sum(n.startswith("many") for n in names) < 512, len(names)
             sizes["tools_list"] = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
+            assert sizes["tools_list"] < 512 * 2200 + 100_000, sizes
             for name, is_error in [("error_text", True), ("resource", False), ("structured", False), ("image", False)]:
                 result = await asyncio.wait_for(session.call_tool(name, {}), 60)
                 size = len(json.dumps(result.model_dump(mode="json", exclude_none=True)))

@@ -24,8 +24,9 @@
 //!
 //! Nothing the upstream sends reaches the client larger than `--hide-over` (issue 34): an
 //! error's text is cut to it; a tool's description is cut to [`MAX_DESCRIPTION`] and a tool
-//! whose name is offered already (one of jqjail's, or an earlier upstream tool's) is left out
-//! and reported; a notification's text or data is cut to it, and at most
+//! whose name is offered already (one of jqjail's, or an earlier upstream tool's), whose name
+//! is over 128 bytes or whose input schema is over [`MAX_TOOL_SCHEMA`] is left out and
+//! reported, as are tools past [`MAX_UPSTREAM_TOOLS`]; a notification's text or data is cut to it, and at most
 //! [`NOTIFICATIONS_PER_SECOND`] are relayed a second (the rest are dropped and counted on
 //! stderr).
 
@@ -54,6 +55,13 @@ const JQ_ARG: &str = "jq";
 
 /// The longest upstream tool description offered, in bytes (a longer one is cut).
 pub(super) const MAX_DESCRIPTION: usize = 2048;
+
+/// Upstream tools offered, at most (the rest are left out and reported).
+pub(super) const MAX_UPSTREAM_TOOLS: usize = 512;
+
+/// The largest upstream tool input schema offered, as JSON text; a tool with a larger one is
+/// left out and reported. Its `_meta` and icons are offered up to the same size together.
+pub(super) const MAX_TOOL_SCHEMA: usize = 16 * 1024;
 
 /// Upstream notifications relayed a second, at most.
 pub(super) const NOTIFICATIONS_PER_SECOND: u32 = 20;
@@ -199,10 +207,44 @@ impl Wrapper {
                 );
                 continue;
             }
+            if offered.len() == MAX_UPSTREAM_TOOLS {
+                eprintln!(
+                    "jqjail mcp: the upstream server lists more than {MAX_UPSTREAM_TOOLS} tools; the rest are not offered"
+                );
+                break;
+            }
+            if tool.name.len() > 128 {
+                eprintln!(
+                    "jqjail mcp: an upstream tool's name is {} bytes, over MCP's 128; it is not offered",
+                    tool.name.len()
+                );
+                continue;
+            }
+            let schema_len = Value::Object((*tool.input_schema).clone())
+                .to_string()
+                .len();
+            if schema_len > MAX_TOOL_SCHEMA {
+                eprintln!(
+                    "jqjail mcp: the upstream tool `{}` has an input schema of {schema_len} bytes, over {MAX_TOOL_SCHEMA}; it is not offered",
+                    tool.name
+                );
+                continue;
+            }
             if let Some(description) = &tool.description
                 && description.len() > MAX_DESCRIPTION
             {
                 tool.description = Some(cut(description, MAX_DESCRIPTION).into());
+            }
+            if let Some(title) = &tool.title
+                && title.len() > 256
+            {
+                tool.title = Some(cut(title, 256));
+            }
+            let extras =
+                serde_json::to_string(&(&tool.meta, &tool.icons)).map_or(usize::MAX, |t| t.len());
+            if extras > MAX_TOOL_SCHEMA {
+                tool.meta = None;
+                tool.icons = None;
             }
             // A result may come back as a hide or narrowed by `jq`, as text: the upstream's
             // output schema no longer describes it (clients check results against it).
