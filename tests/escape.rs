@@ -1,4 +1,4 @@
-//! Escape probes (STYLE §10): this binary re-executes itself as a worker, applies exactly the
+//! Escape probes: this binary re-executes itself as a worker, applies exactly the
 //! worker's start-up (`jqjail_worker::serve::start`: rlimits, privileges, the seccomp
 //! allowlist), and then attempts one forbidden operation, named by the job it receives. Every
 //! probe runs twice: in a worker exec'd as above, and in one forked by the zygote as the

@@ -3,7 +3,7 @@
 //!
 //! For every input (2 KiB, 1 MiB, 20 MiB of GitHub-issues-like JSON) and filter it measures:
 //! (a) jqjail through the Rust client against a real daemon; (b) jaq in-process, the floor
-//! SPEC §9 names: the same compiled filter over jaq-json's own parse of the input, run and
+//! the targets name: the same compiled filter over jaq-json's own parse of the input, run and
 //! written out, what a program embedding jaq would do; (c) jqjail's engine in-process, exactly
 //! a worker's evaluation (compile, strict scan, jqjail's parser, run, write) without process
 //! or socket, so that jqjail / (c) is the price of the isolation alone (the one difference:
@@ -458,7 +458,7 @@ fn measure(
     cell
 }
 
-/// The floor SPEC §9 names, jaq in-process: the filter compiled as jqjail compiles it (the
+/// The floor the targets name, jaq in-process: the filter compiled as jqjail compiles it (the
 /// same jaq-core, jaq-std and jaq-json), the input parsed by jaq-json's own parser, the answer
 /// run and written out. Returns the parsed input, for the caller to free once it has stopped
 /// timing.
@@ -933,7 +933,7 @@ fn render(
     for (name, s) in startup {
         let _ = writeln!(r, "| {name} | {} | {} |", ms(s.median()), ms(s.p99()));
     }
-    let _ = writeln!(r, "\n### SPEC §9 targets\n");
+    let _ = writeln!(r, "\n### Targets\n");
     let small = cells
         .iter()
         .find(|c| c.input == "2 KiB" && c.filter == ".[0]");

@@ -19,7 +19,7 @@ fn smoke_run_completes_and_reports() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(stdout.contains("### Latency per request"), "{stdout}");
-    assert!(stdout.contains("### SPEC §9 targets"), "{stdout}");
+    assert!(stdout.contains("### Targets"), "{stdout}");
     let results: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let cells = results["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 12);

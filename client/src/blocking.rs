@@ -152,7 +152,7 @@ impl Client {
         self.call(calls::run(filter, source, options, &Args::default()))
     }
 
-    /// The shape summary of an input or a hide (SPEC §10): a skeleton of at most 4 KiB of
+    /// The shape summary of an input or a hide (PROTOCOL.md, "shape"): a skeleton of at most 4 KiB of
     /// JSON text, computed by a confined worker.
     pub fn shape(&mut self, source: Source<'_>) -> Result<RunReply, ClientError> {
         only_output(self.call(calls::shape(source))?)

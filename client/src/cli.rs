@@ -1,4 +1,4 @@
-//! The `jqjail` command line (SPEC §8): `jqjail FILTER [FILE]`.
+//! The `jqjail` command line: `jqjail FILTER [FILE]`.
 //!
 //! Prints the JSON answer on stdout. Errors go to stderr once, as `jqjail: CODE: message`,
 //! control characters stripped, with an exit status per class ([`Exit`]). A closed stdout

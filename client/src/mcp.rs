@@ -1,4 +1,4 @@
-//! `jqjail mcp`: a Model Context Protocol server over stdio (SPEC §10), built on the official
+//! `jqjail mcp`: a Model Context Protocol server over stdio, built on the official
 //! Rust SDK (`rmcp`).
 //!
 //! It is a front end, not a second engine: it connects to the daemon as an ordinary client

@@ -1,7 +1,7 @@
 //! Length-prefixed frames: a 4-byte little-endian length, then that many bytes.
 //!
 //! Every length is checked against the caller's maximum before a byte of the body is
-//! allocated (STYLE §6); a frame over it is refused whole.
+//! allocated; a frame over it is refused whole.
 
 use std::io::{self, Read, Write};
 

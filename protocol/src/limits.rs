@@ -1,4 +1,4 @@
-//! Request limits: the defaults of SPEC §3, the server's effective set, and a request's
+//! Request limits: the defaults (README, "Limits"), the server's effective set, and a request's
 //! optional tightening of them.
 
 use serde::{Deserialize, Serialize};

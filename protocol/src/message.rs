@@ -182,7 +182,7 @@ pub struct RunRequest<'a> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outputs {
-    /// v2: one output → that value, several → an array of them, none → `null` (SPEC §3).
+    /// v2: one output → that value, several → an array of them, none → `null`.
     #[default]
     Collapsed,
     /// v2: every output as compact JSON text followed by a newline (none: empty), so a
@@ -374,10 +374,10 @@ pub enum Lang {
     /// v1: jq, evaluated by jaq.
     #[default]
     Jq,
-    /// v1: the JMESPath-inspired path language of SPEC §4 (`items[*].name`).
+    /// v1: the JMESPath-inspired path language (`items[*].name`; `worker/src/path.rs`).
     Path,
     /// v2: no filter (the filter must be empty): the answer is the input's shape summary
-    /// (SPEC §10), a bounded skeleton of at most 4 KiB whatever the input.
+    /// (`worker/src/shape.rs`), a bounded skeleton of at most 4 KiB whatever the input.
     Shape,
 }
 

@@ -1,7 +1,7 @@
 //! The hide store: oversized tool outputs kept on disk, per tenant, content-addressed,
 //! immutable once written, paged and searched off disk.
 //!
-//! Owns one directory (SPEC §5):
+//! Owns one directory:
 //!
 //! ```text
 //! DIR/            0700, owned by the daemon's uid (refused otherwise)

@@ -1,4 +1,4 @@
-//! The daemon's configuration: built-in defaults (SPEC §3), then a TOML file, then flags.
+//! The daemon's configuration: built-in defaults, then a TOML file, then flags.
 //! Every limit is configurable; the effective set is logged at start-up.
 
 use jqjail_protocol::Limits;
@@ -242,7 +242,7 @@ impl Config {
 /// The default isolation: user, IPC/UTS namespaces and the empty root. The network namespace
 /// is off by default: seccomp already forbids `socket`, and creating and tearing down a
 /// network namespace per worker costs about 1 ms and loads the kernel's cleanup work queue at
-/// hundreds of workers a second (research/feasibility.md §6).
+/// hundreds of workers a second (measured when the isolation was chosen).
 pub const DEFAULT_ISOLATION: Isolation = Isolation {
     user: true,
     ipc_uts: true,

@@ -1,5 +1,5 @@
 //! Turning a worker's death into an answer: every exit status and signal maps to a stable
-//! code and a message that names the limit (STYLE §12).
+//! code and a message that names the limit.
 
 use crate::spawn::Exit;
 use jqjail_protocol::limits::grouped;

@@ -1,4 +1,4 @@
-//! Named and positional arguments (SPEC §3): values bound in a filter as `$name` and `$ARGS`,
+//! Named and positional arguments: values bound in a filter as `$name` and `$ARGS`,
 //! through the real daemon, and the CLI's `--arg`, `--argjson`, `--rawfile`, `--slurpfile`.
 //! A value is only ever data: text that looks like jq stays a string.
 

@@ -1,4 +1,4 @@
-//! The run contract of SPEC §3: output shapes, quoting, errors, strict JSON, exact integers.
+//! The run contract (README, PROTOCOL.md): output shapes, quoting, errors, strict JSON, exact integers.
 
 use crate::util::Daemon;
 use jqjail_client::ErrorCode;

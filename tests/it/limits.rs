@@ -1,4 +1,4 @@
-//! The limits of SPEC §3 through the real daemon, each at the limit and just over it.
+//! The limits (README, "Limits") through the real daemon, each at the limit and just over it.
 
 use crate::util::{Daemon, before, expect_code};
 use jqjail_client::{ClientError, ErrorCode, LimitOverrides, RunOptions};

@@ -1,4 +1,4 @@
-//! The language sandbox of SPEC §3: nothing of the host reaches a filter.
+//! The language sandbox: nothing of the host reaches a filter.
 
 use crate::util::Daemon;
 use jqjail_client::ErrorCode;

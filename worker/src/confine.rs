@@ -1,4 +1,4 @@
-//! The worker's start-up confinement: one ordered function (STYLE §9). Each step narrows what
+//! The worker's start-up confinement: one ordered function. Each step narrows what
 //! the process can do before the next; the job is read only after the last.
 //!
 //! Order and why:

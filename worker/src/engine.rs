@@ -1,4 +1,4 @@
-//! Compiling and running one jq filter with jaq, inside the language sandbox of SPEC §3.
+//! Compiling and running one jq filter with jaq, inside the language sandbox (README, "Differences from jq").
 //!
 //! The sandbox, in one place:
 //! - `env` and `$ENV` are the empty object (the native `env` is removed, and the worker's

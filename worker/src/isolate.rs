@@ -14,7 +14,7 @@
 //!   and `chroot` into it: no file of the host is reachable by path.
 //!
 //! Never a PID namespace: a worker that were PID 1 of one would ignore its own SIGABRT and
-//! SIGXCPU (research/feasibility.md §6).
+//! SIGXCPU.
 
 use jqjail_protocol::worker::Isolation;
 use std::ffi::CStr;

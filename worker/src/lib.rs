@@ -1,6 +1,6 @@
 //! The worker: evaluates exactly one filter over one input under kernel-enforced limits,
 //! answers on fd 3, and exits. It never touches the hide store, the supervisor's socket or
-//! any file; after its start-up it cannot (STYLE §9, ARCHITECTURE.md).
+//! any file; after its start-up it cannot (ARCHITECTURE.md).
 //!
 //! The worker is not a binary of its own: every jqjail executable that can host the
 //! supervisor calls [`run_if_worker`] first, and the supervisor re-executes its own binary,

@@ -1,4 +1,4 @@
-//! The path language (`lang: path`, SPEC §4): the JMESPath-inspired subset of
+//! The path language (`lang: path`): the JMESPath-inspired subset of
 //! dsh-tool-json, evaluated over the parsed input in the worker, under the same confinement as
 //! jq filters.
 //!
@@ -26,7 +26,7 @@
 //! - keys such as `__proto__` and `constructor` are ordinary keys.
 //!
 //! Limits: query ≤ 200 characters, ≤ 20 steps ("parse depth"), input nesting ≤ 100, one
-//! projection ≤ 100,000 elements; and, unlike the original, the output cap of SPEC §3.
+//! projection ≤ 100,000 elements; and, unlike the original, the output cap.
 //! The empty query returns the whole input (as the original does), within the output cap.
 
 use crate::engine::EvalError;

@@ -33,7 +33,7 @@ use seccompiler::{
 };
 use std::collections::BTreeMap;
 
-/// The allowlist may not grow past this many system calls (SPEC §6).
+/// The allowlist may not grow past this many system calls.
 pub const MAX_SYSCALLS: usize = 20;
 
 /// A failure to build or install the filter.

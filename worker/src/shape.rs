@@ -1,4 +1,4 @@
-//! Shape summaries (SPEC §10): a bounded skeleton of a JSON document, for a model to write a
+//! Shape summaries: a bounded skeleton of a JSON document, for a model to write a
 //! correct filter without reading the data.
 //!
 //! One walk over the parsed document merges every value at the same position (the elements of

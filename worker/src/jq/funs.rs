@@ -11,7 +11,7 @@ use jaq_core::native::{Fun, bome, run, unary, v};
 use jaq_json::{Map, Num, Rc, Val};
 
 /// The nesting limit of `fromjson` and `tonumber`: jq's (`MAX_PARSING_DEPTH`), below the
-/// input's (SPEC §3), so that a text nested deeper is jq's error, not a value.
+/// input's, so that a text nested deeper is jq's error, not a value.
 const FROMJSON_MAX_DEPTH: u32 = 256;
 
 /// jqjail's natives.

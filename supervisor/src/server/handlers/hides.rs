@@ -341,7 +341,7 @@ fn cut(
     })
 }
 
-/// The reflection hint (SPEC §5): tells a model where it is and to summarise before paging.
+/// The reflection hint: tells a model where it is and to summarise before paging.
 fn preface(c: &jqjail_store::Cut) -> String {
     format!(
         "[HIDE id={} page={}/{} bytes={}] This output is too large to read at once; this is page {} of {}. \
