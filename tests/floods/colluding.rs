@@ -14,8 +14,7 @@
 //! timeout. The attackers are the test binary again, as `colluding_helper`, as other uids.
 
 use crate::Attack;
-use crate::util::configured;
-use crate::util::{Daemon, root};
+use crate::util::Daemon;
 use jqjail_client::{Client, RunOptions};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -198,13 +197,10 @@ fn victim_is_served(d: &Daemon, hide: &str, limit: Duration) -> Vec<(&'static st
 
 #[test]
 fn colluding_uids_cannot_hold_a_budget_against_another_tenant() {
-    if !root() {
-        crate::util::skip("needs root, to attack as several other uids");
-        return;
-    }
-    let _alone = crate::util::exclusive();
     // The defaults on a host of this size; the frame timeout is the bound.
-    let (d, _dir) = configured("");
+    let Some((_alone, d, _dir)) = crate::daemon_to_attack() else {
+        return;
+    };
     // Half the frame timeout: a budget held until the frame timeout (as before the pace)
     // makes a victim wait up to all of it.
     let limit = d.cfg.frame_timeout / 2;

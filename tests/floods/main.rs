@@ -12,6 +12,7 @@ mod store_flood;
 mod util;
 
 use std::process::Child;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 use util::{Daemon, helper_as};
 
@@ -57,4 +58,17 @@ impl Attack {
             until: Instant::now() + Duration::from_secs(parts[3].parse().unwrap()),
         })
     }
+}
+
+/// The daemon an attack runs against (the defaults, its socket open to every uid), with the
+/// machine to itself: `None` (skipped, loudly) where the test cannot act as other uids. Bound
+/// as `let (_alone, d, _dir)`, the daemon is stopped before the machine is let go.
+pub fn daemon_to_attack() -> Option<(MutexGuard<'static, ()>, Daemon, tempfile::TempDir)> {
+    if !util::root() {
+        util::skip("needs root, to attack as other uids");
+        return None;
+    }
+    let alone = util::exclusive();
+    let (d, dir) = util::configured("");
+    Some((alone, d, dir))
 }

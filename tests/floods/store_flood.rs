@@ -9,8 +9,8 @@
 //! need root; the victim is this process's uid.
 
 use crate::Attack;
-use crate::util::{Daemon, root};
-use crate::util::{configured, rss};
+use crate::util::Daemon;
+use crate::util::rss;
 use jqjail_client::{Client, OnOversize, Outputs, RunOptions, Source};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -148,12 +148,9 @@ fn thread_names(pid: i32) -> BTreeMap<String, usize> {
 /// hides of large meta each. A victim's put-and-cut stays within 10 × its unloaded time.
 #[test]
 fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
-    if !root() {
-        crate::util::skip("needs root, to flood the store as other uids");
+    let Some((_alone, d, _dir)) = crate::daemon_to_attack() else {
         return;
-    }
-    let _alone = crate::util::exclusive();
-    let (d, _dir) = configured("");
+    };
     let mut victim = d.client();
     let base = median((0..30).map(|n| put_and_cut(&mut victim, n)).collect());
     for uids in [1u32, 4] {
@@ -200,12 +197,9 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
 /// are all answered meanwhile.
 #[test]
 fn outputs_kept_as_hides_cannot_pile_up_in_the_daemon() {
-    if !root() {
-        crate::util::skip("needs root, to flood the store as other uids");
+    let Some((_alone, d, _dir)) = crate::daemon_to_attack() else {
         return;
-    }
-    let _alone = crate::util::exclusive();
-    let (d, _dir) = configured("");
+    };
     let pid = d.pid();
     let threads_before = threads(pid);
     for uids in [1u32, 4] {

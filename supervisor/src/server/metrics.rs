@@ -180,7 +180,11 @@ fn accept_loop(bound: &Bound, scrapes: &Arc<Scrapes>) -> io::Result<()> {
                 };
                 match accepted {
                     Ok(peer) => {
-                        peer.set_nonblocking(true)?;
+                        // A peer that cannot be made non-blocking is let go; the listener
+                        // serves on.
+                        if peer.set_nonblocking(true).is_err() {
+                            continue;
+                        }
                         if pending.len() >= MAX_PENDING {
                             // The oldest that has sent nothing yet, else the oldest.
                             let idle = pending.iter().position(|p| p.head.is_empty());
