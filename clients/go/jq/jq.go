@@ -61,7 +61,7 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("jq: no jqjail daemon to run the filter: %w", err)
 		}
-		out, timeout, err := runOn(ctx, c, filter, input)
+		out, timeout, ctxs, err := runOn(ctx, c, filter, input)
 		var e *jqjail.Error
 		lost := err != nil && errors.As(err, &e) && e.Code == jqjail.Unavailable
 		give(c, c.Usable())
@@ -69,20 +69,23 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 			continue
 		}
 		if err != nil {
-			return "", explain(ctx, err, timeout)
+			return "", explain(ctx, err, timeout, ctxs)
 		}
 		return out, nil
 	}
 }
 
-func runOn(ctx context.Context, c *jqjail.Client, filter string, input []byte) (string, uint64, error) {
+// runOn runs on c with what is left of ctx's deadline as the time limit, and says whether the
+// limit sent was that deadline (true) or the daemon's own cap (false).
+func runOn(ctx context.Context, c *jqjail.Client, filter string, input []byte) (string, uint64, bool, error) {
 	deadline, _ := ctx.Deadline()
 	timeout := uint64(time.Until(deadline).Milliseconds())
 	if timeout == 0 {
-		return "", 0, context.DeadlineExceeded
+		return "", 0, true, context.DeadlineExceeded
 	}
+	ctxs := true
 	if max := c.Limits().TimeoutMs; timeout > max {
-		timeout = max
+		timeout, ctxs = max, false
 	}
 	maxOutput := uint64(MaxOutputBytes)
 	if max := c.Limits().MaxOutputBytes; maxOutput > max {
@@ -90,9 +93,9 @@ func runOn(ctx context.Context, c *jqjail.Client, filter string, input []byte) (
 	}
 	result, err := c.Run(ctx, filter, input, &jqjail.RunOptions{TimeoutMs: timeout, MaxOutputBytes: maxOutput})
 	if err != nil {
-		return "", timeout, err
+		return "", timeout, ctxs, err
 	}
-	return string(result.Output), timeout, nil
+	return string(result.Output), timeout, ctxs, nil
 }
 
 // deadlineError is a daemon's TIMEOUT that the context's deadline set: it unwraps to the
@@ -106,15 +109,18 @@ func (d *deadlineError) Error() string        { return d.msg }
 func (d *deadlineError) Unwrap() error        { return d.err }
 func (d *deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
 
-// explain words an error for a model or an operator, keeping it unwrappable.
-func explain(ctx context.Context, err error, timeoutMs uint64) error {
+// explain words an error for a model or an operator, keeping it unwrappable. ctxs says the
+// time limit sent was what was left of ctx's deadline: the daemon's TIMEOUT is then that
+// deadline, even when its answer arrives a moment before ctx's own timer fires (the limit is
+// whole milliseconds, rounded down).
+func explain(ctx context.Context, err error, timeoutMs uint64, ctxs bool) error {
 	var e *jqjail.Error
 	if !errors.As(err, &e) {
 		return fmt.Errorf("jq: %w", err)
 	}
 	switch e.Code {
 	case "TIMEOUT":
-		if ctx.Err() != nil {
+		if ctxs || ctx.Err() != nil {
 			msg := fmt.Sprintf("jq: filter stopped at the context's deadline (%d ms): %v", timeoutMs, err)
 			return &deadlineError{msg: msg, err: err}
 		}
