@@ -1,18 +1,141 @@
-//! The index: the SQLite schema and the queries every store operation is made of. Every
-//! function here runs inside a transaction the caller holds: a write transaction under the
-//! store's lock (`Store::mutate*`), or a read transaction on one of its reader connections
-//! (`Store::read`), which in WAL mode never waits for a writer.
+//! The index: its opening (and setting aside when damaged), the SQLite schema and the queries
+//! every store operation is made of. Every query here runs inside a transaction the caller
+//! holds: a write transaction on the writer connection (`Store::mutate*`), or a read
+//! transaction on one of its reader connections (`Store::read`), which in WAL mode never
+//! waits for a writer.
 //!
 //! What a tenant holds is a counter, not a query over its hides: the `usage` table, kept by
-//! triggers in the same transaction as every insert and delete of a hide (by any process that
-//! shares the directory), and rebuilt from the hides at every open. Each hide's charge against
+//! triggers in the same transaction as every insert and delete of a hide, and rebuilt from the hides at every open. Each hide's charge against
 //! its quota is computed once, when it is stored (`charged`). So `hide_usage`, a put's quota
 //! check and the metrics' totals each read one row, whatever the tenant holds; eviction reads
 //! the oldest hides only until enough are found.
 
+use crate::dir::{private_file, private_subdir};
 use crate::id;
-use crate::{Entry, OnFull, Result, Retention, StoreError, Usage, now_ms};
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::{Entry, NewHide, OnFull, Result, Retention, StoreError, Usage, now_ms};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The index's file in the store's directory (SQLite keeps `-wal` beside it).
+const INDEX: &str = "index.sqlite3";
+
+/// The SQLite VFS of every connection: the unix VFS with a process-wide exclusive lock on the
+/// index and the WAL's index in heap memory instead of a memory-mapped `-shm` file. So no
+/// file of the store is ever mapped (with `mmap_size` 0): a file the kernel will not write
+/// (a disk that went read-only, an immutable file) is an I/O error to answer, never a
+/// SIGBUS that kills the daemon. The price is that one process owns a store, which the
+/// store's flock already says.
+const VFS: &str = "unix-excl";
+
+/// A connection to the index of the store at `root`.
+pub(crate) fn connect(root: &Path, flags: OpenFlags) -> Result<Connection> {
+    let db = Connection::open_with_flags_and_vfs(root.join(INDEX), flags, VFS)?;
+    db.pragma_update(None, "mmap_size", 0)?;
+    Ok(db)
+}
+
+/// The index file's device and inode.
+pub(crate) fn identity(root: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(root.join(INDEX))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The writer connection, with the schema made or migrated and the counters rebuilt. A
+/// damaged index (not a database, corrupt pages, a failed quick check) is moved aside, with
+/// its WAL, into `damaged/`, and a new one is made, which the sweep then fills from the
+/// hides' files; so is a WAL whose database is gone, which SQLite would otherwise replay into
+/// the new one. Returns where the old index went.
+pub(crate) fn open_or_set_aside(root: &Path) -> Result<(Connection, Option<PathBuf>)> {
+    let mut set_aside = None;
+    if !root.join(INDEX).exists() && root.join(format!("{INDEX}-wal")).exists() {
+        set_aside = Some(set_aside_index(root)?);
+    }
+    match open_writer(root) {
+        Err(StoreError::Damaged(_)) => {
+            let to = set_aside_index(root)?;
+            Ok((open_writer(root)?, Some(to)))
+        }
+        opened => Ok((opened?, set_aside)),
+    }
+}
+
+fn open_writer(root: &Path) -> Result<Connection> {
+    drop(private_file(&root.join(INDEX))?); // created 0600 before SQLite opens it
+    let mut db = connect(
+        root,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    db.busy_timeout(Duration::from_secs(30))?;
+    db.pragma_update(None, "journal_mode", "WAL")?;
+    db.pragma_update(None, "synchronous", "FULL")?;
+    db.pragma_update(None, "foreign_keys", "ON")?;
+    let check: String = db.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    if check != "ok" {
+        return Err(StoreError::Damaged(format!("quick_check: {check}")));
+    }
+    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(SCHEMA)?;
+    add_charged(&tx)?;
+    tx.execute_batch(USAGE)?;
+    tx.commit()?;
+    Ok(db)
+}
+
+/// Moves the index and its WAL into `damaged/index-<ms>.sqlite3*`, for an operator to look
+/// at; returns the index's new path.
+fn set_aside_index(root: &Path) -> Result<PathBuf> {
+    let damaged = root.join("damaged");
+    private_subdir(&damaged)?;
+    let stem = format!("index-{}.sqlite3", now_ms());
+    for suffix in ["", "-wal", "-shm"] {
+        let from = root.join(format!("{INDEX}{suffix}"));
+        if from.exists() {
+            std::fs::rename(from, damaged.join(format!("{stem}{suffix}")))?;
+        }
+    }
+    File::open(root)?.sync_all()?;
+    Ok(damaged.join(stem))
+}
+
+/// Lists a hide whose content is in place: its row, its meta, and (by trigger) its tenant's
+/// counters. Returns the row's `seq`.
+pub(crate) fn insert(
+    db: &Connection,
+    id: &str,
+    hide: &NewHide<'_>,
+    created_ms: u64,
+) -> Result<i64> {
+    let charged = charge(hide.size, hide.kind, hide.source, hide.meta);
+    db.execute(
+        "INSERT INTO hides
+           (tenant, id, source_key, sha256, kind, source, size, created_ms, charged)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            hide.tenant,
+            id,
+            id::sanitize_source(hide.source),
+            hide.sha256,
+            hide.kind,
+            hide.source,
+            hide.size as i64,
+            created_ms as i64,
+            charged as i64
+        ],
+    )?;
+    let seq = db.last_insert_rowid();
+    for (pos, (k, v)) in hide.meta.iter().enumerate() {
+        db.execute(
+            "INSERT INTO meta (seq, pos, key, value) VALUES (?1, ?2, ?3, ?4)",
+            params![seq, pos as i64, k, v],
+        )?;
+    }
+    Ok(seq)
+}
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS hides (

@@ -1,45 +1,60 @@
 //! The hide store: oversized tool outputs kept on disk, per tenant, content-addressed,
 //! immutable once written, paged and searched off disk.
 //!
-//! Owns one directory:
+//! Owns one directory, and one process owns it at a time:
 //!
 //! ```text
 //! DIR/            0700, owned by the daemon's uid (refused otherwise)
-//!   lock          flock(LOCK_EX) around every mutation, by every process sharing DIR
+//!   lock          flock(LOCK_EX) held for as long as a Store is open; a second open is refused
 //!   index.sqlite3 0600, WAL: ID, tenant, kind, source, size, sha256, meta, created time
 //!   tmp/          content being written (temp file, fsync) before it is renamed in
-//!   objects/<tenant key>/<id>   0600, one file per hide, never rewritten
+//!   objects/<tenant key>/.tenant  the tenant's name (the key is a hash of it)
+//!   objects/<tenant key>/<id>     0600, one file per hide, never rewritten
+//!   damaged/      an index that was damaged at open, set aside (made when needed)
+//!   lost/         files found in objects/ that are not provably a hide (made when needed)
 //! ```
 //!
-//! A put writes and fsyncs a temp file outside the lock, then under the lock picks the ID,
-//! renames the file into place, fsyncs the directory and only then commits the index row. So
-//! every listed hide has its whole content on disk, whatever point a crash stops at; a crash
-//! leaves at most an unlisted file, which the next open removes. A delete commits first and
-//! unlinks after, for the same reason, but before it releases the lock: unlinked after, the
-//! file could already be a new put's of the same content, renamed into the same place. Opening
-//! also drops rows whose file is missing, so a listed hide always reads back whole.
+//! A put writes and fsyncs a temp file, then under the writer's mutex picks the ID, renames
+//! the file into place, fsyncs the directory and only then commits the index row. So every
+//! listed hide has its whole content on disk, whatever point a crash stops at. A delete
+//! commits first and unlinks after, before it releases the mutex: unlinked later, the file
+//! could already be a new put's of the same content, renamed into the same place.
 //!
-//! Only mutations take the lock, each for one short transaction. Reads (lookups, pages,
-//! lists, usage) run on reader connections of their own, which SQLite's WAL mode serves while
-//! a mutation commits, so no read waits for a writer and none holds one up. What a tenant
-//! holds is a counter kept by triggers (`index.rs`), never a sum over its hides.
+//! The files are the truth and the index is rebuilt from them when it has to be. Opening
+//! drops rows whose file is missing or of the wrong size, and lists again every hide whose
+//! file is whole but which no row names: a put that a crash stopped between its rename and
+//! its commit, or an index deleted, damaged (it is set aside into `damaged/` first) or
+//! missing its last commits. A file is listed again only when it provably is its tenant's
+//! hide (`sweep.rs`); its ID and bytes are kept, its labels and meta are not. Anything else in
+//! `objects/` is moved to `lost/`, never deleted. So a delete that a crash cuts short before
+//! it is answered can come back, and nothing acknowledged is lost with the index.
+//!
+//! Every connection uses SQLite's `unix-excl` VFS: the WAL's index is in heap memory, not a
+//! memory-mapped `-shm` file, and no file is mapped, so a file the kernel will not write (a
+//! disk gone read-only, an immutable file) is an I/O error answered as one, never a SIGBUS.
+//! Mutations are serialised by one writer connection; reads (lookups, pages, lists, usage) run
+//! on reader connections of their own, which WAL serves while a mutation commits, so no read
+//! waits for a writer and none holds one up. What a tenant holds is a counter kept by
+//! triggers (`index.rs`), never a sum over its hides.
 //!
 //! A put in progress reserves its declared size against its tenant's quota until it ends, so
-//! stalled uploads hold at most the quota in `tmp/`; opening removes the temp files of puts
-//! whose process is gone.
+//! stalled uploads hold at most the quota in `tmp/`; opening removes every temp file (the
+//! previous owner is gone).
 //!
 //! Tenants share nothing: IDs are unique per tenant, every lookup names the tenant, and an ID
 //! of another tenant's hide reads exactly like an ID that does not exist.
 //!
-//! Not guaranteed: flock is advisory, so a process that writes DIR without taking the lock
-//! (or a user editing files by hand) can still damage it; a read then fails with an I/O error
-//! rather than returning wrong bytes of a different length, but same-length edits are not
-//! detected on read (the sha256 is in the index for whoever wants to check).
+//! Not guaranteed: the lock is an advisory flock, so a process that writes DIR without taking
+//! it (or a user editing files by hand) can still damage it; a read then fails with an I/O
+//! error rather than returning bytes of another length, but same-length edits are not detected
+//! on read (the sha256 is in the index for whoever wants to check; opening checks it for every
+//! file it lists again). Durability is what fsync gives: a disk or filesystem that
+//! acknowledges an fsync it has not done can lose acknowledged hides in a power cut.
 //!
 //! This crate does no networking and never interprets a hide's content. `lib.rs` is the façade
 //! (the types and [`Store`]'s operations); `dir.rs` keeps the directory private, `index.rs`
-//! holds the schema and queries, `writing.rs` a put in progress, `sweep.rs` what opening
-//! mends, `id.rs` the IDs and `page.rs` paging and search.
+//! holds the schema, the queries and the index's opening, `writing.rs` a put in progress,
+//! `sweep.rs` what opening mends, `id.rs` the IDs and `page.rs` paging and search.
 
 mod dir;
 pub mod id;
@@ -49,11 +64,8 @@ mod sweep;
 mod writing;
 
 use dir::{check_private_dir, private_file, private_subdir};
-use index::{
-    SCHEMA, USAGE, add_charged, find_content, listed, lookup, make_room, row_entry, usage,
-    usage_of_all, with_meta,
-};
-pub use sweep::Sweep;
+use index::{find_content, listed, lookup, make_room, row_entry, usage, usage_of_all, with_meta};
+pub use sweep::{RECOVERED_KIND, Sweep};
 use writing::Reservation;
 pub use writing::Writing;
 
@@ -77,8 +89,6 @@ pub const MAX_META_BYTES: usize = 1024;
 /// Most hides one tenant may keep, whatever their size: each costs an index row and an inode
 /// beyond its bytes. Past it the oldest is evicted, or the put refused (`on_full`).
 pub const MAX_HIDES_PER_TENANT: u64 = 10_000;
-/// Temp files older than this are leftovers of a crashed writer and are removed at open.
-pub const STALE_TMP: Duration = Duration::from_secs(3600);
 /// Idle reader connections kept open for the next read.
 const READERS_KEPT: usize = 8;
 
@@ -241,12 +251,36 @@ pub enum StoreError {
         /// What is wrong.
         why: String,
     },
+    /// Another process (or another `Store` in this one) has the directory open.
+    #[error(
+        "hide store {path} is in use by another process (its lock file is held); one daemon owns a store"
+    )]
+    InUse {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A file operation failed.
     #[error("hide store I/O: {0}")]
     Io(#[from] io::Error),
     /// The index failed.
     #[error("hide store index: {0}")]
-    Index(#[from] rusqlite::Error),
+    Index(rusqlite::Error),
+    /// The index is damaged (SQLite found corrupt pages, or the file is not a database). The
+    /// store's next open sets it aside and rebuilds the index from the hides' files.
+    #[error(
+        "hide store index is damaged ({0}); restart the daemon: it sets the damaged index aside and rebuilds it from the hides' files"
+    )]
+    Damaged(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        match e.sqlite_error_code() {
+            Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged(e.to_string()),
+            _ => StoreError::Index(e),
+        }
+    }
 }
 
 /// Shorthand.
@@ -265,12 +299,19 @@ pub(crate) struct NewHide<'a> {
 /// An open store. Cheap to share behind an `Arc`; every method blocks (file and SQLite I/O),
 /// so async callers run them on a blocking thread.
 ///
-/// Mutations are serialised: one writer connection behind a mutex and the directory's flock,
-/// held for one short transaction (no query in it reads more rows than it changes, but for
+/// Mutations are serialised: one writer connection behind a mutex, held for one short
+/// transaction (no query in it reads more rows than it changes, but for
 /// the sha256 collision walk). Reads never take them: each runs in a read transaction on a
-/// reader connection of its own, which SQLite's WAL mode serves beside a writer.
+/// reader connection of its own, which SQLite's WAL mode serves beside a writer. One process
+/// owns the directory while a `Store` is open (its flock).
 pub struct Store {
     root: PathBuf,
+    /// The directory's `lock`, flocked for as long as the store is open: one process owns a
+    /// store (a second open, by any process, is refused with [`StoreError::InUse`]).
+    _owned: File,
+    /// The index file's device and inode when it was opened: a mutation or a new reader
+    /// first checks that the path still names it (see [`Store::check_index`]).
+    index_file: (u64, u64),
     inner: Mutex<Inner>,
     /// Reader connections not in use (at most [`READERS_KEPT`] are kept).
     readers: Mutex<Vec<Connection>>,
@@ -314,7 +355,6 @@ pub struct Evicted {
 
 struct Inner {
     db: Connection,
-    lock: File,
 }
 
 impl std::fmt::Debug for Store {
@@ -325,8 +365,10 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens the store at `dir`, creating it (0700) if it does not exist. Refuses a directory
-    /// that is not owned by this process's uid or that its group or others can access.
-    /// Removes leftovers of crashed writers.
+    /// that is not owned by this process's uid or that its group or others can access, and
+    /// one that another `Store` has open ([`StoreError::InUse`]). Sets a damaged index aside,
+    /// removes what crashed puts left and lists again every whole hide the index does not
+    /// name ([`Store::opened`] says what it did).
     pub fn open(dir: &Path) -> Result<Store> {
         if !dir.exists() {
             DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
@@ -337,29 +379,28 @@ impl Store {
             private_subdir(&root.join(sub))?;
         }
         let lock = private_file(&root.join("lock"))?;
-        let db_path = root.join("index.sqlite3");
-        drop(private_file(&db_path)?); // created 0600 before SQLite opens it
-        let db = Connection::open(&db_path)?;
-        db.busy_timeout(Duration::from_secs(30))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
-        db.pragma_update(None, "synchronous", "FULL")?;
-        db.pragma_update(None, "foreign_keys", "ON")?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::InUse { path: root });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+        let (db, set_aside) = index::open_or_set_aside(&root)?;
+        let index_file = index::identity(&root)?;
         let mut store = Store {
             root,
-            inner: Mutex::new(Inner { db, lock }),
+            _owned: lock,
+            index_file,
+            inner: Mutex::new(Inner { db }),
             readers: Mutex::default(),
             pending: Mutex::default(),
             opened: Sweep::default(),
             evicted_by_retention: AtomicU64::new(0),
             evicted_by_expiry: AtomicU64::new(0),
         };
-        store.mutate(|db| {
-            db.execute_batch(SCHEMA)?;
-            add_charged(db)?;
-            db.execute_batch(USAGE)?;
-            Ok(())
-        })?;
         store.opened = store.sweep()?;
+        store.opened.index_set_aside = set_aside;
         Ok(store)
     }
 
@@ -445,8 +486,8 @@ impl Store {
         })
     }
 
-    /// Under the lock: the same content again, or a new ID, retention, the temp file renamed
-    /// into place, the directory fsynced, the row committed; then, still under the lock, the
+    /// Under the writer's mutex: the same content again, or a new ID, retention, the temp file renamed
+    /// into place, the directory fsynced, the row committed; then, still under the mutex, the
     /// evicted files unlinked.
     fn commit(&self, tmp: &Path, hide: NewHide<'_>, retention: &Retention) -> Result<Put> {
         let NewHide {
@@ -458,7 +499,7 @@ impl Store {
             meta,
         } = hide;
         let source_key = id::sanitize_source(source);
-        let put = self.mutate_unlinking(tenant, |db| {
+        let put = self.mutate_placing(tenant, |db, placed| {
             if let Some(entry) = find_content(db, tenant, &source_key, sha256)? {
                 return Ok((
                     Put {
@@ -492,31 +533,10 @@ impl Store {
             })?;
             let dir = self.tenant_dir(tenant)?;
             std::fs::rename(tmp, dir.join(&id))?;
+            *placed = Some(dir.join(&id));
             File::open(&dir)?.sync_all()?;
             let created_ms = now_ms();
-            db.execute(
-                "INSERT INTO hides
-                   (tenant, id, source_key, sha256, kind, source, size, created_ms, charged)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    tenant,
-                    id,
-                    source_key,
-                    sha256,
-                    kind,
-                    source,
-                    size as i64,
-                    created_ms as i64,
-                    charged as i64
-                ],
-            )?;
-            let seq = db.last_insert_rowid();
-            for (pos, (k, v)) in meta.iter().enumerate() {
-                db.execute(
-                    "INSERT INTO meta (seq, pos, key, value) VALUES (?1, ?2, ?3, ?4)",
-                    params![seq, pos as i64, k, v],
-                )?;
-            }
+            index::insert(db, &id, &hide, created_ms)?;
             let entry = Entry {
                 id,
                 kind: kind.to_string(),
@@ -545,8 +565,8 @@ impl Store {
     /// to the index, which is in WAL mode, so that reading it never waits for a writer nor
     /// holds one up (and never takes the store's lock).
     pub fn observer(&self) -> Result<Observer> {
-        let db = Connection::open_with_flags(
-            self.root.join("index.sqlite3"),
+        let db = index::connect(
+            &self.root,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         db.busy_timeout(Duration::from_millis(100))?;
@@ -763,8 +783,9 @@ impl Store {
         let db = match kept {
             Some(db) => db,
             None => {
-                let db = Connection::open_with_flags(
-                    self.root.join("index.sqlite3"),
+                self.check_index()?;
+                let db = index::connect(
+                    &self.root,
                     rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
                         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
                 )?;
@@ -778,7 +799,7 @@ impl Store {
             .and_then(|tx| f(&tx));
         // Kept for the next read unless the index itself failed (an unknown ID is an answer,
         // not a reason to open a new connection); the read transaction ended with `tx`.
-        if !matches!(out, Err(StoreError::Index(_))) {
+        if !matches!(out, Err(StoreError::Index(_) | StoreError::Damaged(_))) {
             let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
             if readers.len() < READERS_KEPT {
                 readers.push(db);
@@ -787,12 +808,25 @@ impl Store {
         out
     }
 
+    /// Refuses to go on when the index's path no longer names the file the store opened (it
+    /// was deleted, or replaced): a commit would go to a file no later open reads, or to one
+    /// this store did not check. What is listed stays readable through the connections
+    /// already open; the next open lists every hide again from its file.
+    fn check_index(&self) -> Result<()> {
+        match index::identity(&self.root) {
+            Ok(now) if now == self.index_file => Ok(()),
+            _ => Err(StoreError::Damaged(
+                "index.sqlite3 was removed or replaced while the store was open".into(),
+            )),
+        }
+    }
+
     fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` in an immediate transaction while holding the store's flock, so that it is
-    /// the only mutation in any process sharing the directory.
+    /// Runs `f` in an immediate transaction on the one writer connection, so that it is the
+    /// only mutation (the store's process owns the directory).
     fn mutate<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
         self.mutate_unlinking("", |db| Ok((f(db)?, Vec::new())))
     }
@@ -801,9 +835,15 @@ impl Store {
         self.root.join("objects").join(tenant_key(tenant))
     }
 
+    /// The tenant's directory, made (and named, so that its hides can be told from their
+    /// files alone) before its first hide is renamed into it.
     fn tenant_dir(&self, tenant: &str) -> Result<PathBuf> {
         let dir = self.tenant_dir_path(tenant);
-        if private_subdir(&dir)? {
+        let made = private_subdir(&dir)?;
+        if made || !dir.join(sweep::TENANT_FILE).exists() {
+            sweep::name_tenant_dir(&dir, tenant)?;
+        }
+        if made {
             File::open(self.root.join("objects"))?.sync_all()?;
         }
         Ok(dir)
@@ -811,7 +851,7 @@ impl Store {
 
     /// [`Store::mutate`] for a change that deletes some of `tenant`'s rows: `f` returns its
     /// result and the IDs whose rows it deleted. Their files are unlinked after the commit and
-    /// before the lock is released, each only if no row names it again. Unlinked later, a
+    /// before the mutex is released, each only if no row names it again. Unlinked later, a
     /// file could be one that a put of the same content renamed into place meanwhile, and its
     /// listed hide would lose its content.
     fn mutate_unlinking<T>(
@@ -819,12 +859,37 @@ impl Store {
         tenant: &str,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(T, Vec<String>)>,
     ) -> Result<T> {
+        self.mutate_placing(tenant, |db, _| f(db))
+    }
+
+    /// [`Store::mutate_unlinking`] for a change that renames a file into place (a put): `f`
+    /// says where in `placed`. If the change then does not commit (a full disk fails the
+    /// WAL's append), the file is unlinked before the mutex is released: in no row, it would
+    /// hold space no tenant can see or free until the next open.
+    fn mutate_placing<T>(
+        &self,
+        tenant: &str,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut Option<PathBuf>) -> Result<(T, Vec<String>)>,
+    ) -> Result<T> {
+        self.check_index()?;
         let mut inner = self.lock_inner();
-        let Inner { db, lock } = &mut *inner;
-        let _held = Held::exclusive(lock)?;
-        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (out, ids) = f(&tx)?;
-        tx.commit()?;
+        let Inner { db } = &mut *inner;
+        let mut placed = None;
+        let change = || {
+            let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let done = f(&tx, &mut placed)?;
+            tx.commit()?;
+            Ok(done)
+        };
+        let (out, ids) = match change() {
+            Ok(done) => done,
+            Err(e) => {
+                if let Some(file) = placed {
+                    let _ = std::fs::remove_file(file);
+                }
+                return Err(e);
+            }
+        };
         if !ids.is_empty() {
             let dir = self.tenant_dir_path(tenant);
             for id in &ids {
@@ -903,21 +968,4 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The store's exclusive lock (`flock` through std's `File::lock`), released on drop.
-struct Held<'a>(&'a File);
-
-impl<'a> Held<'a> {
-    fn exclusive(file: &'a File) -> io::Result<Self> {
-        file.lock()?;
-        Ok(Held(file))
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        // Unlocking a held lock cannot fail in a way this could act on; closing would too.
-        let _ = self.0.unlock();
-    }
 }

@@ -1,43 +1,61 @@
-//! What opening the store mends: leftovers of crashed puts and deletes, and rows whose file is
-//! gone.
+//! What opening the store mends: leftovers of puts a crash cut short, rows whose file is
+//! gone, and hides whose file is whole but which the index does not list (a put cut short
+//! between its rename and its commit, or an index lost, damaged, or missing its last
+//! commits). Those are listed again from their files; nothing in `objects/` is ever deleted
+//! here, and nothing that is not provably a tenant's hide is listed.
+//!
+//! A file is provably `tenant`'s hide `id` when it is a regular file in a tenant directory
+//! whose `.tenant` file names a tenant that hashes to the directory's name, `id` is an ID, and
+//! the file's sha256 begins with the ID's hash. Anything else found in `objects/` is moved to
+//! `lost/` for an operator.
 
-use crate::index::listed;
-use crate::{Result, STALE_TMP, Store, tenant_key};
-use rusqlite::params;
-use std::io;
-use std::time::Duration;
+use crate::index::{insert, listed};
+use crate::{NewHide, Result, Store, id, tenant_key};
+use rusqlite::{Connection, params};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
-/// What a sweep of the store found and mended: the crash leftovers it removed, and the index
-/// rows whose files were missing or damaged (which it deleted, so that a listed hide always
-/// reads back whole).
+/// The file in each tenant's directory that names its tenant (the directory's name is a hash).
+pub(crate) const TENANT_FILE: &str = ".tenant";
+/// The longest tenant name a `.tenant` file is read for.
+const MAX_TENANT_BYTES: u64 = 4096;
+/// The kind given to a hide listed again from its file (its own kind was in the index).
+pub const RECOVERED_KIND: &str = "recovered";
+
+/// What a sweep of the store found and mended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sweep {
-    /// Temp files of puts whose process is gone (or older than [`STALE_TMP`]).
+    /// Temp files of puts that a crash or a kill cut short, removed.
     pub temp_files: usize,
-    /// Object files no index row names.
-    pub orphan_files: usize,
+    /// `(tenant, id)` of whole hides no index row named, listed again. Their content and ID
+    /// are what they were; their kind is [`RECOVERED_KIND`], their source the ID's, their
+    /// meta is lost and their time is the file's.
+    pub adopted: Vec<(String, String)>,
+    /// Files in `objects/` that are not provably a tenant's hide, moved into `lost/`.
+    pub quarantined: Vec<PathBuf>,
     /// `(tenant, id)` of rows dropped because their file was missing or of the wrong size.
     pub broken_rows: Vec<(String, String)>,
+    /// Where a damaged index was moved before a new one was made (`damaged/`).
+    pub index_set_aside: Option<PathBuf>,
 }
 
 impl Store {
-    /// Under the lock: removes temp files whose put's process is gone, object files no index
-    /// row names, and rows whose file is missing or not of their size (a store damaged by
-    /// hand, or by the unlink race of earlier versions); says what it did.
+    /// Removes temp files, drops rows whose file is missing or not of their size, names every
+    /// tenant's directory, then lists again every whole hide no row names and moves what is
+    /// not a hide to `lost/`; says what it did. The store's process owns the directory, so
+    /// nothing else is writing meanwhile.
     pub(crate) fn sweep(&self) -> Result<Sweep> {
         let root = self.root.clone();
         self.mutate(|db| {
             let mut sweep = Sweep::default();
             for entry in std::fs::read_dir(root.join("tmp"))? {
-                let entry = entry?;
-                if abandoned_temp(&entry)? {
-                    let _ = std::fs::remove_file(entry.path());
-                    sweep.temp_files += 1;
-                }
+                std::fs::remove_file(entry?.path())?;
+                sweep.temp_files += 1;
             }
-            // The tenants are read under the lock too: a list read before it misses a tenant
-            // whose first hide another process commits meanwhile, and that hide's file would
-            // be taken for an orphan.
             let tenants: Vec<String> = db
                 .prepare("SELECT DISTINCT tenant FROM hides")?
                 .query_map([], |r| r.get(0))?
@@ -61,24 +79,41 @@ impl Store {
                         sweep.broken_rows.push((tenant.clone(), id));
                     }
                 }
+                // A store from before tenant directories were named gets their names now,
+                // while its index still knows them.
+                if dir.is_dir() && named_tenant(&dir)?.as_deref() != Some(tenant.as_str()) {
+                    name_tenant_dir(&dir, tenant)?;
+                }
             }
-            let by_key: std::collections::HashMap<String, String> =
-                tenants.into_iter().map(|t| (tenant_key(&t), t)).collect();
             for dir in std::fs::read_dir(root.join("objects"))? {
                 let dir = dir?;
                 let key = dir.file_name().to_string_lossy().into_owned();
-                let tenant = by_key.get(&key);
+                if !dir.file_type()?.is_dir() {
+                    sweep
+                        .quarantined
+                        .push(quarantine(&root, &dir.path(), &key)?);
+                    continue;
+                }
+                let tenant = named_tenant(&dir.path())?.filter(|t| tenant_key(t) == key);
                 for file in std::fs::read_dir(dir.path())? {
                     let file = file?;
-                    let id = file.file_name().to_string_lossy().into_owned();
-                    let named = match tenant {
-                        Some(t) => listed(db, t, &id)?,
-                        None => false,
-                    };
-                    if !named {
-                        let _ = std::fs::remove_file(file.path());
-                        sweep.orphan_files += 1;
+                    let name = file.file_name().to_string_lossy().into_owned();
+                    if name == TENANT_FILE {
+                        continue;
                     }
+                    if let Some(t) = &tenant {
+                        if listed(db, t, &name)? {
+                            continue;
+                        }
+                        if adopt(db, t, &file)? {
+                            sweep.adopted.push((t.clone(), name));
+                            continue;
+                        }
+                    }
+                    let to = format!("{key}/{name}");
+                    sweep
+                        .quarantined
+                        .push(quarantine(&root, &file.path(), &to)?);
                 }
             }
             Ok(sweep)
@@ -86,28 +121,101 @@ impl Store {
     }
 }
 
-/// Whether a temp file's put is over: its name starts with the pid of the process that
-/// writes it (`begin_put`), and that process is gone, or the file is older than
-/// [`STALE_TMP`]. A live process's upload in progress, in a store shared by several, is left
-/// alone.
-fn abandoned_temp(entry: &std::fs::DirEntry) -> Result<bool> {
-    let name = entry.file_name();
-    let writer = name
-        .to_str()
-        .and_then(|n| n.split('-').next())
-        .and_then(|pid| pid.parse::<libc::pid_t>().ok());
-    let gone = match writer {
-        Some(pid) if pid > 0 => {
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            let absent = unsafe { libc::kill(pid, 0) } != 0;
-            absent && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-        }
-        _ => true,
+/// Lists `file` as `tenant`'s hide when it provably is one (see the module's comment);
+/// returns whether it did.
+fn adopt(db: &Connection, tenant: &str, file: &std::fs::DirEntry) -> Result<bool> {
+    let id = file.file_name().to_string_lossy().into_owned();
+    let Some((source_key, hash)) = id.rsplit_once('-') else {
+        return Ok(false);
     };
-    let age = entry
-        .metadata()?
+    let meta = std::fs::symlink_metadata(file.path())?;
+    if !id::is_well_formed(&id) || !meta.is_file() {
+        return Ok(false);
+    }
+    let sha256 = sha256_of(&file.path())?;
+    if !sha256.starts_with(hash) {
+        return Ok(false);
+    }
+    let created_ms = meta
         .modified()?
-        .elapsed()
-        .unwrap_or(Duration::ZERO);
-    Ok(gone || age > STALE_TMP)
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let hide = NewHide {
+        tenant,
+        kind: RECOVERED_KIND,
+        source: source_key,
+        sha256: &sha256,
+        size: meta.len(),
+        meta: &[],
+    };
+    insert(db, &id, &hide, created_ms)?;
+    Ok(true)
+}
+
+fn sha256_of(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf)? {
+            0 => break,
+            n => hasher.update(&buf[..n]),
+        }
+    }
+    Ok(crate::hex(&hasher.finalize()))
+}
+
+/// The tenant a directory's `.tenant` file names, if it has a readable one.
+fn named_tenant(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join(TENANT_FILE);
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ELOOP)) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut name = Vec::new();
+    file.take(MAX_TENANT_BYTES + 1).read_to_end(&mut name)?;
+    if name.len() as u64 > MAX_TENANT_BYTES {
+        return Ok(None);
+    }
+    Ok(String::from_utf8(name).ok())
+}
+
+/// Writes `dir`'s `.tenant` file (through a temp file renamed into place) and fsyncs it and
+/// the directory, so that a tenant's hides can be told from their files alone.
+pub(crate) fn name_tenant_dir(dir: &Path, tenant: &str) -> Result<()> {
+    let tmp = dir.join(format!("{TENANT_FILE}.tmp"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    file.write_all(tenant.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, dir.join(TENANT_FILE))?;
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Moves `path` to `lost/<to>` (made unique), never deleting it; returns where it went.
+fn quarantine(root: &Path, path: &Path, to: &str) -> Result<PathBuf> {
+    let lost = root.join("lost");
+    crate::dir::private_subdir(&lost)?;
+    let mut dest = lost.join(to.replace('/', "_"));
+    let mut n = 1;
+    while dest.exists() {
+        dest = lost.join(format!("{}.{n}", to.replace('/', "_")));
+        n += 1;
+    }
+    std::fs::rename(path, &dest)?;
+    File::open(&lost)?.sync_all()?;
+    Ok(dest)
 }

@@ -94,7 +94,7 @@ impl Writing<'_> {
         }
         let sha256 = hex(&std::mem::take(&mut self.hasher).finalize());
         // The same content from the same source is already there: nothing to make durable
-        // (the temp file goes with `self`). `commit` checks again under the lock.
+        // (the temp file goes with `self`). `commit` checks again under the writer's mutex.
         let source_key = id::sanitize_source(source);
         let existing = self
             .store

@@ -177,6 +177,40 @@ where
     }
 }
 
+/// What opening the store found and mended, for the operator.
+fn log_sweep(sweep: &jqjail_store::Sweep) {
+    if let Some(aside) = &sweep.index_set_aside {
+        tracing::error!(
+            moved_to = %aside.display(),
+            "hide store: the index was damaged or its WAL had no database; it was set aside and \
+             a new one made, and every whole hide is listed again from its file"
+        );
+    }
+    if sweep.temp_files > 0 {
+        tracing::info!(
+            temp_files = sweep.temp_files,
+            "hide store: removed the temp files of puts a crash or a kill cut short"
+        );
+    }
+    if !sweep.adopted.is_empty() {
+        tracing::warn!(
+            hides = sweep.adopted.len(),
+            "hide store: listed again whole hides the index did not name (a put cut short \
+             before its commit, or an index lost or behind); their ID and content are kept, \
+             their kind is `recovered` and their meta lost"
+        );
+    }
+    for path in &sweep.quarantined {
+        tracing::warn!(
+            path = %path.display(),
+            "hide store: moved a file that is not a tenant's hide out of objects/"
+        );
+    }
+    for (tenant, id) in &sweep.broken_rows {
+        tracing::warn!(%tenant, %id, "hide store: dropped a hide whose file was missing or damaged");
+    }
+}
+
 fn run(args: Args) -> anyhow::Result<()> {
     let cfg = args.config()?;
     fixed_mmap_threshold();
@@ -186,17 +220,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let store = jqjail_store::Store::open(&args.store)
         .with_context(|| format!("opening the hide store {}", args.store.display()))?;
     tracing::info!(store = %store.root().display(), "hide store open");
-    let sweep = store.opened();
-    if sweep.temp_files + sweep.orphan_files > 0 {
-        tracing::info!(
-            temp_files = sweep.temp_files,
-            orphan_files = sweep.orphan_files,
-            "hide store: removed what crashed puts and deletes left behind"
-        );
-    }
-    for (tenant, id) in &sweep.broken_rows {
-        tracing::warn!(%tenant, %id, "hide store: dropped a hide whose file was missing or damaged");
-    }
+    log_sweep(store.opened());
     let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -390,7 +390,11 @@ fn error_reply(e: StoreError) -> ErrorReply {
             size,
         } => ErrorReply::new(ErrorCode::QuotaExceeded, message).with_limit(quota, pending + size),
         StoreError::Invalid(_) => ErrorReply::new(ErrorCode::InvalidRequest, message),
-        StoreError::Unsafe { .. } | StoreError::Io(_) | StoreError::Index(_) => {
+        StoreError::Unsafe { .. }
+        | StoreError::InUse { .. }
+        | StoreError::Io(_)
+        | StoreError::Index(_)
+        | StoreError::Damaged(_) => {
             tracing::error!(error = %message, "hide store failure");
             ErrorReply::new(ErrorCode::StoreUnavailable, message)
         }
