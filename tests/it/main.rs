@@ -12,6 +12,7 @@ mod confinement;
 mod conformance;
 mod container;
 mod contract;
+mod faults;
 mod hide;
 mod hostile;
 mod jq_builtins;

@@ -17,6 +17,8 @@ pub struct Daemon {
     pub child: Child,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
+    /// Its hide store's directory (in `dir` unless given).
+    pub store: PathBuf,
     pub log: Arc<Mutex<String>>,
     /// Its effective configuration (defaults, its `--config` file, its flags), as the daemon's
     /// own code computes it: every wall-clock bound of a test is one of its deadlines.
@@ -31,13 +33,19 @@ impl Daemon {
     /// Starts `jqjaild` with extra flags and environment, and returns once it has logged
     /// that it is ready (its stderr is read, not slept on).
     pub fn start_with(flags: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::start_on(None, flags, env)
+    }
+
+    /// [`Daemon::start_with`] on the hide store at `store` (a store of its own when None).
+    pub fn start_on(store: Option<&Path>, flags: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("jqjail.sock");
+        let store = store.map_or_else(|| dir.path().join("store"), Path::to_path_buf);
         let mut args = vec![
             "--socket".into(),
             socket.clone().into_os_string(),
             "--store".into(),
-            dir.path().join("store").into_os_string(),
+            store.clone().into_os_string(),
         ];
         args.extend(flags.iter().map(std::ffi::OsString::from));
         let cfg = <jqjail_supervisor::daemon::Args as clap::Parser>::try_parse_from(
@@ -81,6 +89,7 @@ impl Daemon {
             child,
             dir,
             socket,
+            store,
             log,
             cfg,
         }
@@ -145,7 +154,7 @@ impl Daemon {
     }
 
     pub fn store(&self) -> PathBuf {
-        self.dir.path().join("store")
+        self.store.clone()
     }
 }
 

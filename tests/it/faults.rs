@@ -1,0 +1,304 @@
+//! Faults of the machine under the daemon (issue 35), each through the real daemon and the
+//! real client: the hide store's index deleted, damaged or unwritable, and a second daemon on
+//! one store. Each case says what must be kept: every acknowledged hide, whole, and runs
+//! served throughout.
+
+use crate::util::{DAEMON, Daemon, alive, root, skip};
+use jqjail_client::{ClientError, ErrorCode};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Puts three hides (one of 2 MiB) through `d`; returns `id → content`.
+fn put_some(d: &Daemon) -> BTreeMap<String, Vec<u8>> {
+    let mut c = d.client();
+    let mut held = BTreeMap::new();
+    let big: Vec<u8> = format!("[{}]", vec!["{\"a\":1}"; 260_000].join(",")).into_bytes();
+    for content in [big, b"{\"n\":1}".to_vec(), b"[\"two\"]".to_vec()] {
+        let put = c
+            .hide_put("tool_output", "github", &content, &BTreeMap::new())
+            .unwrap();
+        held.insert(put.entry.id, content);
+    }
+    held
+}
+
+/// Every hide of `held` is listed by `d` and reads back byte for byte; nothing else is listed.
+fn still_holds(d: &Daemon, held: &BTreeMap<String, Vec<u8>>) {
+    let mut c = d.client();
+    let listed = c.hide_list().unwrap();
+    assert_eq!(listed.len(), held.len(), "{listed:?}");
+    for (id, content) in held {
+        let got = c.hide_get(id).unwrap();
+        assert!(
+            got.content.as_bytes() == content,
+            "{id} is not what was put"
+        );
+    }
+}
+
+fn remove_index(store: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(store.join(format!("index.sqlite3{suffix}")));
+    }
+}
+
+/// Before: the next start counted every hide's file as a crash's leftover and deleted it
+/// (`hide list` was `[]`).
+#[test]
+fn a_deleted_index_loses_no_hide_across_a_restart() {
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().join("store");
+    let held = put_some(&Daemon::start_on(Some(&store), &[], &[]));
+    remove_index(&store);
+    let d = Daemon::start_on(Some(&store), &[], &[]);
+    still_holds(&d, &held);
+    assert!(d.log().contains("listed again whole hides"), "{}", d.log());
+}
+
+/// Before: `jqjaild` refused to start (`hide store index: file is not a database`), so no
+/// tenant could run even a filter that needs no hide.
+#[test]
+fn a_damaged_index_does_not_stop_the_daemon_and_loses_no_hide() {
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().join("store");
+    let held = put_some(&Daemon::start_on(Some(&store), &[], &[]));
+    let index = store.join("index.sqlite3");
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes[..64].fill(b'!');
+    std::fs::write(&index, bytes).unwrap();
+    let d = Daemon::start_on(Some(&store), &[], &[]);
+    assert_eq!(d.ok(".[0]", "[7]"), "7");
+    still_holds(&d, &held);
+    assert!(d.log().contains("set aside"), "{}", d.log());
+    assert_eq!(std::fs::read_dir(store.join("damaged")).unwrap().count(), 1);
+}
+
+/// The index deleted under a running daemon: puts are refused with a coded error that says
+/// how to repair, listed hides still read, runs are served; and after a SIGKILL and a
+/// restart, every acknowledged hide is there.
+#[test]
+fn an_index_deleted_under_a_running_daemon_then_a_kill_loses_no_hide() {
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().join("store");
+    let mut d = Daemon::start_on(Some(&store), &[], &[]);
+    let held = put_some(&d);
+    remove_index(&store);
+    let refused = d
+        .client()
+        .hide_put("k", "after", b"[1]", &BTreeMap::new())
+        .unwrap_err();
+    match refused {
+        ClientError::Server(e) => {
+            assert_eq!(e.code, ErrorCode::StoreUnavailable, "{}", e.message);
+            assert!(e.message.contains("restart"), "{}", e.message);
+        }
+        other => panic!("{other}"),
+    }
+    let (id, content) = held.iter().next().unwrap();
+    assert!(d.client().hide_get(id).unwrap().content.as_bytes() == content);
+    assert_eq!(d.ok(".a", "{\"a\":2}"), "2");
+    d.child.kill().unwrap(); // SIGKILL
+    d.child.wait().unwrap();
+    drop(d);
+    let d = Daemon::start_on(Some(&store), &[], &[]);
+    still_holds(&d, &held);
+}
+
+/// Before: SQLite mapped `index.sqlite3-shm`; made immutable (as a disk gone read-only also
+/// leaves it), the next `hide get` killed the daemon with SIGBUS and every tenant's request
+/// with it. Now no store file is mapped: the same fault is a coded error, and the daemon
+/// serves hides again once the files are writable.
+#[test]
+fn an_unwritable_store_is_an_error_never_a_signal() {
+    if !root() {
+        return skip("chattr +i needs root (CAP_LINUX_IMMUTABLE)");
+    }
+    let d = Daemon::start();
+    let held = put_some(&d);
+    let store = d.store();
+    let mut files: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    for dir in std::fs::read_dir(store.join("objects")).unwrap() {
+        files.extend(
+            std::fs::read_dir(dir.unwrap().path())
+                .unwrap()
+                .map(|e| e.unwrap().path()),
+        );
+    }
+    let chattr = |flag: &str| {
+        Command::new("chattr")
+            .arg(flag)
+            .args(&files)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !chattr("+i") {
+        chattr("-i");
+        return skip("chattr +i failed: the temp dir's filesystem has no immutable flag");
+    }
+    let mut refused = 0;
+    for round in 0..5 {
+        let mut c = d.client();
+        for (id, content) in &held {
+            match c.hide_get(id) {
+                Ok(got) => assert!(got.content.as_bytes() == content),
+                Err(ClientError::Server(e)) if e.code == ErrorCode::StoreUnavailable => {}
+                Err(e) => {
+                    chattr("-i");
+                    panic!("get in round {round}: {e}");
+                }
+            }
+        }
+        match c.hide_put(
+            "k",
+            "while",
+            format!("[{round}]").as_bytes(),
+            &BTreeMap::new(),
+        ) {
+            Err(ClientError::Server(e)) if e.code == ErrorCode::StoreUnavailable => refused += 1,
+            other => {
+                chattr("-i");
+                panic!("put into an immutable store: {other:?}");
+            }
+        }
+        assert_eq!(d.ok(".[0]", "[1]"), "1");
+    }
+    let lived = alive(d.pid());
+    chattr("-i");
+    assert!(lived, "the daemon died; log:\n{}", d.log());
+    assert_eq!(refused, 5);
+    let mut c = d.client();
+    let put = c.hide_put("k", "after", b"[\"after\"]", &BTreeMap::new());
+    assert!(put.is_ok(), "{put:?}");
+}
+
+/// One daemon owns a store: a second one on it is refused at start with a message that says
+/// so (before, two shared it, each allowing a quota's worth of uploads).
+#[test]
+fn a_second_daemon_on_a_store_is_refused() {
+    let d = Daemon::start();
+    let other = tempfile::tempdir().unwrap();
+    let out = Command::new(DAEMON)
+        .args(["--socket", other.path().join("s").to_str().unwrap()])
+        .args(["--store", d.store().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("in use by another process"), "{err}");
+    assert_eq!(d.ok(".", "1"), "1");
+}
+
+/// A tmpfs of `mib` MiB mounted on a temp dir for one test (root only), unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m,mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The store's disk fills, by puts and by runs whose output is kept as a hide: every refused
+/// one gets a coded error that names the store and the space, never a crash or a closed
+/// connection; runs without hides are served; every hide acknowledged before reads back
+/// whole; no temp file is left; and once space is freed, puts work again without a restart.
+#[test]
+fn a_full_disk_refuses_puts_with_a_coded_error_and_loses_nothing() {
+    if !root() {
+        return skip("mounting a small tmpfs for the store needs root");
+    }
+    let Some(disk) = SmallDisk::mount(24) else {
+        return skip("mount -t tmpfs failed");
+    };
+    let store = disk.path().join("store");
+    let d = Daemon::start_on(Some(&store), &[], &[]);
+    let mut c = d.client();
+    let mut held = BTreeMap::new();
+    let mut refusals = Vec::new();
+    for i in 0..40u32 {
+        let content = format!("[{i},\"{}\"]", "x".repeat(1 << 20)).into_bytes();
+        match c.hide_put("k", "fill", &content, &BTreeMap::new()) {
+            Ok(put) => {
+                held.insert(put.entry.id, content);
+            }
+            Err(ClientError::Server(e)) => {
+                assert_eq!(e.code, ErrorCode::StoreUnavailable, "{}", e.message);
+                refusals.push(e.message);
+            }
+            Err(e) => panic!("put {i}: {e}"),
+        }
+        assert_eq!(d.ok(".[0]", "[5]"), "5");
+    }
+    assert!(!refusals.is_empty(), "24 MiB held 40 MiB of hides");
+    assert!(
+        refusals
+            .iter()
+            .all(|m| m.contains("hide store") && m.contains("No space left")),
+        "{refusals:?}"
+    );
+    // A run whose output is over the limit, to be kept as a hide: refused the same way.
+    let opts = jqjail_client::RunOptions {
+        on_oversize: jqjail_client::OnOversize::Hide,
+        ..Default::default()
+    };
+    match c.run_answer(
+        "[range(300000)]",
+        jqjail_client::Source::Inline(b"null"),
+        &opts,
+    ) {
+        Err(ClientError::Server(e)) => {
+            assert_eq!(e.code, ErrorCode::StoreUnavailable, "{}", e.message)
+        }
+        other => panic!("a hidden output on a full disk: {other:?}"),
+    }
+    still_holds(&d, &held);
+    assert_eq!(std::fs::read_dir(store.join("tmp")).unwrap().count(), 0);
+    // Space freed: puts work again, at once.
+    let freed: Vec<String> = held.keys().take(4).cloned().collect();
+    for id in &freed {
+        c.hide_delete(id).unwrap();
+        held.remove(id);
+    }
+    let content = b"[\"after\"]".to_vec();
+    let put = c
+        .hide_put("k", "after", &content, &BTreeMap::new())
+        .unwrap();
+    held.insert(put.entry.id, content);
+    still_holds(&d, &held);
+    eprintln!(
+        "full disk: {} hides acknowledged, {} puts refused, 0 lost",
+        held.len() - 1 + freed.len(),
+        refusals.len()
+    );
+}
