@@ -11,6 +11,8 @@ use jqjail_protocol::{ErrorCode, ErrorReply};
 pub struct Context {
     /// The supervisor killed it because the wall-clock deadline passed.
     pub killed_for_timeout: bool,
+    /// It was stopped (SIGSTOP from outside jqjail) when the deadline passed.
+    pub stopped_from_outside: bool,
     /// The deadline, for the message.
     pub timeout_ms: u64,
     /// The heap allowance, for the message.
@@ -40,6 +42,16 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
         }
         e
     };
+    if ctx.killed_for_timeout && ctx.stopped_from_outside {
+        return ErrorReply::new(
+            ErrorCode::Timeout,
+            format!(
+                "the worker was stopped by a signal from outside jqjail (SIGSTOP or a debugger) and could not finish within the {} ms wall-clock limit; it was killed and replaced, and the filter may succeed if run again",
+                grouped(ctx.timeout_ms)
+            ),
+        )
+        .with_limit(ctx.timeout_ms, ctx.timeout_ms);
+    }
     if ctx.killed_for_timeout {
         return ErrorReply::new(
             ErrorCode::Timeout,
@@ -163,6 +175,7 @@ mod tests {
 
     const CTX: Context = Context {
         killed_for_timeout: false,
+        stopped_from_outside: false,
         timeout_ms: 5000,
         heap_bytes: 256 << 20,
         cpu_seconds: 6,

@@ -691,6 +691,9 @@ async fn run_on(
             })
         }
         Err(_elapsed) => {
+            // Stopped by a signal no part of jqjail sends (SIGSTOP from another process, a
+            // debugger): said so, as the filter's own time is not what ran out.
+            ctx.stopped_from_outside = process_state(w.child.pid()) == Some('T');
             w.child.kill();
             ctx.killed_for_timeout = true;
             let exit = reap(&mut w.child).await;
@@ -903,4 +906,11 @@ mod tests {
         quiet.settle(long).await;
         assert!(t.elapsed() < long);
     }
+}
+
+/// A process's state letter from `/proc/PID/stat` (`R`, `S`, `T` for stopped, …).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything; the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }

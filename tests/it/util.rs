@@ -160,6 +160,10 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        // Already reaped (a test killed it): its pid may be another process's by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         signal(self.pid(), libc::SIGTERM);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(15) {

@@ -233,6 +233,7 @@ pub(crate) async fn run_input(
     };
     let ctx = Context {
         killed_for_timeout: false,
+        stopped_from_outside: false,
         timeout_ms: effective.timeout_ms,
         heap_bytes: limits.max_heap_bytes,
         cpu_seconds: shared.cfg.cpu_seconds,
