@@ -868,6 +868,13 @@ async fn refill(
     }
 }
 
+/// A process's state letter from `/proc/PID/stat` (`R`, `S`, `T` for stopped, …).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything; the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -906,11 +913,4 @@ mod tests {
         quiet.settle(long).await;
         assert!(t.elapsed() < long);
     }
-}
-
-/// A process's state letter from `/proc/PID/stat` (`R`, `S`, `T` for stopped, …).
-fn process_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold anything; the state follows the last ')'.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
