@@ -421,3 +421,74 @@ fn a_worker_stopped_from_outside_is_answered_and_replaced() {
         assert_eq!(d.ok(".", &i.to_string()), i.to_string());
     }
 }
+
+/// The daemon's descriptors run out (a low RLIMIT_NOFILE, and connections that take them):
+/// a connection it cannot take is closed at once, which its client sees as a connection
+/// error it can retry (before: it waited unaccepted in the backlog, and the daemon logged
+/// an error every 50 ms), with a throttled log line that names the limit; once descriptors
+/// are freed, requests are served again.
+#[test]
+fn descriptors_run_out_refused_at_once_and_served_again_when_freed() {
+    use std::time::{Duration, Instant};
+    let d = Daemon::start_with(&["--prestart", "1"], &[]);
+    assert_eq!(d.ok(".", "0"), "0");
+    let open_now = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .unwrap()
+        .count() as u64;
+    let limit = libc::rlimit {
+        rlim_cur: open_now + 12,
+        rlim_max: open_now + 12,
+    };
+    // SAFETY: prlimit with a valid pid and a pointer to a live rlimit.
+    let set = unsafe { libc::prlimit(d.pid(), libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    // Idle connections, each holding one of the daemon's descriptors once accepted; those it
+    // has none for are closed at once (EOF within 200 ms), not left waiting.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..60 {
+        use std::io::Read;
+        let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        match s.read(&mut [0u8; 1]) {
+            Ok(0) => refused += 1,
+            _ => held.push(s),
+        }
+    }
+    assert!(
+        refused > 0,
+        "60 connections under a limit of {} all taken",
+        limit.rlim_cur
+    );
+    // A request now is answered or refused at once, never left waiting (the daemon's own
+    // descriptors come and go as it replaces workers, so either can happen).
+    for _ in 0..5 {
+        let started = Instant::now();
+        let outcome = jqjail_client::Client::connect(&d.socket)
+            .and_then(|mut c| c.run(".", b"1", &jqjail_client::RunOptions::default()));
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "waited {took:?}: {outcome:?}"
+        );
+    }
+    assert!(
+        crate::util::wait_until(Duration::from_secs(3), || d
+            .log()
+            .contains("no file descriptor left")),
+        "{}",
+        d.log()
+    );
+    assert!(d.log().matches("accept failed").count() <= 3, "{}", d.log());
+    drop(held);
+    assert!(
+        crate::util::wait_until(Duration::from_secs(10), || {
+            jqjail_client::Client::connect(&d.socket)
+                .and_then(|mut c| c.run(".a", b"{\"a\":3}", &Default::default()))
+                .is_ok_and(|r| r.output == "3")
+        }),
+        "not served again; log:\n{}",
+        d.log()
+    );
+}

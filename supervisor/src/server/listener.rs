@@ -23,6 +23,8 @@ pub(crate) async fn listen(
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     let mut idle_since = Instant::now();
+    let mut spare = reserve();
+    let descriptors_log = crate::admit::Throttle::default();
     loop {
         let idle_tick = tokio::time::sleep(Duration::from_millis(250));
         tokio::select! {
@@ -58,9 +60,35 @@ pub(crate) async fn listen(
                         }
                     }
                 }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    // No descriptor for the connection: the reserve's is given up to take it
+                    // and close it at once (its client sees a connection error it can retry,
+                    // rather than waiting in the backlog), then taken back.
+                    spare.take();
+                    if let Ok(Ok((stream, _))) =
+                        tokio::time::timeout(Duration::from_millis(5), listener.accept()).await
+                    {
+                        drop(stream);
+                        shared.stats.refused("no_descriptors");
+                    }
+                    if let Some(held_back) = descriptors_log.allow() {
+                        tracing::error!(
+                            error = %e,
+                            limit = open_files_limit(),
+                            held_back,
+                            "no file descriptor left (RLIMIT_NOFILE); closing new connections at once until some are freed"
+                        );
+                    }
+                    spare = reserve();
+                    if spare.is_none() {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
                 Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::error!(error = %e, "accept failed");
+                    // Anything else: back off instead of spinning.
+                    if let Some(held_back) = descriptors_log.allow() {
+                        tracing::error!(error = %e, held_back, "accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
@@ -153,4 +181,16 @@ pub(crate) fn spawn_reload(shared: &Arc<Shared>, reload: Reload) {
             }
         }
     });
+}
+
+/// A descriptor held in reserve by the listener, given up when the process has no other so
+/// that a waiting connection can still be accepted and closed.
+fn reserve() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+/// The process's open-file limit (RLIMIT_NOFILE, soft), for the log.
+fn open_files_limit() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(0, |(soft, _)| soft)
 }
