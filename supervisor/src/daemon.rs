@@ -178,7 +178,7 @@ where
 }
 
 /// What opening the store found and mended, for the operator.
-fn log_sweep(sweep: &jqjail_store::Sweep) {
+pub(crate) fn log_sweep(sweep: &jqjail_store::Sweep) {
     if let Some(aside) = &sweep.index_set_aside {
         tracing::error!(
             moved_to = %aside.display(),
@@ -217,10 +217,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     ensure_std_fds_open()?;
     set_worker_stack(cfg.stack_bytes)?;
     let program = Program::current_exe().context("resolving the worker executable")?;
-    let store = jqjail_store::Store::open(&args.store)
+    let store = crate::server::store::StoreSlot::open(&args.store)
         .with_context(|| format!("opening the hide store {}", args.store.display()))?;
-    tracing::info!(store = %store.root().display(), "hide store open");
-    log_sweep(store.opened());
     let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -492,3 +492,53 @@ fn descriptors_run_out_refused_at_once_and_served_again_when_freed() {
         d.log()
     );
 }
+
+/// A store on a filesystem mounted read-only (the kernel refuses to remount a filesystem
+/// read-only while the daemon has its files open for writing, so the daemon meets this one
+/// at start): the daemon starts and serves runs, every hide request is answered
+/// `STORE_UNAVAILABLE` saying why and how to repair (before: it refused to start), and once
+/// the filesystem is writable again a reload opens the store, with every hide in it.
+#[test]
+fn a_read_only_store_at_start_serves_runs_and_hides_after_a_reload() {
+    if !root() {
+        return skip("mounting a small tmpfs for the store needs root");
+    }
+    let Some(disk) = SmallDisk::mount(16) else {
+        return skip("mount -t tmpfs failed");
+    };
+    let store = disk.path().join("store");
+    let held = put_some(&Daemon::start_on(Some(&store), &[], &[]));
+    let remount = |how: &str| {
+        let ok = Command::new("mount")
+            .args(["-o", &format!("remount,{how}")])
+            .arg(disk.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount -o remount,{how}");
+    };
+    remount("ro");
+    let d = Daemon::start_on(Some(&store), &[], &[]);
+    assert_eq!(d.ok(".[2]", "[0,1,2]"), "2");
+    match d.client().hide_list() {
+        Err(ClientError::Server(e)) => {
+            assert_eq!(e.code, ErrorCode::StoreUnavailable, "{}", e.message);
+            assert!(e.message.contains("Read-only file system"), "{}", e.message);
+            assert!(e.message.contains("SIGHUP"), "{}", e.message);
+        }
+        other => {
+            remount("rw");
+            panic!("a hide list from a store that cannot be opened: {other:?}");
+        }
+    }
+    remount("rw");
+    crate::util::signal(d.pid(), libc::SIGHUP);
+    assert!(
+        crate::util::wait_until(std::time::Duration::from_secs(5), || d
+            .client()
+            .hide_list()
+            .is_ok()),
+        "{}",
+        d.log()
+    );
+    still_holds(&d, &held);
+}

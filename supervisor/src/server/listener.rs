@@ -144,7 +144,9 @@ pub(crate) fn spawn_expiry(shared: &Arc<Shared>) {
                 .hides
                 .max_age;
             let Some(max_age) = max_age else { continue };
-            let store = shared.store.clone();
+            let Ok(store) = shared.store.get() else {
+                continue;
+            };
             match tokio::task::spawn_blocking(move || store.expire(max_age)).await {
                 Ok(Ok(0)) => {}
                 Ok(Ok(n)) => tracing::info!(expired = n, "hides past the age limit deleted"),
@@ -165,6 +167,7 @@ pub(crate) fn spawn_reload(shared: &Arc<Shared>, reload: Reload) {
             return;
         };
         while hup.recv().await.is_some() {
+            shared.store.retry();
             match reload() {
                 Ok(cfg) => {
                     let tenants = cfg.tenants.rules.len();

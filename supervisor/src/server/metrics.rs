@@ -97,7 +97,7 @@ pub(crate) fn spawn(bound: Bound, shared: Arc<Shared>) -> io::Result<()> {
         .spawn(move || {
             let scrapes = Arc::new(Scrapes {
                 // The store's counts come from a connection of this listener's own.
-                observer: Mutex::new(shared.store.observer().inspect_err(|e| tracing::warn!(error = %e, "metrics: the hide index cannot be read; store families left out")).ok()),
+                observer: Mutex::new(shared.store.get().map_err(|e| jqjail_store::StoreError::Invalid(e.message)).and_then(|s| s.observer()).inspect_err(|e| tracing::warn!(error = %e, "metrics: the hide index cannot be read; store families left out")).ok()),
                 shared,
                 rendered: Mutex::new(None),
                 in_flight: AtomicUsize::new(0),
@@ -451,7 +451,7 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
     let (ready, busy) = shared.pool.workers();
     let starting = shared.pool.stats.starting.load(Ordering::Relaxed);
     let turns = shared.admission.in_use();
-    let evicted = shared.store.evicted();
+    let evicted = shared.store.get().map(|s| s.evicted()).unwrap_or_default();
     let mut e = Exposition::new(&[]);
     let tenant_labels = shared
         .policy

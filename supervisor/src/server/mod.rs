@@ -17,6 +17,7 @@ mod connection;
 mod handlers;
 mod listener;
 mod metrics;
+pub mod store;
 
 pub use metrics::READ_FOR as METRICS_HEAD_DEADLINE;
 
@@ -47,8 +48,8 @@ struct Shared {
     failed_run_log: crate::admit::Throttle,
     /// The per-worker cgroup limit in force (0: none).
     cgroup_bytes: u64,
-    /// The hide store, when the daemon has one.
-    store: Arc<jqjail_store::Store>,
+    /// The hide store, or why the daemon has none.
+    store: Arc<store::StoreSlot>,
     /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
     expire_now: tokio::sync::Notify,
 }
@@ -76,7 +77,7 @@ pub async fn serve(
     listener: UnixListener,
     cfg: Config,
     program: Program,
-    store: Arc<jqjail_store::Store>,
+    store: Arc<store::StoreSlot>,
     shutdown: impl Future<Output = ()>,
     reload: Option<Reload>,
 ) -> std::io::Result<()> {

@@ -76,7 +76,10 @@ async fn answer_kind(
         | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)
-        | Request::HideUsage) => hides::handle(request, &shared.store, tenant),
+        | Request::HideUsage) => match shared.store.get() {
+            Ok(store) => hides::handle(request, &store, tenant),
+            Err(e) => error(e),
+        },
     }
 }
 
@@ -111,17 +114,21 @@ pub(crate) async fn streamed(
                 .into()
         }
         Request::HidePut(put) => {
+            let store = match shared.store.get() {
+                Ok(store) => store,
+                Err(e) => return error(e),
+            };
             hides::put_streamed(
                 put,
                 tail,
-                &shared.store,
+                &store,
                 tenant,
                 (&shared.admission, session.uid),
                 shared.cfg.frame_timeout,
             )
+            .await
+            .into()
         }
-        .await
-        .into(),
         _ => error(ErrorReply::new(
             ErrorCode::Internal,
             "a request kind without a tail had one",

@@ -151,7 +151,11 @@ pub(crate) async fn handle_run(
         Source::Hide(id) => {
             let by = start + shared.cfg.frame_timeout;
             let payer = (&shared.admission, uid);
-            match super::hides::open_input(&shared.store, tenant, id, payer, by).await {
+            let opened = match shared.store.get() {
+                Ok(store) => super::hides::open_input(&store, tenant, id, payer, by).await,
+                Err(e) => Err(Box::new(e)),
+            };
+            match opened {
                 Ok((len, file)) => {
                     let mut file = tokio::fs::File::from_std(file);
                     let mut arriving = Arriving::new(&mut file, len, by);
@@ -274,8 +278,13 @@ pub(crate) async fn run_input(
             let payer = (&shared.admission, uid);
             // Within the run's own deadline, but a second at least, however late it finished.
             let by = deadline.max(Instant::now() + Duration::from_secs(1));
-            let kept =
-                super::hides::keep_output(store, tenant, &filter, &output, lines, payer, by).await;
+            let kept = match store.get() {
+                Ok(store) => {
+                    super::hides::keep_output(&store, tenant, &filter, &output, lines, payer, by)
+                        .await
+                }
+                Err(e) => Err(Box::new(e)),
+            };
             drop(output);
             drop(gate);
             match kept {

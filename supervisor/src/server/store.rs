@@ -1,0 +1,72 @@
+//! The hide store as the daemon holds it: open, or the reason it could not be opened. A
+//! store that cannot be opened for a fault of the machine (a read-only or full disk, an
+//! I/O error) does not stop the daemon: runs are served, every hide request is answered
+//! `STORE_UNAVAILABLE` with that reason, and a reload (SIGHUP) tries again. A store that is
+//! not safe to use (another uid's, readable by others) or that another daemon owns stops the
+//! daemon at start instead: that is a mistake to fix, not a fault to ride out.
+
+use jqjail_protocol::{ErrorCode, ErrorReply};
+use jqjail_store::{Store, StoreError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+/// The daemon's hide store, or why it has none.
+pub struct StoreSlot {
+    path: PathBuf,
+    open: RwLock<Result<Arc<Store>, String>>,
+}
+
+impl StoreSlot {
+    /// Opens the store at `path`. Errs (the daemon should not start) only when the directory
+    /// is unsafe or owned by another process; any other failure leaves the slot empty, with
+    /// its reason, and logged.
+    pub fn open(path: &Path) -> Result<StoreSlot, StoreError> {
+        let open = match Store::open(path) {
+            Ok(store) => {
+                tracing::info!(store = %store.root().display(), "hide store open");
+                crate::daemon::log_sweep(store.opened());
+                Ok(Arc::new(store))
+            }
+            Err(e @ (StoreError::Unsafe { .. } | StoreError::InUse { .. })) => return Err(e),
+            Err(e) => Err(unavailable(path, &e)),
+        };
+        Ok(StoreSlot {
+            path: path.to_owned(),
+            open: RwLock::new(open),
+        })
+    }
+
+    /// The open store, or the `STORE_UNAVAILABLE` answer that says why there is none.
+    pub fn get(&self) -> Result<Arc<Store>, ErrorReply> {
+        match &*self.open.read().unwrap_or_else(|e| e.into_inner()) {
+            Ok(store) => Ok(store.clone()),
+            Err(why) => Err(ErrorReply::new(ErrorCode::StoreUnavailable, why.clone())),
+        }
+    }
+
+    /// When there is no store, tries to open it again (a reload); says what came of it.
+    pub fn retry(&self) {
+        let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
+        if open.is_ok() {
+            return;
+        }
+        match Store::open(&self.path) {
+            Ok(store) => {
+                tracing::info!(store = %store.root().display(), "hide store open at last");
+                crate::daemon::log_sweep(store.opened());
+                *open = Ok(Arc::new(store));
+            }
+            Err(e) => *open = Err(unavailable(&self.path, &e)),
+        }
+    }
+}
+
+/// The reason given to every hide request while the store cannot be opened, and logged.
+fn unavailable(path: &Path, e: &StoreError) -> String {
+    let why = format!(
+        "the hide store {} could not be opened ({e}); runs are served, hides are not until it is repaired and the daemon reloaded (SIGHUP)",
+        path.display()
+    );
+    tracing::error!("{why}");
+    why
+}
