@@ -37,10 +37,13 @@ impl StoreSlot {
     }
 
     /// The open store, or the `STORE_UNAVAILABLE` answer that says why there is none.
-    pub fn get(&self) -> Result<Arc<Store>, ErrorReply> {
+    pub fn get(&self) -> Result<Arc<Store>, Box<ErrorReply>> {
         match &*self.open.read().unwrap_or_else(|e| e.into_inner()) {
             Ok(store) => Ok(store.clone()),
-            Err(why) => Err(ErrorReply::new(ErrorCode::StoreUnavailable, why.clone())),
+            Err(why) => Err(Box::new(ErrorReply::new(
+                ErrorCode::StoreUnavailable,
+                why.clone(),
+            ))),
         }
     }
 

@@ -78,7 +78,7 @@ async fn answer_kind(
         | Request::HideDelete(_)
         | Request::HideUsage) => match shared.store.get() {
             Ok(store) => hides::handle(request, &store, tenant),
-            Err(e) => error(e),
+            Err(e) => error(*e),
         },
     }
 }
@@ -116,7 +116,7 @@ pub(crate) async fn streamed(
         Request::HidePut(put) => {
             let store = match shared.store.get() {
                 Ok(store) => store,
-                Err(e) => return error(e),
+                Err(e) => return error(*e),
             };
             hides::put_streamed(
                 put,

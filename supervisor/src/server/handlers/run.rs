@@ -153,7 +153,7 @@ pub(crate) async fn handle_run(
             let payer = (&shared.admission, uid);
             let opened = match shared.store.get() {
                 Ok(store) => super::hides::open_input(&store, tenant, id, payer, by).await,
-                Err(e) => Err(Box::new(e)),
+                Err(e) => Err(e),
             };
             match opened {
                 Ok((len, file)) => {
@@ -283,7 +283,7 @@ pub(crate) async fn run_input(
                     super::hides::keep_output(&store, tenant, &filter, &output, lines, payer, by)
                         .await
                 }
-                Err(e) => Err(Box::new(e)),
+                Err(e) => Err(e),
             };
             drop(output);
             drop(gate);
