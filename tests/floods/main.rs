@@ -7,6 +7,7 @@
 #![allow(unreachable_pub, dead_code)]
 
 mod colluding;
+mod soak;
 mod store_flood;
 #[path = "../it/util.rs"]
 mod util;
