@@ -67,7 +67,7 @@ fn soak_helper() {
         op += 1;
         sent += 1;
         let outcome: Result<(), ClientError> = match op % 20 {
-            0 if op % 200 == 0 => c
+            0 if op.is_multiple_of(200) => c
                 .run(".[123456].i", big.as_bytes(), &RunOptions::default())
                 .map(|r| wrong += u64::from(r.output != "123456")),
             0 | 19 => {
@@ -104,14 +104,15 @@ fn soak_helper() {
             }
             10 | 11 if !kept.is_empty() => {
                 let id = &kept[(rng % kept.len() as u64) as usize].0;
-                c.hide_cut(id, 1, Some(4096), rng % 2 == 0).map(|_| ())
+                c.hide_cut(id, 1, Some(4096), rng.is_multiple_of(2))
+                    .map(|_| ())
             }
             12 if !kept.is_empty() => {
                 let id = kept[(rng % kept.len() as u64) as usize].0.clone();
                 c.hide_search(jqjail_client::HideSearchRequest {
                     id,
                     query: "pad".into(),
-                    ignore_case: rng % 2 == 0,
+                    ignore_case: rng.is_multiple_of(2),
                     page_size: None,
                     max_matches: None,
                 })
@@ -229,7 +230,7 @@ fn a_soak_of_mixed_load_from_eight_uids_leaks_nothing() {
         std::thread::sleep(Duration::from_secs(1));
         let t = start.elapsed().as_secs_f64();
         samples.push((t, sample(&d)));
-        if samples.len() % 30 == 0 {
+        if samples.len().is_multiple_of(30) {
             signal(d.pid(), libc::SIGHUP);
             reloads += 1;
         }
