@@ -65,8 +65,12 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 }
 
 // PrivateSocket is the socket of the user's private daemon (the one the jqjail command line
-// starts): in the first usable of $XDG_RUNTIME_DIR/jqjail, $TMPDIR/jqjail-UID and
-// ${XDG_CACHE_HOME:-$HOME/.cache}/jqjail.
+// starts), found as the command line finds its directory: the first usable of
+// $XDG_RUNTIME_DIR/jqjail, $TMPDIR/jqjail-UID and ${XDG_CACHE_HOME:-$HOME/.cache}/jqjail,
+// where usable is a directory of the user's own, not a link, closed to others, or nothing yet
+// in a directory the user may write in. When none is (a service account with no runtime dir,
+// no writable home, and a jqjail-UID another user planted), the command line made
+// $TMPDIR/jqjail-UID-XXXXXX instead: the first by name of the user's own is it.
 func PrivateSocket() string {
 	uid := os.Getuid()
 	var candidates []string
@@ -90,20 +94,58 @@ func PrivateSocket() string {
 			return filepath.Join(dir, "jqjail.sock")
 		}
 	}
+	if dir, ok := ownTempDir(os.TempDir(), uid); ok {
+		return filepath.Join(dir, "jqjail.sock")
+	}
 	return filepath.Join(candidates[len(candidates)-1], "jqjail.sock")
 }
 
-// usable: nothing there yet, or a directory of uid's own (not a link) closed to others.
+// usable: a directory of uid's own (not a link) closed to others, or nothing there yet in a
+// directory this process may write in.
 func usable(dir string, uid int) bool {
 	st, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return true
+		return canMake(dir)
 	}
 	if err != nil || !st.IsDir() {
 		return false
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	return ok && int(sys.Uid) == uid && st.Mode().Perm()&0o077 == 0
+}
+
+// canMake: the nearest existing ancestor of dir is a directory this process may write in.
+func canMake(dir string) bool {
+	for parent := filepath.Dir(dir); ; parent = filepath.Dir(parent) {
+		if st, err := os.Stat(parent); err == nil {
+			return st.IsDir() && syscall.Access(parent, 0o3) == nil // W_OK|X_OK
+		}
+		if parent == filepath.Dir(parent) {
+			return false
+		}
+	}
+}
+
+// ownTempDir: the first by name of temp/jqjail-UID-* that is usable and exists (its owner
+// is uid, which no other user can forge).
+func ownTempDir(temp string, uid int) (string, bool) {
+	entries, err := os.ReadDir(temp) // sorted by name
+	if err != nil {
+		return "", false
+	}
+	prefix := fmt.Sprintf("jqjail-%d-", uid)
+	for _, e := range entries {
+		path := filepath.Join(temp, e.Name())
+		if strings.HasPrefix(e.Name(), prefix) && exists(path) && usable(path, uid) {
+			return path, true
+		}
+	}
+	return "", false
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func dial(ctx context.Context, path string) (*Client, error) {

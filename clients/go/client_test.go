@@ -21,7 +21,14 @@ import (
 	"jqjail.dev/jqjail/internal/testdaemon"
 )
 
-func TestMain(m *testing.M) { testdaemon.Main(m) }
+func TestMain(m *testing.M) {
+	// Run again as a service account by TestThePrivateSocketIsWhereTheCLIPutsItsDaemon.
+	if os.Getenv(printPrivateSocket) != "" {
+		fmt.Println(PrivateSocket())
+		os.Exit(0)
+	}
+	testdaemon.Main(m)
+}
 
 func dialT(t *testing.T) *Client {
 	t.Helper()

@@ -1,4 +1,4 @@
-import { lstatSync, statSync } from "node:fs";
+import { accessSync, constants as fsConstants, existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -78,7 +78,15 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
   return { dev: st.dev, ino: st.ino };
 }
 
-/** The socket of the user's private daemon, in the first usable of the CLI's directories. */
+/**
+ * The socket of the user's private daemon (the one the `jqjail` CLI starts), found as the CLI
+ * finds its directory: the first usable of $XDG_RUNTIME_DIR/jqjail, $TMPDIR/jqjail-UID and
+ * ${XDG_CACHE_HOME:-$HOME/.cache}/jqjail, where usable is a directory of the user's own, not a
+ * link, closed to others, or nothing yet in a directory the user may write in. When none is (a
+ * service account with no runtime dir, no writable home, and a jqjail-UID another user
+ * planted), the CLI made $TMPDIR/jqjail-UID-XXXXXX instead: the first by name of the user's
+ * own is it.
+ */
 export function privateSocket(): string {
   const uid = process.getuid!();
   const candidates: string[] = [];
@@ -90,18 +98,43 @@ export function privateSocket(): string {
       // not there: skipped
     }
   }
-  candidates.push(join(process.env.TMPDIR || tmpdir(), `jqjail-${uid}`));
+  const temp = process.env.TMPDIR || tmpdir();
+  candidates.push(join(temp, `jqjail-${uid}`));
   const cache = process.env.XDG_CACHE_HOME || (process.env.HOME ? join(process.env.HOME, ".cache") : "");
   if (cache) candidates.push(join(cache, "jqjail"));
   for (const dir of candidates) {
-    try {
-      const st = lstatSync(dir);
-      if (st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0) return join(dir, "jqjail.sock");
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return join(dir, "jqjail.sock"); // nothing there yet: usable
-    }
+    if (usableDir(dir, uid)) return join(dir, "jqjail.sock");
+  }
+  let names: string[] = [];
+  try {
+    names = readdirSync(temp).sort();
+  } catch {
+    // an unreadable temp dir: no fallback to find
+  }
+  for (const name of names) {
+    const dir = join(temp, name);
+    if (name.startsWith(`jqjail-${uid}-`) && usableDir(dir, uid, true)) return join(dir, "jqjail.sock");
   }
   return join(candidates[candidates.length - 1], "jqjail.sock");
+}
+
+/** A directory of `uid`'s own (not a link) closed to others, or (unless `existing`) nothing
+ * there yet in a directory this process may write in. */
+function usableDir(dir: string, uid: number, existing = false): boolean {
+  try {
+    const st = lstatSync(dir);
+    return st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0;
+  } catch (e) {
+    if (existing || (e as NodeJS.ErrnoException).code !== "ENOENT") return false;
+  }
+  let parent = dirname(dir);
+  while (!existsSync(parent) && parent !== dirname(parent)) parent = dirname(parent);
+  try {
+    accessSync(parent, fsConstants.W_OK | fsConstants.X_OK);
+    return statSync(parent).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** A named argument: bound as `$name`; its value is sent as JSON text, data and never code. */

@@ -362,28 +362,53 @@ def candidate_sockets(path: "str | os.PathLike[str] | None") -> List[str]:
 
 
 def private_socket() -> str:
-    """The socket of the user's private daemon (the one the `jqjail` CLI starts)."""
+    """The socket of the user's private daemon (the one the `jqjail` CLI starts), found as
+    the CLI finds its directory: the first usable of $XDG_RUNTIME_DIR/jqjail,
+    $TMPDIR/jqjail-UID and ${XDG_CACHE_HOME:-$HOME/.cache}/jqjail, where usable is a directory
+    of the user's own, not a link, closed to others, or nothing yet in a directory the user
+    may write in. When none is (a service account with no runtime dir, no writable home, and
+    a jqjail-UID another user planted), the CLI made $TMPDIR/jqjail-UID-XXXXXX instead: the
+    first by name of the user's own is it."""
     uid = os.getuid()
     candidates = []
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         candidates.append(os.path.join(runtime, "jqjail"))
-    candidates.append(os.path.join(os.environ.get("TMPDIR") or "/tmp", f"jqjail-{uid}"))
+    temp = os.environ.get("TMPDIR") or "/tmp"
+    candidates.append(os.path.join(temp, f"jqjail-{uid}"))
     cache = os.environ.get("XDG_CACHE_HOME") or (
         os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else ""
     )
     if cache:
         candidates.append(os.path.join(cache, "jqjail"))
     for d in candidates:
-        try:
-            st = os.lstat(d)
-        except FileNotFoundError:
+        if _usable(d, uid):
             return os.path.join(d, "jqjail.sock")
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
+    prefix = f"jqjail-{uid}-"
+    try:
+        names = sorted(os.listdir(temp))
+    except OSError:
+        names = []
+    for name in names:
+        d = os.path.join(temp, name)
+        if name.startswith(prefix) and os.path.lexists(d) and _usable(d, uid):
             return os.path.join(d, "jqjail.sock")
     return os.path.join(candidates[-1], "jqjail.sock")
+
+
+def _usable(d: str, uid: int) -> bool:
+    """A directory of `uid`'s own (not a link) closed to others, or nothing there yet in a
+    directory this process may write in."""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        parent = os.path.dirname(d)
+        while not os.path.lexists(parent) and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
+        return os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0
 
 
 def trusted_uids() -> List[int]:
