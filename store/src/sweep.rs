@@ -53,8 +53,17 @@ impl Store {
         self.mutate(|db| {
             let mut sweep = Sweep::default();
             for entry in std::fs::read_dir(root.join("tmp"))? {
-                std::fs::remove_file(entry?.path())?;
-                sweep.temp_files += 1;
+                let entry = entry?;
+                if entry.file_type()?.is_file() {
+                    std::fs::remove_file(entry.path())?;
+                    sweep.temp_files += 1;
+                } else {
+                    // No put makes anything else there: an operator's, set aside.
+                    let name = format!("tmp_{}", entry.file_name().to_string_lossy());
+                    sweep
+                        .quarantined
+                        .push(quarantine(&root, &entry.path(), &name)?);
+                }
             }
             let tenants: Vec<String> = db
                 .prepare("SELECT DISTINCT tenant FROM hides")?
@@ -81,7 +90,7 @@ impl Store {
                 }
                 // A store from before tenant directories were named gets their names now,
                 // while its index still knows them.
-                if dir.is_dir() && named_tenant(&dir)?.as_deref() != Some(tenant.as_str()) {
+                if dir.is_dir() && named_tenant(&dir).as_deref() != Some(tenant.as_str()) {
                     name_tenant_dir(&dir, tenant)?;
                 }
             }
@@ -94,7 +103,7 @@ impl Store {
                         .push(quarantine(&root, &dir.path(), &key)?);
                     continue;
                 }
-                let tenant = named_tenant(&dir.path())?.filter(|t| tenant_key(t) == key);
+                let tenant = named_tenant(&dir.path()).filter(|t| tenant_key(t) == key);
                 for file in std::fs::read_dir(dir.path())? {
                     let file = file?;
                     let name = file.file_name().to_string_lossy().into_owned();
@@ -166,25 +175,30 @@ fn sha256_of(path: &Path) -> io::Result<String> {
 }
 
 /// The tenant a directory's `.tenant` file names, if it has a readable one.
-fn named_tenant(dir: &Path) -> Result<Option<String>> {
+fn named_tenant(dir: &Path) -> Option<String> {
     let path = dir.join(TENANT_FILE);
-    let file = match std::fs::OpenOptions::new()
+    // Anything but a small regular file of UTF-8 names no tenant: the directory's unlisted
+    // files are then set aside, never listed under a guess.
+    let Ok(file) = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ELOOP)) => {
-            return Ok(None);
-        }
-        Err(e) => return Err(e.into()),
+    else {
+        return None;
     };
-    let mut name = Vec::new();
-    file.take(MAX_TENANT_BYTES + 1).read_to_end(&mut name)?;
-    if name.len() as u64 > MAX_TENANT_BYTES {
-        return Ok(None);
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return None;
     }
-    Ok(String::from_utf8(name).ok())
+    let mut name = Vec::new();
+    if file
+        .take(MAX_TENANT_BYTES + 1)
+        .read_to_end(&mut name)
+        .is_err()
+        || name.len() as u64 > MAX_TENANT_BYTES
+    {
+        return None;
+    }
+    String::from_utf8(name).ok()
 }
 
 /// Writes `dir`'s `.tenant` file (through a temp file renamed into place) and fsyncs it and

@@ -299,3 +299,19 @@ fn a_store_from_before_named_directories_gets_them_while_its_index_knows_them() 
     assert_eq!(store.opened().adopted.len(), held.len());
     holds_exactly(&store, &held);
 }
+
+#[test]
+fn strays_where_only_the_store_writes_do_not_stop_it_opening() {
+    let (_dir, path, held) = stocked();
+    // A directory in tmp/ (no put makes one), and a tenant directory whose name file is a
+    // directory; with the index gone, so that opening must read every name.
+    std::fs::create_dir(path.join("tmp").join("stray")).unwrap();
+    let objects = path.join("objects");
+    let odd = objects.join("00000000deadbeef");
+    std::fs::create_dir_all(odd.join(".tenant")).unwrap();
+    std::fs::write(odd.join("x-0123abcd"), b"[]").unwrap();
+    remove_index(&path);
+    let store = Store::open(&path).unwrap();
+    holds_exactly(&store, &held);
+    assert_eq!(store.opened().quarantined.len(), 2, "{:?}", store.opened());
+}
