@@ -193,6 +193,14 @@ fn cases() -> Vec<Case> {
             "null",
             Code(CompileError),
         ),
+        // An engine bug (a test-only native that panics, compiled out of release builds): the
+        // worker's own error, never taken for a breach of the sandbox.
+        case(
+            "a panic in the engine",
+            "_jqjail_test_panic",
+            "null",
+            Code(WorkerCrashed),
+        ),
         // The update rewrite once sliced a character in two, and the worker died panicking.
         case(
             "a non-ASCII character beside an update",

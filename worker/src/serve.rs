@@ -41,6 +41,8 @@ pub(crate) fn serve(startup: &StartupArgs) -> i32 {
 
 /// The life of a worker forked by the zygote, from its confinement to its exit status.
 pub(crate) fn serve_forked(engine: &Engine, startup: &StartupArgs) -> i32 {
+    // Before confinement: the hook is set with the kernel's whole interface still there.
+    keep_panics_quiet();
     match start_with(engine, startup) {
         Ok(sock) => serve_job(engine, sock, startup),
         Err(code) => code,
@@ -50,15 +52,29 @@ pub(crate) fn serve_forked(engine: &Engine, startup: &StartupArgs) -> i32 {
 /// Reads the one job from `sock`, evaluates it and replies; returns the exit status.
 fn serve_job(engine: &Engine, mut sock: File, startup: &StartupArgs) -> i32 {
     let outcome = match read_job(&mut sock, startup) {
-        Ok((job, input)) => match evaluate(engine, &job, &input) {
-            Ok(output) => Outcome::Output(output),
-            Err(e) => Outcome::Error(WorkerError {
-                code: e.code,
-                message: e.message,
-                limit: e.limit,
-                actual: e.actual,
-            }),
-        },
+        Ok((job, input)) => {
+            let evaluated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                evaluate(engine, &job, &input)
+            }));
+            match evaluated {
+                Ok(Ok(output)) => Outcome::Output(output),
+                Ok(Err(e)) => Outcome::Error(WorkerError {
+                    code: e.code,
+                    message: e.message,
+                    limit: e.limit,
+                    actual: e.actual,
+                }),
+                Err(_) => Outcome::Error(WorkerError {
+                    code: ErrorCode::WorkerCrashed,
+                    message: format!(
+                        "jqjail's filter engine failed on this filter: an internal error of jqjail, not a fault of the filter or a breach of the sandbox (please report it with the filter): {}",
+                        last_panic()
+                    ),
+                    limit: None,
+                    actual: None,
+                }),
+            }
+        }
         Err(e) => Outcome::Error(e),
     };
     let (cpu_us, peak_rss_bytes) = own_usage();
@@ -137,4 +153,33 @@ pub fn read_job(sock: &mut File, startup: &StartupArgs) -> Result<(Job, Bytes), 
     sock.read_exact(&mut input)
         .map_err(|e| protocol_error(format!("reading {len} input bytes: {e}")))?;
     Ok((job, Bytes::from(input)))
+}
+
+/// The message of the last panic, kept by the hook [`keep_panics_quiet`] sets.
+static LAST_PANIC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// A panic hook that keeps the panic's message and location for the reply and does nothing
+/// else: the default hook's work (stderr's lock, a backtrace's environment lookup) is not
+/// what the seccomp allowlist is for, and a panic is then answered as the engine's bug it is,
+/// never taken for a breach of the sandbox.
+fn keep_panics_quiet() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = format!("{what}{at}");
+        }
+    }));
+}
+
+fn last_panic() -> String {
+    LAST_PANIC.lock().map(|m| m.clone()).unwrap_or_default()
 }

@@ -60,11 +60,26 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
     ];
     table
         .into_iter()
+        .chain(test_only())
         .chain(math())
         .map(|(name, arity, f)| run::<Data>((name, v(arity), f)))
         .chain(std::iter::once(run::<Data>(("@base32", v(0), |cv| {
             bome(base32(cv.1))
         }))))
+}
+
+/// Natives that exist only in debug builds, for tests: `_jqjail_test_panic` panics, as an
+/// engine bug would (compiled out of release builds, which ship).
+#[cfg(debug_assertions)]
+fn test_only() -> impl Iterator<Item = (&'static str, usize, RunPtr<Data>)> {
+    let panics: RunPtr<Data> = |_| panic!("_jqjail_test_panic was called");
+    std::iter::once(("_jqjail_test_panic", 0, panics))
+}
+
+/// Release builds have no test-only natives.
+#[cfg(not(debug_assertions))]
+fn test_only() -> impl Iterator<Item = (&'static str, usize, RunPtr<Data>)> {
+    std::iter::empty()
 }
 
 /// jaq's math natives that jqjail's (`math`) replace.
