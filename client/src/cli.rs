@@ -492,7 +492,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> u8 {
         Some("stats") => parse_and_run(args, stats),
         Some("shape") => parse_and_run(args, shape),
         Some("tools") => parse_and_run(args, tools),
-        // A program of its own (see `mcp_executable`): it replaces this process.
+        // A program of its own (see `run_mcp`): it replaces this process.
         Some("mcp") => run_mcp(args),
         _ => match quick_run(&args).map_or_else(|| parse_run(args), Ok) {
             Ok((args, words)) => run(args, words).into(),

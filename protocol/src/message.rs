@@ -21,7 +21,7 @@ use std::fmt;
 pub enum Request<'a> {
     /// v1: must be the first message on a connection.
     Hello(Hello),
-    /// v1: evaluate a filter.
+    /// v1 (its input's fields: v2): evaluate a filter.
     Run(RunRequest<'a>),
     /// v1: the daemon's counters, as far as this tenant may see them.
     Stats,
@@ -48,7 +48,7 @@ pub enum Request<'a> {
 pub enum Response {
     /// v1: answer to [`Request::Hello`].
     Hello(HelloReply),
-    /// v1: a successful run.
+    /// v1 (its output a tail: v2): a successful run.
     Run(RunReply),
     /// v1: any failure.
     Error(ErrorReply),
@@ -68,7 +68,8 @@ pub enum Response {
     HideEntry(HideEntry),
     /// v1: answer to [`Request::HideUsage`].
     HideUsage(HideUsageReply),
-    /// v1: answer to a run with `on_oversize: hide` whose output was over the output limit.
+    /// v1 (its first page's content a tail: v2): answer to a run with `on_oversize: hide`
+    /// whose output was over the output limit.
     Hidden(HiddenReply),
 }
 
@@ -509,7 +510,8 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The request's tail, if its kind has one: a run's inline input, a put's content.
+    /// The request's tail, if its kind has one: a run's inline input, a put's content. The
+    /// match names every kind, so a new one is a compile error here until its tail is decided.
     pub fn tail(&self) -> Option<&Tail<'a>> {
         match self {
             Request::Run(RunRequest {
@@ -517,11 +519,22 @@ impl<'a> Request<'a> {
                 ..
             }) => Some(tail),
             Request::HidePut(put) => Some(&put.content),
-            _ => None,
+            Request::Run(RunRequest {
+                input: Input::Hide(_),
+                ..
+            })
+            | Request::Hello(_)
+            | Request::Stats
+            | Request::HideGet(_)
+            | Request::HideCut(_)
+            | Request::HideSearch(_)
+            | Request::HideList(_)
+            | Request::HideDelete(_)
+            | Request::HideUsage => None,
         }
     }
 
-    /// The request's tail, to fill.
+    /// The request's tail, to fill (every kind named, as in [`Request::tail`]).
     pub fn tail_mut(&mut self) -> Option<&mut Tail<'a>> {
         match self {
             Request::Run(RunRequest {
@@ -529,31 +542,58 @@ impl<'a> Request<'a> {
                 ..
             }) => Some(tail),
             Request::HidePut(put) => Some(&mut put.content),
-            _ => None,
+            Request::Run(RunRequest {
+                input: Input::Hide(_),
+                ..
+            })
+            | Request::Hello(_)
+            | Request::Stats
+            | Request::HideGet(_)
+            | Request::HideCut(_)
+            | Request::HideSearch(_)
+            | Request::HideList(_)
+            | Request::HideDelete(_)
+            | Request::HideUsage => None,
         }
     }
 }
 
 impl Response {
     /// The response's tail, if its kind has one: a run's output, a hide's content or page.
+    /// The match names every kind, so a new one is a compile error here until its tail is
+    /// decided.
     pub fn tail(&self) -> Option<&Tail<'static>> {
         match self {
             Response::Run(reply) => Some(&reply.output),
             Response::HideContent(content) => Some(&content.content),
             Response::HideCut(cut) => Some(&cut.content),
             Response::Hidden(hidden) => Some(&hidden.first.content),
-            _ => None,
+            Response::Hello(_)
+            | Response::Error(_)
+            | Response::Stats(_)
+            | Response::HidePut(_)
+            | Response::HideSearch(_)
+            | Response::HideList(_)
+            | Response::HideEntry(_)
+            | Response::HideUsage(_) => None,
         }
     }
 
-    /// The response's tail, to fill.
+    /// The response's tail, to fill (every kind named, as in [`Response::tail`]).
     pub fn tail_mut(&mut self) -> Option<&mut Tail<'static>> {
         match self {
             Response::Run(reply) => Some(&mut reply.output),
             Response::HideContent(content) => Some(&mut content.content),
             Response::HideCut(cut) => Some(&mut cut.content),
             Response::Hidden(hidden) => Some(&mut hidden.first.content),
-            _ => None,
+            Response::Hello(_)
+            | Response::Error(_)
+            | Response::Stats(_)
+            | Response::HidePut(_)
+            | Response::HideSearch(_)
+            | Response::HideList(_)
+            | Response::HideEntry(_)
+            | Response::HideUsage(_) => None,
         }
     }
 }

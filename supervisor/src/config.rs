@@ -41,9 +41,10 @@ pub struct Config {
     /// Open connections of one uid beyond which its new ones are closed at once, so that one
     /// uid cannot hold every connection slot.
     pub max_connections_per_uid: usize,
-    /// Runs of one tenant whose inline input may be arriving at once; each holds an
-    /// evaluation slot and a worker while it does, so stalled uploads of one tenant cannot
-    /// hold every slot. A run over it is answered `OVERLOADED`.
+    /// Runs of one tenant whose inline input may be arriving at once; each holds a worker
+    /// (not an evaluation slot, which it takes once all but its input's last byte came) while
+    /// it does, so stalled uploads of one tenant cannot hold every worker. A run over it is
+    /// answered `OVERLOADED`.
     pub max_uploads_per_tenant: usize,
     /// Exit after this long with no connection (the CLI's private daemon uses it).
     pub idle_exit: Option<Duration>,

@@ -20,7 +20,7 @@
 //!    groups, in one `setresuid`; then not dumpable again (step 0 explains);
 //! 10. parent-death signal, then a check that the parent is still the supervisor. Last,
 //!     because the kernel clears the parent-death signal whenever the credentials change
-//!     (entering a user namespace, the switch to `nobody`, dropping capabilities).
+//!     (entering a user namespace, the switch to the worker's own uid, dropping capabilities).
 //!
 //! no_new_privs and the seccomp allowlist come after (`crate::seccomp::install`), once the
 //! caller has drawn its hash keys, the last work that may still need the kernel. The jaq

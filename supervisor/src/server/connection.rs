@@ -528,7 +528,15 @@ pub(crate) fn check_head(
                 .err()
                 .map(|e| ErrorReply::new(ErrorCode::InvalidRequest, e.to_string()))
         }
-        _ => None,
+        // Every kind named: a new one is a compile error here until its head's checks are.
+        Request::Hello(_)
+        | Request::Stats
+        | Request::HideGet(_)
+        | Request::HideCut(_)
+        | Request::HideSearch(_)
+        | Request::HideList(_)
+        | Request::HideDelete(_)
+        | Request::HideUsage => None,
     }
 }
 

@@ -27,7 +27,7 @@ use listener::{listen, spawn_expiry, spawn_reload};
 pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
 
 /// A streamed tail from a client that sends no byte for this long is cut off: an upload
-/// holds an evaluation slot and a worker only while it is actually arriving.
+/// holds a worker (and an upload turn) only while it is actually arriving.
 pub const TAIL_STALL: Duration = Duration::from_secs(5);
 
 /// How often hides past the age limit are swept (besides on every put).
