@@ -410,6 +410,56 @@ fn check(booted: Booted, install: &str, started: Instant) {
     ));
     assert_eq!(stored.trim(), "1");
 
+    // SIGKILL of the daemon under socket activation, ten times at random points while a
+    // client sends requests (issue 35): systemd holds the listening socket, so a connection
+    // made while the daemon is dead waits in its backlog and is served by the next daemon
+    // (`Restart=on-failure`, `RestartSec=1s`); none is refused. A request in flight when the
+    // kill lands gets a connection error its client can retry; every other is answered. The
+    // rounds are 2.5 s apart or more, under systemd's default start limit (5 in 10 s), past
+    // which it would stop restarting the service and close the socket. The hide put before
+    // is still there.
+    let out = booted.ok(&format!(
+        r#"rm -f /tmp/kill.*
+        for round in $(seq 10); do
+          pid=$(systemctl show -P MainPID jqjail.service)
+          ( for i in $(seq 40); do
+              if echo "[$i]" | jqjail --socket {SOCKET} '.[0]' - >/dev/null 2>>/tmp/kill.err; then
+                echo answered; else echo failed; fi
+            done ) > /tmp/kill.$round &
+          sleep 0.$(( RANDOM % 5 + 1 )); killed=$(date +%s%N); kill -KILL $pid
+          until echo 1 | jqjail --socket {SOCKET} . - >/dev/null 2>&1; do sleep 0.01; done
+          echo "serving again after $(( ($(date +%s%N) - killed) / 1000000 )) ms" >> /tmp/kill.times
+          wait; sleep 1.5
+        done
+        echo "answered $(cat /tmp/kill.[0-9]* | grep -c answered)"
+        echo "failed $(cat /tmp/kill.[0-9]* | grep -c failed)"
+        echo "refused $(cat /tmp/kill.err 2>/dev/null | grep -ci refused)"
+        cat /tmp/kill.times; cat /tmp/kill.err 2>/dev/null || true"#
+    ));
+    let count = |what: &str| -> u32 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{what} ")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {what} count: {out}"))
+    };
+    assert_eq!(count("refused"), 0, "{out}");
+    assert_eq!(count("answered") + count("failed"), 400, "{out}");
+    assert!(
+        count("failed") <= 10,
+        "more than the requests in flight failed: {out}"
+    );
+    assert_eq!(booted.show("jqjail.service", "ActiveState"), "active");
+    eprintln!(
+        "SIGKILL under socket activation: {}",
+        out.replace('\n', "; ")
+    );
+    let list = booted.ok(&format!(
+        "setpriv --reuid=alice --regid=alice --init-groups jqjail hide list --socket {SOCKET}"
+    ));
+    assert!(list.contains(&id), "{list}");
+    // The daemon the reload below must keep is the last one started.
+    let main_pid = booted.show("jqjail.service", "MainPID");
+
     // Reload applies a changed config file: a rule set that refuses alice, then one that
     // allows her again.
     let alice = booted.ok("id -u alice").trim().to_string();
