@@ -35,6 +35,9 @@ pub enum CodecError {
 
 const BINCODE: bincode::config::Configuration = bincode::config::standard();
 
+/// How many times its own length a bincode body may claim in allocations as it decodes.
+pub const CLAIM_FACTOR: usize = 32;
+
 /// Decodes a bincode value from the start of `body`, allocating at most 32 × `body.len()`
 /// bytes (at least 64 KiB) for its strings, byte strings and sequences, whatever lengths the
 /// bytes declare. Returns the value and the bytes it took.
@@ -51,7 +54,7 @@ fn bincode_decode<'de, T: Deserialize<'de>>(
 ) -> Result<(T, usize), bincode::error::DecodeError> {
     use bincode::serde::borrow_decode_from_slice as decode;
     const TIER: [usize; 4] = [1 << 16, 1 << 20, 1 << 24, 1 << 28];
-    match body.len().saturating_mul(32) {
+    match body.len().saturating_mul(CLAIM_FACTOR) {
         n if n <= TIER[0] => decode(body, BINCODE.with_limit::<{ TIER[0] }>()),
         n if n <= TIER[1] => decode(body, BINCODE.with_limit::<{ TIER[1] }>()),
         n if n <= TIER[2] => decode(body, BINCODE.with_limit::<{ TIER[2] }>()),

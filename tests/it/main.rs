@@ -12,6 +12,7 @@ mod confinement;
 mod conformance;
 mod container;
 mod contract;
+mod docs;
 mod faults;
 mod hide;
 mod hostile;

@@ -1,0 +1,152 @@
+//! The documents' numbers and lists, read from the code (issue 39): a README or ARCHITECTURE
+//! sentence that goes stale fails here, not in a user's hands.
+
+use crate::util::repo_file;
+use jqjail_client::ErrorCode;
+use jqjail_client::cli::Exit;
+
+fn read(doc: &str) -> String {
+    std::fs::read_to_string(repo_file(doc)).unwrap()
+}
+
+/// The cells of the README table row whose first cell is `first`.
+fn row<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(str::trim)
+                .collect::<Vec<_>>()
+        })
+        .find(|cells| cells[0] == first)
+        .unwrap_or_else(|| panic!("no table row starting {first:?}"))
+}
+
+/// The backquoted words of `text`.
+fn quoted(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn the_exit_status_table_is_the_cli_s() {
+    let readme = read("README.md");
+    for code in ErrorCode::ALL {
+        let status = u8::from(Exit::of(code)).to_string();
+        let cells = row(&readme, &status);
+        let name = code.to_string();
+        if status == "9" {
+            assert_eq!(cells[2], "every other code", "exit status 9");
+            continue;
+        }
+        assert!(
+            quoted(cells[2]).contains(&name.as_str()),
+            "{name} exits {status}, which the README's table does not say: {cells:?}"
+        );
+    }
+    // And no code is listed under a status it does not exit with.
+    for status in ["3", "4", "5", "6", "7", "8", "10"] {
+        for name in quoted(row(&readme, status)[2]) {
+            let Some(code) = ErrorCode::ALL.into_iter().find(|c| c.to_string() == name) else {
+                assert_eq!(name, "UNAVAILABLE", "{name} is no error code");
+                continue;
+            };
+            assert_eq!(u8::from(Exit::of(code)).to_string(), status, "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_tool_list_is_the_cli_s() {
+    let readme = read("README.md");
+    let at = readme
+        .find("`jqjail tools [openai|anthropic]` prints the tool definitions for")
+        .expect("the README's sentence on `jqjail tools`");
+    let sentence = &readme[at..at + readme[at..].find(" as JSON Schema").unwrap()];
+    let named: Vec<&str> = quoted(sentence).into_iter().skip(1).collect();
+    let tools: Vec<&str> = jqjail_client::tools::list().iter().map(|t| t.0).collect();
+    assert_eq!(
+        named, tools,
+        "README names other tools than `jqjail tools` prints"
+    );
+}
+
+#[test]
+fn the_binaries_named_are_the_package_s() {
+    let manifest = read("Cargo.toml");
+    let shipped: Vec<&str> = manifest
+        .lines()
+        .filter(|l| l.contains("\"usr/bin/\""))
+        .filter_map(|l| l.split("\"target/release/").nth(1)?.split('"').next())
+        .collect();
+    let readme = read("README.md");
+    let at = readme
+        .find("its three binaries (")
+        .expect("the package's binaries");
+    let list = &readme[at..at + readme[at..].find(')').unwrap()];
+    assert_eq!(shipped.len(), 3, "the README says three: {shipped:?}");
+    let (mut named, mut shipped) = (quoted(list), shipped);
+    named.sort_unstable();
+    shipped.sort_unstable();
+    assert_eq!(named, shipped);
+}
+
+#[test]
+fn the_limits_table_is_the_defaults() {
+    let cfg = jqjail_supervisor::Config::default();
+    let readme = read("README.md");
+    let number = |cell: &str| -> u64 {
+        let digits: String = cell
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .chars()
+            .filter(|c| *c != ',')
+            .collect();
+        let n: u64 = digits.parse().unwrap_or_else(|_| panic!("{cell}"));
+        match cell
+            .split_whitespace()
+            .nth(1)
+            .map(|u| u.trim_matches(|c: char| !c.is_alphanumeric()))
+        {
+            Some("MiB") => n << 20,
+            Some("KiB") => n << 10,
+            Some("s") => n * 1000,
+            _ => n,
+        }
+    };
+    let l = &cfg.limits;
+    for (limit, value) in [
+        ("input size", l.max_input_bytes),
+        ("filter length", l.max_filter_bytes),
+        ("input nesting depth", u64::from(l.max_depth)),
+        ("output size", l.max_output_bytes),
+        ("wall time", l.timeout_ms),
+        ("heap", l.max_heap_bytes),
+        ("stack", cfg.stack_bytes),
+    ] {
+        assert_eq!(
+            number(row(&readme, limit)[1]),
+            value,
+            "the README's {limit}"
+        );
+    }
+}
+
+#[test]
+fn architecture_s_decoding_bounds_are_the_code_s() {
+    let arch = read("ARCHITECTURE.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let claim = format!(
+        "at most {} times the body",
+        jqjail_protocol::codec::CLAIM_FACTOR
+    );
+    assert!(arch.contains(&claim), "ARCHITECTURE does not say {claim:?}");
+    let meta = format!(
+        "keeps at most {} pairs as it decodes",
+        jqjail_protocol::hide::MAX_META_PAIRS + 1
+    );
+    assert!(arch.contains(&meta), "ARCHITECTURE does not say {meta:?}");
+}
