@@ -160,7 +160,22 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL,
     PRIMARY KEY (seq, pos)
 );
+CREATE TABLE IF NOT EXISTS deleted (
+    tenant TEXT NOT NULL,
+    id     TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS deleted_add AFTER DELETE ON hides BEGIN
+    INSERT OR IGNORE INTO deleted (tenant, id) VALUES (OLD.tenant, OLD.id);
+END;
+CREATE TRIGGER IF NOT EXISTS deleted_undone AFTER INSERT ON hides BEGIN
+    DELETE FROM deleted WHERE tenant = NEW.tenant AND id = NEW.id;
+END;
 ";
+
+// `deleted` (in SCHEMA) remembers, in the same transaction, every hide whose row goes until
+// its file is unlinked too: a delete answered done whose unlink then failed, or that a crash
+// cut short, is finished by the next open instead of its file being listed again.
 
 /// The counters of what each tenant holds, rebuilt from the hides (run at every open, after
 /// [`SCHEMA`] and [`add_charged`], in the same transaction), and the triggers that keep them.

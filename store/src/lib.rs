@@ -26,8 +26,11 @@
 //! its commit, or an index deleted, damaged (it is set aside into `damaged/` first) or
 //! missing its last commits. A file is listed again only when it provably is its tenant's
 //! hide (`sweep.rs`); its ID and bytes are kept, its labels and meta are not. Anything else in
-//! `objects/` is moved to `lost/`, never deleted. So a delete that a crash cuts short before
-//! it is answered can come back, and nothing acknowledged is lost with the index.
+//! `objects/` is moved to `lost/`, never deleted. A delete (an eviction, an expiry) records
+//! itself in the index's `deleted` table in its own transaction, and the record goes once its
+//! file is unlinked; a file whose record remains (a crash, or an unlink that failed) is
+//! unlinked by the next open, never listed again. So nothing acknowledged is lost with the
+//! index, and nothing deleted comes back while it stands.
 //!
 //! Every connection uses SQLite's `unix-excl` VFS: the WAL's index is in heap memory, not a
 //! memory-mapped `-shm` file, and no file is mapped, so a file the kernel will not write (a
@@ -892,13 +895,26 @@ impl Store {
         };
         if !ids.is_empty() {
             let dir = self.tenant_dir_path(tenant);
+            let mut gone = Vec::new();
             for id in &ids {
-                if !listed(db, tenant, id)? {
-                    let _ = std::fs::remove_file(dir.join(id));
+                if listed(db, tenant, id).unwrap_or(true) {
+                    continue;
+                }
+                match std::fs::remove_file(dir.join(id)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {}
+                    _ => gone.push(id),
                 }
             }
             if let Ok(d) = File::open(&dir) {
                 let _ = d.sync_all();
+            }
+            // The deletes whose files are gone are done; the rest stay in `deleted` for the
+            // next open to finish (a failure here only leaves that work to it).
+            for id in gone {
+                let _ = db.execute(
+                    "DELETE FROM deleted WHERE tenant = ?1 AND id = ?2",
+                    params![tenant, id],
+                );
             }
         }
         Ok(out)

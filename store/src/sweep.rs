@@ -35,6 +35,9 @@ pub struct Sweep {
     /// are what they were; their kind is [`RECOVERED_KIND`], their source the ID's, their
     /// meta is lost and their time is the file's.
     pub adopted: Vec<(String, String)>,
+    /// Files of hides whose delete was committed but whose unlink failed or was cut short,
+    /// unlinked now.
+    pub deletes_finished: usize,
     /// Files in `objects/` that are not provably a tenant's hide, moved into `lost/`.
     pub quarantined: Vec<PathBuf>,
     /// `(tenant, id)` of rows dropped because their file was missing or of the wrong size.
@@ -114,6 +117,12 @@ impl Store {
                         if listed(db, t, &name)? {
                             continue;
                         }
+                        if deleted(db, t, &name)? {
+                            // A delete whose unlink failed or a crash cut short: finished.
+                            std::fs::remove_file(file.path())?;
+                            sweep.deletes_finished += 1;
+                            continue;
+                        }
                         if adopt(db, t, &file)? {
                             sweep.adopted.push((t.clone(), name));
                             continue;
@@ -125,9 +134,18 @@ impl Store {
                         .push(quarantine(&root, &file.path(), &to)?);
                 }
             }
+            // Every delete still pending is finished now (its file gone, or never listed).
+            db.execute("DELETE FROM deleted", [])?;
             Ok(sweep)
         })
     }
+}
+
+/// Whether a delete of `tenant`'s `id` was committed and its file not yet unlinked.
+fn deleted(db: &Connection, tenant: &str, id: &str) -> Result<bool> {
+    Ok(db
+        .prepare_cached("SELECT 1 FROM deleted WHERE tenant = ?1 AND id = ?2")?
+        .exists(params![tenant, id])?)
 }
 
 /// Lists `file` as `tenant`'s hide when it provably is one (see the module's comment);

@@ -150,8 +150,9 @@ fn one_process_owns_a_store_until_it_is_gone() {
     );
     putter.kill().unwrap();
     putter.wait().unwrap();
+    // Opened at once (the kill released the lock), with whatever it had put whole.
     let store = Store::open(&path).unwrap();
-    assert!(check_every_entry_whole(&store) > 0);
+    check_every_entry_whole(&store);
 }
 
 fn sigkill_at_random_points_leaves_only_whole_hides() {

@@ -248,6 +248,8 @@ fn rows_an_index_lacks_are_listed_again_and_nothing_else_is() {
             )
             .unwrap();
         }
+        // Commits that never happened leave no record of a delete either.
+        db.execute("DELETE FROM deleted", []).unwrap();
         ids
     };
     let objects = path.join("objects");
@@ -314,4 +316,34 @@ fn strays_where_only_the_store_writes_do_not_stop_it_opening() {
     let store = Store::open(&path).unwrap();
     holds_exactly(&store, &held);
     assert_eq!(store.opened().quarantined.len(), 2, "{:?}", store.opened());
+}
+
+#[test]
+fn a_delete_committed_but_not_unlinked_is_finished_not_undone() {
+    // A delete's row goes in one transaction and its file after: a crash between (or an
+    // unlink that failed) leaves the file. The next open unlinks it rather than listing the
+    // deleted hide again.
+    let (_dir, path, mut held) = stocked();
+    let (tenant, id) = held.keys().nth(3).unwrap().clone();
+    {
+        let db = rusqlite::Connection::open(path.join("index.sqlite3")).unwrap();
+        db.execute(
+            "DELETE FROM hides WHERE tenant = ?1 AND id = ?2",
+            [&tenant, &id],
+        )
+        .unwrap();
+    }
+    held.remove(&(tenant.clone(), id.clone()));
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.opened().deletes_finished, 1);
+    assert!(store.opened().adopted.is_empty());
+    holds_exactly(&store, &held);
+    assert!(matches!(
+        store.entry(&tenant, &id),
+        Err(jqjail_store::StoreError::NotFound(_))
+    ));
+    // Put again, the same content is a hide again, and stays one across a reopen.
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.opened().deletes_finished, 0);
 }

@@ -192,6 +192,12 @@ pub(crate) fn log_sweep(sweep: &jqjail_store::Sweep) {
             "hide store: removed the temp files of puts a crash or a kill cut short"
         );
     }
+    if sweep.deletes_finished > 0 {
+        tracing::info!(
+            files = sweep.deletes_finished,
+            "hide store: unlinked the files of deletes a crash or a failed unlink left"
+        );
+    }
     if !sweep.adopted.is_empty() {
         tracing::warn!(
             hides = sweep.adopted.len(),

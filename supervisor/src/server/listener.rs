@@ -167,7 +167,8 @@ pub(crate) fn spawn_reload(shared: &Arc<Shared>, reload: Reload) {
             return;
         };
         while hup.recv().await.is_some() {
-            shared.store.retry();
+            let store = shared.store.clone();
+            let _ = tokio::task::spawn_blocking(move || store.retry()).await;
             match reload() {
                 Ok(cfg) => {
                     let tenants = cfg.tenants.rules.len();

@@ -21,7 +21,7 @@ impl StoreSlot {
     /// is unsafe or owned by another process; any other failure leaves the slot empty, with
     /// its reason, and logged.
     pub fn open(path: &Path) -> Result<StoreSlot, StoreError> {
-        let open = match Store::open(path) {
+        let open = match open_telling_systemd(path) {
             Ok(store) => {
                 tracing::info!(store = %store.root().display(), "hide store open");
                 crate::daemon::log_sweep(store.opened());
@@ -48,20 +48,44 @@ impl StoreSlot {
     }
 
     /// When there is no store, tries to open it again (a reload); says what came of it.
+    /// Blocking (an open may list every hide again from its files): called on a blocking
+    /// thread, and the slot is locked only to look and to put the store in, so hide requests
+    /// meanwhile are answered at once.
     pub fn retry(&self) {
-        let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
-        if open.is_ok() {
+        if self.get().is_ok() {
             return;
         }
-        match Store::open(&self.path) {
+        let opened = match Store::open(&self.path) {
             Ok(store) => {
                 tracing::info!(store = %store.root().display(), "hide store open at last");
                 crate::daemon::log_sweep(store.opened());
-                *open = Ok(Arc::new(store));
+                Ok(Arc::new(store))
             }
-            Err(e) => *open = Err(unavailable(&self.path, &e)),
+            Err(e) => Err(unavailable(&self.path, &e)),
+        };
+        let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
+        if open.is_err() {
+            *open = opened;
         }
     }
+}
+
+/// [`Store::open`], telling systemd every 10 s that start-up goes on: an open that lists a
+/// large store again from its files (its index lost) can take longer than the unit's start
+/// timeout, and a start killed for it would begin again from the start.
+fn open_telling_systemd(path: &Path) -> Result<Store, StoreError> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let ticker = std::thread::spawn(move || {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            wait.recv_timeout(std::time::Duration::from_secs(10))
+        {
+            crate::systemd::notify("EXTEND_TIMEOUT_USEC=30000000");
+        }
+    });
+    let opened = Store::open(path);
+    drop(done);
+    let _ = ticker.join();
+    opened
 }
 
 /// The reason given to every hide request while the store cannot be opened, and logged.
