@@ -315,7 +315,14 @@ impl Scrapes {
         {
             return text.clone();
         }
-        let observer = self.observer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut observer = self.observer.lock().unwrap_or_else(|e| e.into_inner());
+        // A store opened since (by a reload, after it could not be at start) is observed from
+        // the next scrape on.
+        if observer.is_none()
+            && let Ok(store) = self.shared.store.get()
+        {
+            *observer = store.observer().ok();
+        }
         let text: Arc<str> = render(&self.shared, observer.as_ref()).into();
         *rendered = Some((Instant::now(), text.clone()));
         text
