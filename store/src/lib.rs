@@ -524,7 +524,10 @@ impl Store {
                         |r| r.get(0),
                     )
                     .optional()?;
-                if taken.is_none() {
+                // Nor an ID this put's eviction frees: its file is still there until the
+                // commit, and a commit that then failed would unlink the new file under the
+                // restored row of the old hide.
+                if taken.is_none() && !victims.contains(&candidate) {
                     chosen = Some(candidate);
                     break;
                 }

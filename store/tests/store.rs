@@ -122,6 +122,25 @@ fn a_real_prefix_collision_gets_a_longer_id_never_an_overwrite() {
         .put("u", "k", "src", second.as_bytes(), &[], &ROOMY)
         .unwrap();
     assert_eq!(other.entry.id.len(), "src-".len() + 8);
+    // A put whose eviction frees the short ID does not take it in the same transaction (its
+    // file is still there until the commit): a tenant whose quota holds one of the two.
+    let one = Retention {
+        quota_bytes: (first.len().max(second.len()) + "k".len() + "src".len()) as u64,
+        max_age: None,
+        on_full: OnFull::EvictOldest,
+    };
+    let short = store
+        .put("w", "k", "src", first.as_bytes(), &[], &one)
+        .unwrap();
+    let longer = store
+        .put("w", "k", "src", second.as_bytes(), &[], &one)
+        .unwrap();
+    assert_eq!(longer.evicted, vec![short.entry.id.clone()]);
+    assert_ne!(longer.entry.id, short.entry.id);
+    assert_eq!(
+        store.get("w", &longer.entry.id).unwrap().1,
+        second.as_bytes()
+    );
 }
 
 #[test]
