@@ -33,8 +33,10 @@ pub const MCP_EXECUTABLE: &str = "jqjail-mcp";
 /// How long a private daemon lives without clients.
 pub const PRIVATE_IDLE_EXIT: Duration = Duration::from_secs(600);
 
-/// How long the CLI waits for a private daemon it started to accept connections.
-pub const PRIVATE_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the CLI waits for a private daemon it started to accept connections: longer than
+/// a daemon waits for the store's previous owner to exit (15 s), which an idle exit can
+/// still be doing when the next command comes.
+pub const PRIVATE_START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Exit statuses, one per class of failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

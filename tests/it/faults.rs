@@ -183,12 +183,14 @@ fn an_unwritable_store_is_an_error_never_a_signal() {
     assert!(put.is_ok(), "{put:?}");
 }
 
-/// One daemon owns a store: a second one on it is refused at start with a message that says
-/// so (before, two shared it, each allowing a quota's worth of uploads).
+/// One daemon owns a store: a second one on it waits 15 s for the owner to exit, then is
+/// refused at start with a message that says so (before, two shared it, each allowing a
+/// quota's worth of uploads).
 #[test]
 fn a_second_daemon_on_a_store_is_refused() {
     let d = Daemon::start();
     let other = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
     let out = Command::new(DAEMON)
         .args(["--socket", other.path().join("s").to_str().unwrap()])
         .args(["--store", d.store().to_str().unwrap()])
@@ -197,7 +199,25 @@ fn a_second_daemon_on_a_store_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("in use by another process"), "{err}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(15));
     assert_eq!(d.ok(".", "1"), "1");
+}
+
+/// A daemon started while the store's owner is still exiting (the CLI's private daemon after
+/// its idle exit: its socket gone, its last requests draining) waits for it and starts.
+#[test]
+fn a_daemon_started_while_the_owner_exits_waits_for_it() {
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().join("store");
+    let first = Daemon::start_on(Some(&store), &[], &[]);
+    let held = put_some(&first);
+    let path = store.clone();
+    let next = std::thread::spawn(move || Daemon::start_on(Some(&path), &[], &[]));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    drop(first); // SIGTERM, and reaped
+    let next = next.join().expect("the next daemon did not start");
+    still_holds(&next, &held);
+    assert!(next.log().contains("waiting up to 15 s"), "{}", next.log());
 }
 
 /// A tmpfs of `mib` MiB mounted on a temp dir for one test (root only), unmounted on drop.

@@ -21,7 +21,7 @@ impl StoreSlot {
     /// is unsafe or owned by another process; any other failure leaves the slot empty, with
     /// its reason, and logged.
     pub fn open(path: &Path) -> Result<StoreSlot, StoreError> {
-        let open = match open_telling_systemd(path) {
+        let open = match open_after_its_owner(path) {
             Ok(store) => {
                 tracing::info!(store = %store.root().display(), "hide store open");
                 crate::daemon::log_sweep(store.opened());
@@ -66,6 +66,33 @@ impl StoreSlot {
         let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
         if open.is_err() {
             *open = opened;
+        }
+    }
+}
+
+/// How long a start waits for the process that owns the store to let it go: a daemon that is
+/// exiting (its idle exit, a drain) holds it until its last request is answered, after its
+/// socket is gone, and the CLI starts the next one meanwhile.
+const OWNER_EXITS_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// [`open_telling_systemd`], waiting up to [`OWNER_EXITS_WITHIN`] while another process
+/// owns the store.
+fn open_after_its_owner(path: &Path) -> Result<Store, StoreError> {
+    let since = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match open_telling_systemd(path) {
+            Err(StoreError::InUse { .. }) if since.elapsed() < OWNER_EXITS_WITHIN => {
+                if !said {
+                    tracing::info!(
+                        store = %path.display(),
+                        "the hide store is in use by another process; waiting up to 15 s for it to exit"
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            opened => return opened,
         }
     }
 }
