@@ -145,11 +145,14 @@ fn no_worker_or_zygote_outlives_a_killed_daemon() {
 #[test]
 fn a_live_daemon_socket_is_never_taken_over() {
     let d = Daemon::start();
+    // A store of its own: one daemon owns a store (a second is refused for that first, which
+    // `faults.rs` tests); this is about the socket.
+    let store = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(crate::util::DAEMON)
         .arg("--socket")
         .arg(&d.socket)
         .arg("--store")
-        .arg(d.store())
+        .arg(store.path().join("store"))
         .output()
         .unwrap();
     assert!(!out.status.success());
