@@ -10,8 +10,8 @@
 //! bound: its low-water mark per twelfth of the run, in the last quarter, above the highest
 //! of the first half by more than the series' slack. (Low-water marks, because a 20 MiB run
 //! in flight lifts every sample it falls on; a leak lifts the floor.) The series go to
-//! `target/soak.csv` (or `JQJAIL_SOAK_CSV`) for `bench/soak-plot.py`, and the fitted slopes of
-//! their floors over the second half are printed for RELIABILITY.md.
+//! `target/soak.csv` (or `JQJAIL_SOAK_CSV`) for `bench/soak-plot.py`, and the figures, with the
+//! fitted slopes of the floors over the second half, to `target/soak.txt` beside it.
 
 use crate::Attack;
 use crate::util::{Daemon, rss, signal};
@@ -295,16 +295,19 @@ fn a_soak_of_mixed_load_from_eight_uids_leaks_nothing() {
             ));
         }
     }
-    eprintln!(
+    let mut summary = format!(
         "soak of {secs} s, 8 uids, {reloads} reloads: {sent} requests, {unanswered} unanswered, \
          {wrong} wrong answers, {kept} hides kept and {lost} lost; floors first half → last \
-         quarter (fitted slope of the second half): {}; series in {}",
+         quarter (fitted slope of the second half): {}; series in {}\n",
         slopes.join(", "),
         csv.display()
     );
     for r in &reports {
-        eprintln!("  {r}");
+        summary.push_str(&format!("  {r}\n"));
     }
+    // Beside the series, for whoever reads the run (a passing test's output is captured).
+    let _ = std::fs::write(csv.with_extension("txt"), &summary);
+    eprint!("{summary}");
     assert!(sent > 0 && reports.len() == 8, "{reports:?}");
     assert_eq!(unanswered, 0, "requests went unanswered");
     assert_eq!(wrong, 0, "wrong answers");
