@@ -5,8 +5,8 @@
 //! waits for a writer.
 //!
 //! What a tenant holds is a counter, not a query over its hides: the `usage` table, kept by
-//! triggers in the same transaction as every insert and delete of a hide, and rebuilt from the hides at every open. Each hide's charge against
-//! its quota is computed once, when it is stored (`charged`). So `hide_usage`, a put's quota
+//! triggers in the same transaction as every insert and delete of a hide, and rebuilt from
+//! the hides at every open. Each hide's charge against its quota is computed once, when it is stored (`charged`). So `hide_usage`, a put's quota
 //! check and the metrics' totals each read one row, whatever the tenant holds; eviction reads
 //! the oldest hides only until enough are found.
 
@@ -137,6 +137,10 @@ pub(crate) fn insert(
     Ok(seq)
 }
 
+/// The tables. `deleted` remembers, in the same transaction (by trigger), every hide whose row
+/// goes until its file is unlinked too: a delete answered done whose unlink then failed, or
+/// that a crash cut short, is finished by the next open instead of its file being listed
+/// again.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS hides (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -172,10 +176,6 @@ CREATE TRIGGER IF NOT EXISTS deleted_undone AFTER INSERT ON hides BEGIN
     DELETE FROM deleted WHERE tenant = NEW.tenant AND id = NEW.id;
 END;
 ";
-
-// `deleted` (in SCHEMA) remembers, in the same transaction, every hide whose row goes until
-// its file is unlinked too: a delete answered done whose unlink then failed, or that a crash
-// cut short, is finished by the next open instead of its file being listed again.
 
 /// The counters of what each tenant holds, rebuilt from the hides (run at every open, after
 /// [`SCHEMA`] and [`add_charged`], in the same transaction), and the triggers that keep them.

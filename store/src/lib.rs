@@ -913,11 +913,16 @@ impl Store {
             }
             // The deletes whose files are gone are done; the rest stay in `deleted` for the
             // next open to finish (a failure here only leaves that work to it).
-            for id in gone {
-                let _ = db.execute(
-                    "DELETE FROM deleted WHERE tenant = ?1 AND id = ?2",
-                    params![tenant, id],
-                );
+            if !gone.is_empty()
+                && let Ok(tx) = db.transaction()
+            {
+                for id in gone {
+                    let _ = tx.execute(
+                        "DELETE FROM deleted WHERE tenant = ?1 AND id = ?2",
+                        params![tenant, id],
+                    );
+                }
+                let _ = tx.commit();
             }
         }
         Ok(out)

@@ -123,11 +123,17 @@ fn an_index_deleted_under_its_owner_then_a_crash_loses_no_hide() {
     // index, tries once more and aborts, as a SIGKILL would stop it (no close, no checkpoint).
     let (_dir, path, mut held) = stocked();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crashing_owner", "--nocapture"])
+        .args(["--exact", "crashing_owner", "--ignored", "--nocapture"])
         .env("JQJAIL_RECOVERY_OWNER", &path)
         .status()
         .unwrap();
-    assert!(!status.success(), "the owner did not crash: {status}");
+    // Aborted as planned, not failed on the way (a panic exits 101).
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGABRT),
+        "the owner did not crash: {status}"
+    );
     let store = Store::open(&path).unwrap();
     for (source, content) in [("before", BEFORE), ("after", AFTER)] {
         let found = store
@@ -151,10 +157,10 @@ const AFTER: &[u8] = b"[\"put after the index was deleted\"]";
 
 /// Run in a child by `an_index_deleted_under_its_owner_then_a_crash_loses_no_hide`.
 #[test]
+#[ignore = "run in a child by an_index_deleted_under_its_owner_then_a_crash_loses_no_hide"]
 fn crashing_owner() {
-    let Some(path) = std::env::var_os("JQJAIL_RECOVERY_OWNER") else {
-        return;
-    };
+    let path = std::env::var_os("JQJAIL_RECOVERY_OWNER")
+        .expect("run only as a child: JQJAIL_RECOVERY_OWNER names the store");
     let path = Path::new(&path);
     let store = Store::open(path).unwrap();
     store

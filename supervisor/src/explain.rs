@@ -42,25 +42,19 @@ pub fn explain(exit: &Exit, ctx: &Context) -> ErrorReply {
         }
         e
     };
-    if ctx.killed_for_timeout && ctx.stopped_from_outside {
-        return ErrorReply::new(
-            ErrorCode::Timeout,
-            format!(
-                "the worker was stopped by a signal from outside jqjail (SIGSTOP or a debugger) and could not finish within the {} ms wall-clock limit; it was killed and replaced, and the filter may succeed if run again",
-                grouped(ctx.timeout_ms)
-            ),
-        )
-        .with_limit(ctx.timeout_ms, ctx.timeout_ms);
-    }
     if ctx.killed_for_timeout {
-        return ErrorReply::new(
-            ErrorCode::Timeout,
+        let ms = grouped(ctx.timeout_ms);
+        let message = if ctx.stopped_from_outside {
             format!(
-                "filter ran past the {} ms wall-clock limit and was stopped; narrow the input or simplify the filter",
-                grouped(ctx.timeout_ms)
-            ),
-        )
-        .with_limit(ctx.timeout_ms, ctx.timeout_ms);
+                "the worker was stopped by a signal from outside jqjail (SIGSTOP or a debugger) and could not finish within the {ms} ms wall-clock limit; it was killed and replaced, and the filter may succeed if run again"
+            )
+        } else {
+            format!(
+                "filter ran past the {ms} ms wall-clock limit and was stopped; narrow the input or simplify the filter"
+            )
+        };
+        return ErrorReply::new(ErrorCode::Timeout, message)
+            .with_limit(ctx.timeout_ms, ctx.timeout_ms);
     }
     if exit.oom_killed {
         return ErrorReply::new(

@@ -226,7 +226,12 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
+    /// The disk, or `None` once it has skipped, saying why.
     fn mount(mib: u32) -> Option<SmallDisk> {
+        if !root() {
+            skip("mounting a small tmpfs for the store needs root");
+            return None;
+        }
         let dir = tempfile::tempdir().unwrap();
         let mounted = Command::new("mount")
             .args([
@@ -239,6 +244,9 @@ impl SmallDisk {
             .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
+        if !mounted {
+            skip("mount -t tmpfs failed");
+        }
         mounted.then_some(SmallDisk { dir })
     }
 
@@ -262,11 +270,8 @@ impl Drop for SmallDisk {
 /// whole; no temp file is left; and once space is freed, puts work again without a restart.
 #[test]
 fn a_full_disk_refuses_puts_with_a_coded_error_and_loses_nothing() {
-    if !root() {
-        return skip("mounting a small tmpfs for the store needs root");
-    }
     let Some(disk) = SmallDisk::mount(24) else {
-        return skip("mount -t tmpfs failed");
+        return;
     };
     let store = disk.path().join("store");
     let d = Daemon::start_on(Some(&store), &[], &[]);
@@ -520,11 +525,8 @@ fn descriptors_run_out_refused_at_once_and_served_again_when_freed() {
 /// the filesystem is writable again a reload opens the store, with every hide in it.
 #[test]
 fn a_read_only_store_at_start_serves_runs_and_hides_after_a_reload() {
-    if !root() {
-        return skip("mounting a small tmpfs for the store needs root");
-    }
     let Some(disk) = SmallDisk::mount(16) else {
-        return skip("mount -t tmpfs failed");
+        return;
     };
     let store = disk.path().join("store");
     let held = put_some(&Daemon::start_on(Some(&store), &[], &[]));

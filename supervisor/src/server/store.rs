@@ -22,11 +22,7 @@ impl StoreSlot {
     /// its reason, and logged.
     pub fn open(path: &Path) -> Result<StoreSlot, StoreError> {
         let open = match open_after_its_owner(path) {
-            Ok(store) => {
-                tracing::info!(store = %store.root().display(), "hide store open");
-                crate::daemon::log_sweep(store.opened());
-                Ok(Arc::new(store))
-            }
+            Ok(store) => Ok(opened(store, "hide store open")),
             Err(e @ (StoreError::Unsafe { .. } | StoreError::InUse { .. })) => return Err(e),
             Err(e) => Err(unavailable(path, &e)),
         };
@@ -55,17 +51,13 @@ impl StoreSlot {
         if self.get().is_ok() {
             return;
         }
-        let opened = match Store::open(&self.path) {
-            Ok(store) => {
-                tracing::info!(store = %store.root().display(), "hide store open at last");
-                crate::daemon::log_sweep(store.opened());
-                Ok(Arc::new(store))
-            }
+        let now = match Store::open(&self.path) {
+            Ok(store) => Ok(opened(store, "hide store open at last")),
             Err(e) => Err(unavailable(&self.path, &e)),
         };
         let mut open = self.open.write().unwrap_or_else(|e| e.into_inner());
         if open.is_err() {
-            *open = opened;
+            *open = now;
         }
     }
 }
@@ -113,6 +105,13 @@ fn open_telling_systemd(path: &Path) -> Result<Store, StoreError> {
     drop(done);
     let _ = ticker.join();
     opened
+}
+
+/// A store just opened, logged with what its opening mended.
+fn opened(store: Store, said: &str) -> Arc<Store> {
+    tracing::info!(store = %store.root().display(), "{said}");
+    crate::daemon::log_sweep(store.opened());
+    Arc::new(store)
 }
 
 /// The reason given to every hide request while the store cannot be opened, and logged.
