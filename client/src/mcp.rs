@@ -371,6 +371,20 @@ fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
             guard::MAX_DEPTH
         ))));
     }
+    if request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("costly"))
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return Some(result(Err(format!(
+            "INVALID_REQUEST: the message holds so many values that reading it would take over {} MiB of memory (the limit of one message to jqjail mcp, counting {} bytes an object and {} any other value); pass a document as one string (`input`), or store it and pass its hide_id",
+            guard::MAX_VALUE_BYTES >> 20,
+            guard::OBJECT_COST,
+            guard::VALUE_COST,
+        ))));
+    }
     Some(result(Err(format!(
         "INPUT_TOO_LARGE: the message is {} bytes, over the {}-byte limit of one message to jqjail mcp; store the document and pass its hide_id, or narrow it before the call",
         jqjail_protocol::limits::grouped(arg("bytes")),

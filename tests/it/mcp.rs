@@ -157,3 +157,169 @@ fn the_official_typescript_sdk_lists_calls_and_pages() {
     let stats = d.client().stats().unwrap();
     assert_eq!(stats.outcome("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);
 }
+
+/// One JSON-RPC exchange with a `jqjail-mcp` child by hand, as a hostile client would: the
+/// messages are ours to shape, so no SDK stands in between.
+struct RawMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl RawMcp {
+    /// `jqjail-mcp --socket S EXTRA…`, initialized.
+    fn start(d: &Daemon, extra: &[&str]) -> RawMcp {
+        use std::process::Stdio;
+        let mut child = Command::new(crate::util::MCP)
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = RawMcp {
+            child,
+            stdin,
+            stdout,
+        };
+        mcp.send(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        assert_eq!(mcp.answer()["id"], 0);
+        mcp.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        mcp
+    }
+
+    fn send(&mut self, line: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:.300}"))
+    }
+
+    /// The text of the tool result answering `id`, and whether it is an error.
+    fn tool_answer(&mut self, id: u64) -> (String, bool) {
+        let answer = self.answer();
+        assert_eq!(answer["id"], id, "{answer:.300}");
+        let result = &answer["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        (text.to_string(), result["isError"] == true)
+    }
+
+    fn peak_rss(&self) -> u64 {
+        crate::util::peak_rss(self.child.id() as i32)
+    }
+}
+
+impl Drop for RawMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 34: a 42 MB message within the byte bound, made of many small values, drove
+/// `jqjail mcp` to 3.9 GiB (rmcp builds a serde_json value of it before any handler sees it,
+/// hundreds of bytes per small object). Now a message of more values than any call needs is
+/// answered with a clear error before it is built, and one large string (the real use: a
+/// document as `input`) costs a small multiple of its size.
+#[test]
+fn a_large_message_costs_a_small_multiple_of_its_size() {
+    let d = Daemon::start();
+    let mut mcp = RawMcp::start(&d, &[]);
+    let base = mcp.peak_rss();
+    // About 40 MB of `{"a":1}`: 5 million objects, under the 41 MiB message bound.
+    let values = 5_000_000;
+    let mut line = Vec::with_capacity(values * 8 + 200);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"jq","arguments":{"filter":".","input":"1","pad":["#);
+    for i in 0..values {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(br#"{"a":1}"#);
+    }
+    line.extend_from_slice(b"]}}}");
+    let size = line.len() as u64;
+    mcp.send(&line);
+    let (text, failed) = mcp.tool_answer(1);
+    let peak = mcp.peak_rss();
+    eprintln!(
+        "a {size}-byte message of {values} small values: peak RSS {} MiB (from {} MiB)",
+        peak >> 20,
+        base >> 20
+    );
+    assert!(
+        peak <= base + 2 * size,
+        "peak RSS {peak} for a {size}-byte message"
+    );
+    assert!(failed, "{text:.300}");
+    assert!(text.starts_with("INVALID_REQUEST: "), "{text:.300}");
+    assert!(text.contains("values"), "{text:.300}");
+
+    // A document of 20 MiB as one string, the largest input the daemon takes, made of the
+    // characters JSON escapes (a string of 10 million `"`: 40 MB as a message): answered, at
+    // a small multiple of the message.
+    let doc = format!("\"{}\"", "\\\"".repeat(10_000_000));
+    let call = serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"jq","arguments":{"filter":"length","input":doc}}});
+    let call = call.to_string();
+    mcp.send(call.as_bytes());
+    let (text, failed) = mcp.tool_answer(2);
+    assert!(!failed, "{text:.300}");
+    let peak = mcp.peak_rss();
+    eprintln!(
+        "a {}-byte call with a {}-byte input: peak RSS {} MiB",
+        call.len(),
+        doc.len(),
+        peak >> 20
+    );
+    assert!(
+        peak <= base + 5 * call.len() as u64,
+        "peak RSS {peak} for a {}-byte call",
+        call.len()
+    );
+}
+
+/// Issue 34: an upstream server's answer passes the same bound as a client's message. One of
+/// 40 MB of small objects, and one of 50 MB, are each a clear `UPSTREAM_ERROR` at a small
+/// cost (rmcp read any line whole and built a value of it); the session goes on.
+#[test]
+fn a_large_upstream_answer_costs_a_small_multiple_of_the_bound() {
+    let d = Daemon::start();
+    let upstream = repo_file("tests/mcp/hostile_upstream.py");
+    let mut mcp = RawMcp::start(
+        &d,
+        &["--upstream", "--", "python3", upstream.to_str().unwrap()],
+    );
+    mcp.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    assert_eq!(mcp.answer()["id"], 1);
+    let base = mcp.peak_rss();
+    for (id, tool, why) in [(2, "wide", "values"), (3, "long", "byte limit")] {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        );
+        mcp.send(call.as_bytes());
+        let (text, failed) = mcp.tool_answer(id);
+        let peak = mcp.peak_rss();
+        eprintln!(
+            "{tool}: peak RSS {} MiB (from {} MiB): {text:.200}",
+            peak >> 20,
+            base >> 20
+        );
+        assert!(failed, "{text:.300}");
+        assert!(text.starts_with("UPSTREAM_ERROR: "), "{text:.300}");
+        assert!(text.contains(why), "{text:.300}");
+        assert!(peak <= base + (160 << 20), "peak RSS {peak}");
+    }
+    mcp.send(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"small","arguments":{}}}"#);
+    let (text, failed) = mcp.tool_answer(4);
+    assert!(!failed && text.contains("ok"), "{text}");
+}

@@ -6,7 +6,7 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed"]
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed", "wide", "long"]
 
 
 def send(message):
@@ -51,6 +51,17 @@ for line in sys.stdin:
         if name == "malformed":
             # A result that is not a tool result, with 1 MB in it: the call fails upstream-side.
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": "M" * 1_000_000}})
+            continue
+        if name == "wide":
+            # Issue 34: 40 MB of small objects in one answer (written as text: Python's own
+            # objects for it would take a gigabyte).
+            rows = ",".join(['{"a":1}'] * 5_000_000)
+            sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"w"}],"structuredContent":{"rows":[%s]}}}\n' % (json.dumps(rid), rows))
+            sys.stdout.flush()
+            continue
+        if name == "long":
+            # An answer of 50 MB, over any message bound.
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "L" * 50_000_000}]}})
             continue
         if name == "rpc_error":
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})

@@ -12,6 +12,13 @@
 //! depth: rmcp's JSON parser stops at 128 levels and drops the message without a word (issue
 //! 34: a message 200 levels deep left its client waiting for ever). Its stand-in call names
 //! the depth.
+//!
+//! So is a line whose values would cost more than [`MAX_VALUE_BYTES`] to hold. rmcp builds a
+//! `serde_json::Value` of every message before a handler sees it, and a small object costs
+//! hundreds of bytes there: 40 MB of `{"a":1}` took 6.6 GiB (issue 34). The guard charges
+//! each value as it passes ([`OBJECT_COST`], [`VALUE_COST`]), so a message costs at most its
+//! bytes (strings are held once) plus that bound. A document belongs in `input` as one string,
+//! which costs its length.
 
 use serde_json::Value;
 use std::pin::Pin;
@@ -31,10 +38,34 @@ const CHUNK: usize = 64 * 1024;
 /// refuses past 128).
 pub(crate) const MAX_DEPTH: usize = 100;
 
+/// The most a line's values may cost to hold as a parsed value, beyond its strings' bytes.
+pub(crate) const MAX_VALUE_BYTES: usize = 64 << 20;
+
+/// What an object costs parsed: a B-tree leaf of 11 keys and values (632 bytes) and the
+/// allocator's share.
+pub(crate) const OBJECT_COST: usize = 640;
+
+/// What any other value (or an object's member) costs parsed: its 32-byte slot, doubled for
+/// the vector's growth.
+pub(crate) const VALUE_COST: usize = 64;
+
+/// Why a line was cut before its end.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// Past the byte bound.
+    Long,
+    /// Nested this deep.
+    Deep(usize),
+    /// Its values past [`MAX_VALUE_BYTES`].
+    Costly,
+}
+
 /// Wraps a reader of newline-delimited JSON-RPC messages, bounding each to `max` bytes.
 pub(crate) struct Guard<R> {
     inner: R,
     max: usize,
+    /// Whether the lines are an upstream server's answers, not a client's requests.
+    upstream: bool,
     /// Bytes of the current line seen (passed on, or skipped).
     line: usize,
     /// The current line's first bytes.
@@ -42,11 +73,12 @@ pub(crate) struct Guard<R> {
     /// Whether the current line is over the bound (its rest is skipped).
     skipping: bool,
     /// The current line's nesting as it passes: inside a string, after a backslash in one,
-    /// its depth now, and the depth it was cut at (if it was).
+    /// its depth now, what its values cost so far, and why it was cut (if it was).
     in_string: bool,
     escaped: bool,
     depth: usize,
-    too_deep: Option<usize>,
+    cost: usize,
+    cut: Option<Cut>,
     /// Bytes ready for the reader, from `at`.
     out: Vec<u8>,
     at: usize,
@@ -54,20 +86,32 @@ pub(crate) struct Guard<R> {
 }
 
 impl<R> Guard<R> {
+    /// Bounds a client's requests: a cut `tools/call` becomes a call of [`TOO_LARGE_TOOL`].
     pub(crate) fn new(inner: R, max: usize) -> Guard<R> {
         Guard {
             inner,
             max,
+            upstream: false,
             line: 0,
             head: Vec::new(),
             skipping: false,
             in_string: false,
             escaped: false,
             depth: 0,
-            too_deep: None,
+            cost: 0,
+            cut: None,
             out: Vec::new(),
             at: 0,
             scratch: vec![0; CHUNK],
+        }
+    }
+
+    /// Bounds an upstream server's answers: a cut answer becomes a JSON-RPC error for its
+    /// `id`, which the wrapper reports as `UPSTREAM_ERROR`.
+    pub(crate) fn upstream(inner: R, max: usize) -> Guard<R> {
+        Guard {
+            upstream: true,
+            ..Guard::new(inner, max)
         }
     }
 
@@ -86,13 +130,14 @@ impl<R> Guard<R> {
             }
             if !self.skipping {
                 let room = self.max - self.line;
-                let deep_at = self.too_deep_at(&segment[..segment.len().min(room)]);
-                if let Some(at) = deep_at {
-                    // Too deep for the parser: cut there, as a line over the bound is.
+                let walked = self.walk(&segment[..segment.len().min(room)]);
+                if let Some((at, why)) = walked {
+                    // Too deep or too costly for the parser: cut there, as a line over the
+                    // bound is.
                     self.out.extend_from_slice(&segment[..at]);
                     self.out.extend_from_slice(b"!\n");
                     self.skipping = true;
-                    self.too_deep = Some(self.depth);
+                    self.cut = Some(why);
                 } else if segment.len() <= room {
                     self.out.extend_from_slice(segment);
                 } else {
@@ -102,6 +147,7 @@ impl<R> Guard<R> {
                     self.out.extend_from_slice(&segment[..room]);
                     self.out.extend_from_slice(b"!\n");
                     self.skipping = true;
+                    self.cut = Some(Cut::Long);
                 }
             }
             self.line += segment.len();
@@ -116,14 +162,16 @@ impl<R> Guard<R> {
                 self.in_string = false;
                 self.escaped = false;
                 self.depth = 0;
-                self.too_deep = None;
+                self.cost = 0;
+                self.cut = None;
             }
         }
     }
 
-    /// Follows the nesting through `bytes` of the current line; the index of the byte that
-    /// takes it past [`MAX_DEPTH`], if one does.
-    fn too_deep_at(&mut self, bytes: &[u8]) -> Option<usize> {
+    /// Follows the nesting and the values' cost through `bytes` of the current line; the
+    /// index of the byte that takes it past [`MAX_DEPTH`] or [`MAX_VALUE_BYTES`], and which,
+    /// if one does.
+    fn walk(&mut self, bytes: &[u8]) -> Option<(usize, Cut)> {
         for (i, &b) in bytes.iter().enumerate() {
             if self.in_string {
                 match (self.escaped, b) {
@@ -134,12 +182,22 @@ impl<R> Guard<R> {
                 }
                 continue;
             }
+            // Every value but the line's first follows a `[`, a `,` or a `:`; an object costs
+            // its node besides.
+            self.cost += match b {
+                b'{' => OBJECT_COST,
+                b'[' | b',' | b':' => VALUE_COST,
+                _ => 0,
+            };
+            if self.cost > MAX_VALUE_BYTES {
+                return Some((i, Cut::Costly));
+            }
             match b {
                 b'"' => self.in_string = true,
                 b'[' | b'{' => {
                     self.depth += 1;
                     if self.depth > MAX_DEPTH {
-                        return Some(i);
+                        return Some((i, Cut::Deep(self.depth)));
                     }
                 }
                 b']' | b'}' => self.depth = self.depth.saturating_sub(1),
@@ -149,23 +207,63 @@ impl<R> Guard<R> {
         None
     }
 
-    /// The stand-in for a line over the bound or too deep, if it can be answered.
+    /// The stand-in for a line over the bound, too deep or too costly, if it can be answered.
     fn stand_in(&mut self) {
         let (id, method) = id_and_method(&self.head);
+        if self.upstream {
+            return self.upstream_stand_in(id, method.is_some());
+        }
         match (id, method.as_deref()) {
             (Some(id), Some("tools/call")) => {
+                let (depth, costly) = match self.cut {
+                    Some(Cut::Deep(depth)) => (depth, false),
+                    Some(Cut::Costly) => (0, true),
+                    Some(Cut::Long) | None => (0, false),
+                };
                 let call = format!(
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{TOO_LARGE_TOOL}","arguments":{{"bytes":{},"limit":{},"depth":{}}}}}}}"#,
-                    self.line,
-                    self.max,
-                    self.too_deep.unwrap_or(0)
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{TOO_LARGE_TOOL}","arguments":{{"bytes":{},"limit":{},"depth":{depth},"costly":{costly}}}}}}}"#,
+                    self.line, self.max,
                 );
                 self.out.extend_from_slice(call.as_bytes());
                 self.out.push(b'\n');
             }
             _ => eprintln!(
-                "jqjail mcp: a message of {} bytes, over the {}-byte limit or nested over {MAX_DEPTH} levels deep, was dropped: its first {HEAD_BYTES} bytes name no id of a tools/call to answer",
+                "jqjail mcp: a message of {} bytes, over the {}-byte limit, nested over {MAX_DEPTH} levels deep or of values costing over {MAX_VALUE_BYTES} bytes, was dropped: its first {HEAD_BYTES} bytes name no id of a tools/call to answer",
                 self.line, self.max
+            ),
+        }
+    }
+}
+
+impl<R> Guard<R> {
+    /// The stand-in for an upstream answer cut short: an error for its `id`. A request or a
+    /// notification from upstream cut short is dropped (its sender waits on its own timeout).
+    fn upstream_stand_in(&mut self, id: Option<String>, request: bool) {
+        let why = match self.cut {
+            Some(Cut::Deep(_)) => format!("nested over {MAX_DEPTH} levels deep"),
+            Some(Cut::Costly) => format!(
+                "of values that would take over {} MiB of memory to read",
+                MAX_VALUE_BYTES >> 20
+            ),
+            Some(Cut::Long) | None => format!(
+                "over the {}-byte limit of one message",
+                jqjail_protocol::limits::grouped(self.max as u64)
+            ),
+        };
+        match (id, request) {
+            (Some(id), false) => {
+                let message = format!(
+                    "its answer was {} bytes, {why}; jqjail mcp did not read it",
+                    jqjail_protocol::limits::grouped(self.line as u64)
+                );
+                let error = serde_json::json!({"code": -32603, "message": message});
+                let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#);
+                self.out.extend_from_slice(line.as_bytes());
+                self.out.push(b'\n');
+            }
+            _ => eprintln!(
+                "jqjail mcp: a message of {} bytes from the upstream server, {why}, was dropped: it is not an answer with an id",
+                self.line
             ),
         }
     }
@@ -420,5 +518,31 @@ mod tests {
         assert_eq!(call["id"], "d");
         assert_eq!(call["params"]["name"], TOO_LARGE_TOOL);
         assert_eq!(call["params"]["arguments"]["depth"], MAX_DEPTH + 1);
+    }
+    /// Issue 34: 40 MB of small objects took `jqjail mcp` to 6.6 GiB as rmcp parsed them.
+    /// A line is cut where its values' cost passes the bound, and answered; a long string
+    /// costs nothing but its bytes.
+    #[tokio::test]
+    async fn a_line_of_too_many_values_becomes_a_stand_in_call_with_its_id() {
+        let objects = MAX_VALUE_BYTES / (OBJECT_COST + 2 * VALUE_COST) + 10;
+        let wide = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"jq","arguments":{{"pad":[{}]}}}}}}"#,
+            vec![r#"{"a":1}"#; objects].join(",")
+        );
+        let long = format!(r#"{{"input":"{}"}}"#, "x".repeat(MAX_VALUE_BYTES * 2));
+        let text = format!("{wide}\n{long}\n");
+        let mut out = String::new();
+        Guard::new(text.as_bytes(), usize::MAX / 2)
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].ends_with('!') && lines[0].len() < wide.len());
+        let call: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(call["id"], 7);
+        assert_eq!(call["params"]["arguments"]["costly"], true);
+        assert_eq!(call["params"]["arguments"]["bytes"], wide.len());
+        assert_eq!(lines[2], long, "one long string passes whole");
     }
 }

@@ -28,7 +28,9 @@
 //! is over 128 bytes or whose input schema is over [`MAX_TOOL_SCHEMA`] is left out and
 //! reported, as are tools past [`MAX_UPSTREAM_TOOLS`]; a notification's text or data is cut to it, and at most
 //! [`NOTIFICATIONS_PER_SECOND`] are relayed a second (the rest are dropped and counted on
-//! stderr).
+//! stderr). The child's stdout passes the guard ([`super::guard::Guard::upstream`]) before
+//! rmcp reads it: an answer over the message bound, too deep, or too costly to parse is an
+//! error for its call, never read whole.
 
 use super::{Server, call_own, cut, own_tools, result, runtime, too_large};
 #[allow(deprecated)]
@@ -463,10 +465,17 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let mut child = tokio::process::Command::new(program);
-        child.args(args);
-        let transport = match rmcp::transport::TokioChildProcess::new(child) {
-            Ok(transport) => transport,
+        // The child's answers pass the same guard as our client's requests: rmcp would
+        // otherwise read a line of any length and build a value of it whatever it costs.
+        let max = own.max_message();
+        let mut child = match tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+        {
+            Ok(child) => child,
             Err(e) => {
                 eprintln!(
                     "jqjail mcp: cannot start the upstream server {}: {e}",
@@ -475,6 +484,15 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
                 return ExitCode::FAILURE;
             }
         };
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            eprintln!("jqjail mcp: the upstream server's stdin or stdout is not a pipe");
+            return ExitCode::FAILURE;
+        };
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(
+            super::guard::Guard::upstream(stdout, max),
+            stdin,
+        )
+        .with_max_line_length(max + 1);
         let downstream: Downstream = Arc::default();
         let relay = Relay {
             downstream: downstream.clone(),
@@ -503,7 +521,6 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             ),
             with_jq: Arc::default(),
         };
-        let max = wrapper.own.max_message();
         let service = match wrapper.serve(super::transport(max)).await {
             Ok(service) => service,
             Err(e) => {
@@ -512,8 +529,9 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             }
         };
         let outcome = service.waiting().await;
-        // Our client is gone: end the upstream session too (its child is killed on drop).
+        // Our client is gone: end the upstream session too, and its child.
         let _ = upstream.cancel().await;
+        drop(child);
         match outcome {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
