@@ -13,7 +13,7 @@
 //! | evaluation slots | a worker running | the tenant's `max_concurrent`, at most all but one | `max_concurrent` (fair queue: [`crate::fair`]) |
 //! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
-//! | supervisor CPU (search over a hide, a whole put's hashing, each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | supervisor CPU (search over a hide, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
 //! | reads of the hide store (a lookup, a page, a list, a search's lookup, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
 //! | writes to the hide store (a put's start, its commit, a delete) | a call | 1 per uid | [`STORE_WRITES`] |
 //! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
@@ -78,6 +78,10 @@ pub const LARGE_DECODES: usize = 2;
 /// waits for it; a longer one is passed on as it arrives, in one of the tenant's upload turns.
 pub const READ_WHOLE_TAIL: u64 = 256 * 1024;
 
+/// A put of at most this many bytes is hashed in its store turn, with no CPU turn: its
+/// hashing costs less than a wait for one.
+pub const SMALL_PUT: u64 = 16 * 1024;
+
 /// The memory one uid may hold in requests read whole: at least 4 MiB, and at least two
 /// maximal requests (a frame of the largest filter and a tail read whole).
 pub fn memory_per_uid(max_filter_bytes: u64) -> u64 {
@@ -121,11 +125,14 @@ impl Costs {
                 (true, false, Some(Read))
             }
             // A search scans the whole hide; a put read whole is hashed and written at once.
-            // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.)
+            // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.) A
+            // small put's hashing (tens of microseconds) is done in its store turn: waiting
+            // for a CPU turn behind other uids' searches cost it more than the work (issue 34).
             Request::HideSearch(_) => (false, true, Some(Read)),
             Request::HidePut(put) => {
                 let whole = put.content.len() <= READ_WHOLE_TAIL;
-                (false, whole, whole.then_some(Write))
+                let small = put.content.len() <= SMALL_PUT;
+                (false, whole && !small, whole.then_some(Write))
             }
         };
         Costs {
@@ -480,6 +487,20 @@ mod tests {
         assert_eq!(Costs::of(&search).store, Some(StoreCall::Read));
         assert_eq!(Costs::of(&Request::HideUsage).store, Some(StoreCall::Read));
         assert_eq!(Costs::of(&Request::Stats), Costs::NONE);
+        // A small put is hashed in its store turn; a larger one read whole takes a CPU turn
+        // too; a streamed one takes its turns as it arrives.
+        let put = |len| {
+            Costs::of(&Request::HidePut(jqjail_protocol::HidePut {
+                kind: "k".into(),
+                source: "s".into(),
+                content: jqjail_protocol::Tail::pending(len),
+                meta: Default::default(),
+            }))
+        };
+        assert!(!put(SMALL_PUT).supervisor_cpu);
+        assert_eq!(put(SMALL_PUT).store, Some(StoreCall::Write));
+        assert!(put(SMALL_PUT + 1).supervisor_cpu);
+        assert_eq!(put(READ_WHOLE_TAIL + 1), Costs::NONE);
     }
 
     #[tokio::test]

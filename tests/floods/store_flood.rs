@@ -11,7 +11,7 @@
 use crate::Attack;
 use crate::util::Daemon;
 use crate::util::rss;
-use jqjail_client::{Client, OnOversize, Outputs, RunOptions, Source};
+use jqjail_client::{Client, HideSearchRequest, OnOversize, Outputs, RunOptions, Source};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ const SETUP_HIDES: usize = 150;
 /// The flooder, run by the tests below as another uid (ignored otherwise). Modes:
 /// - `usage`: stores [`SETUP_HIDES`] hides with 48 KiB of meta each, then calls `hide_usage`
 ///   on every connection for as long as it was told;
+/// - `puts`: puts new 2 KiB hides (each a commit), on every connection;
+/// - `cuts` and `search`: stores one 4 MiB hide, then cuts pages of it, or searches it for a
+///   string it holds 4,096 times, on every connection;
 /// - `outputs`: runs a filter whose ~15 MB of lines are kept as a hide, on every connection.
 #[test]
 #[ignore = "run by the store-flood tests as another uid"]
@@ -51,6 +54,18 @@ fn store_flood_helper() {
     };
     // The flood lasts as long as it was told from when its hides are stored.
     let span = until.saturating_duration_since(Instant::now());
+    let mut big = String::new();
+    if mode == "cuts" || mode == "search" {
+        let mut c = Client::connect(&socket).unwrap();
+        // 4,096 strings of about 1 KB, each with "needle" in it: 4 MiB.
+        let item = format!("\"needle {}\",", "h".repeat(1017));
+        let content = format!("[{}\"end\"]", item.repeat(4096));
+        big = c
+            .hide_put("flood", "big", content.as_bytes(), &BTreeMap::new())
+            .unwrap()
+            .entry
+            .id;
+    }
     if mode == "usage" {
         let mut c = Client::connect(&socket).unwrap();
         let meta: BTreeMap<String, String> = (0..48)
@@ -64,8 +79,8 @@ fn store_flood_helper() {
     let until = Instant::now() + span;
     let (done, failed) = std::thread::scope(|s| {
         let runs: Vec<_> = (0..connections)
-            .map(|_| {
-                let (socket, mode) = (&socket, &mode);
+            .map(|t| {
+                let (socket, mode, big) = (&socket, &mode, &big);
                 s.spawn(move || {
                     let (mut done, mut failed) = (0u64, 0u64);
                     let Ok(mut c) = Client::connect(socket) else {
@@ -79,6 +94,27 @@ fn store_flood_helper() {
                     while Instant::now() < until {
                         let ok = match mode.as_str() {
                             "usage" => c.hide_usage().is_ok(),
+                            "puts" => {
+                                let n = done + failed;
+                                let content = format!(
+                                    "{{\"t\":{t},\"n\":{n},\"pad\":\"{}\"}}",
+                                    "p".repeat(2000)
+                                );
+                                c.hide_put("flood", "put", content.as_bytes(), &BTreeMap::new())
+                                    .is_ok()
+                            }
+                            "cuts" => c
+                                .hide_cut(big, 1 + (done + failed) % 256, None, false)
+                                .is_ok(),
+                            "search" => c
+                                .hide_search(HideSearchRequest {
+                                    id: big.clone(),
+                                    query: "needle".into(),
+                                    ignore_case: false,
+                                    page_size: None,
+                                    max_matches: Some(10_000),
+                                })
+                                .is_ok(),
                             _ => c
                                 .run_answer("range(1800000)", Source::Inline(b"null"), &options)
                                 .is_ok(),
@@ -145,23 +181,33 @@ fn thread_names(pid: i32) -> BTreeMap<String, usize> {
 }
 
 /// Attack 3: one uid, then four, call `hide_usage` in a loop on many connections over 150
-/// hides of large meta each. A victim's put-and-cut stays within 10 × its unloaded time.
+/// hides of large meta each; then four put new hides, cut pages of a 4 MiB hide, or search it,
+/// each on 25 connections. A victim's put-and-cut stays within 10 × its unloaded time.
 #[test]
-fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
+fn a_hide_flood_does_not_stall_another_tenants_hides() {
     let Some((_alone, d, _dir)) = crate::daemon_to_attack() else {
         return;
     };
     let mut victim = d.client();
-    let base = median((0..30).map(|n| put_and_cut(&mut victim, n)).collect());
-    for uids in [1u32, 4] {
+    // Medians of 60: a put's fsync alone varies 1.2 to 2.7 ms from run to run here.
+    let base = median((0..60).map(|n| put_and_cut(&mut victim, n)).collect());
+    let floods = [
+        ("usage", 1u32),
+        ("usage", 4),
+        ("puts", 4),
+        ("cuts", 4),
+        ("search", 4),
+    ];
+    let mut worst = 0.0f64;
+    for (round, (mode, uids)) in floods.into_iter().enumerate() {
         let flood: Vec<_> = (0..uids)
-            .map(|i| flood_as(61000 + i, &d, "usage", 100 / uids as usize, 10))
+            .map(|i| flood_as(61000 + i, &d, mode, 100 / uids as usize, 10))
             .collect();
-        // The helpers first store their hides (a few seconds); measure once they call usage.
-        std::thread::sleep(Duration::from_secs(6));
+        // The helpers first store their hides (a few seconds); measure once they flood.
+        std::thread::sleep(Duration::from_secs(if mode == "usage" { 6 } else { 3 }));
         let loaded = median(
-            (0..30)
-                .map(|n| put_and_cut(&mut victim, 1000 * uids as usize + n))
+            (0..60)
+                .map(|n| put_and_cut(&mut victim, 1000 * (round + 1) + n))
                 .collect(),
         );
         let mut reports = String::new();
@@ -169,8 +215,10 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
             let out = f.wait_with_output().unwrap();
             reports.push_str(&String::from_utf8_lossy(&out.stdout));
         }
+        let ratio = loaded.as_secs_f64() / base.as_secs_f64();
+        worst = worst.max(ratio);
         eprintln!(
-            "{uids} flooding uid(s): victim put+cut p50 {:.2} ms unloaded, {:.2} ms loaded; {}",
+            "{uids} uid(s) flooding {mode}: victim put+cut p50 {:.2} ms unloaded, {:.2} ms loaded ({ratio:.1}×); {}",
             base.as_secs_f64() * 1e3,
             loaded.as_secs_f64() * 1e3,
             reports.trim()
@@ -180,15 +228,16 @@ fn a_hide_usage_flood_does_not_stall_another_tenants_hides() {
                 && !reports.contains(" 0 answered"),
             "the flood did not run: {reports}"
         );
-        // The flood's 100 connections keep both cores of a small machine busy, and the victim
-        // gets its share of them (16 to 43 ms p50 seen here): what is bounded is waiting on
-        // other tenants' store calls, which took seconds (5.5 s p50 for one uid on the old
-        // store).
+        // The flood's 100 connections (and their 100 client threads) keep both cores of a
+        // small machine busy, and the victim gets its share of them: what is bounded is
+        // waiting on other tenants' store calls, which took seconds (5.5 s p50 for one uid on
+        // the old store).
         assert!(
-            loaded <= base * 10 + Duration::from_millis(200),
-            "{uids} uid(s): victim put+cut p50 {loaded:?} loaded against {base:?} unloaded"
+            loaded <= base * 10,
+            "{uids} uid(s) flooding {mode}: victim put+cut p50 {loaded:?} loaded against {base:?} unloaded"
         );
     }
+    eprintln!("the victim's worst ratio: {worst:.1}×");
 }
 
 /// Attacks 1 and 2: one uid, then four, run filters whose ~15 MB outputs are kept as hides,
