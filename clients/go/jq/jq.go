@@ -49,6 +49,9 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 	if len(input) > MaxInputBytes {
 		return "", fmt.Errorf("jq: input is %d bytes, over the %d-byte MaxInputBytes limit; narrow the remote call instead of filtering this much in memory", len(input), MaxInputBytes)
 	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("jq: the context ended before the run: %w", err)
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
@@ -59,6 +62,9 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 	for attempt := 0; ; attempt++ {
 		c, pooled, err := take(ctx)
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return "", fmt.Errorf("jq: the context ended while the run waited for a connection (%d at most): %w", MaxConnections, cerr)
+			}
 			return "", fmt.Errorf("jq: no jqjail daemon to run the filter: %w", err)
 		}
 		out, timeout, ctxs, err := runOn(ctx, c, filter, input)
@@ -98,16 +104,18 @@ func runOn(ctx context.Context, c *jqjail.Client, filter string, input []byte) (
 	return string(result.Output), timeout, ctxs, nil
 }
 
-// deadlineError is a daemon's TIMEOUT that the context's deadline set: it unwraps to the
-// *jqjail.Error and also matches context.DeadlineExceeded.
-type deadlineError struct {
+// ctxError is an error the context caused (a daemon's TIMEOUT that its deadline set, a run
+// abandoned when it was cancelled): it unwraps to the daemon's *jqjail.Error, if any, and
+// also matches the context's error (context.DeadlineExceeded or context.Canceled).
+type ctxError struct {
 	msg string
 	err error
+	ctx error
 }
 
-func (d *deadlineError) Error() string        { return d.msg }
-func (d *deadlineError) Unwrap() error        { return d.err }
-func (d *deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
+func (d *ctxError) Error() string        { return d.msg }
+func (d *ctxError) Unwrap() error        { return d.err }
+func (d *ctxError) Is(target error) bool { return target == d.ctx }
 
 // explain words an error for a model or an operator, keeping it unwrappable. ctxs says the
 // time limit sent was what was left of ctx's deadline: the daemon's TIMEOUT is then that
@@ -122,9 +130,10 @@ func explain(ctx context.Context, err error, timeoutMs uint64, ctxs bool) error 
 	case "TIMEOUT":
 		if ctxs || ctx.Err() != nil {
 			msg := fmt.Sprintf("jq: filter stopped at the context's deadline (%d ms): %v", timeoutMs, err)
-			return &deadlineError{msg: msg, err: err}
+			return &ctxError{msg: msg, err: err, ctx: context.DeadlineExceeded}
 		}
-		return fmt.Errorf("jq: filter stopped after %d ms: %w", timeoutMs, err)
+		// The context allowed longer than the daemon does: said, with the daemon's cap.
+		return fmt.Errorf("jq: filter stopped at the daemon's time limit of %d ms, before the context's deadline (the daemon's timeout_ms caps every run): %w", timeoutMs, err)
 	case "MEMORY_LIMIT":
 		return fmt.Errorf("jq: filter needed more than the %d-byte memory budget; narrow it: %w", uint64(MaxHeapGrowthBytes), err)
 	case "OUTPUT_TOO_LARGE":
@@ -134,19 +143,34 @@ func explain(ctx context.Context, err error, timeoutMs uint64, ctxs bool) error 
 	case "INVALID_JSON", "INPUT_TOO_DEEP":
 		return fmt.Errorf("jq: input: %w", err)
 	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		// Abandoned because ctx ended: the error says so and matches ctx's.
+		return &ctxError{msg: fmt.Sprintf("jq: %v (%v)", err, cerr), err: err, ctx: cerr}
+	}
 	return fmt.Errorf("jq: %w", err)
 }
 
-// Idle connections, kept for the next Run (a connection serves one request at a time).
+// MaxConnections is how many connections to the daemon Run holds at once, in this process;
+// more concurrent calls wait for one (as long as their context allows). The daemon takes
+// 128 connections per uid by default, so a process of any concurrency stays within it and
+// leaves the rest to the user's other programs.
+const MaxConnections = 32
+
+// Connections: a slot for each one open, and the idle ones kept for the next Run (a
+// connection serves one request at a time).
 var (
-	mu   sync.Mutex
-	idle []*jqjail.Client
+	slots = make(chan struct{}, MaxConnections)
+	mu    sync.Mutex
+	idle  []*jqjail.Client
 )
 
-const maxIdle = 8
-
-// take is a kept connection (pooled) or a new one.
+// take is a kept connection (pooled) or a new one, in a slot waited for until ctx ends.
 func take(ctx context.Context) (c *jqjail.Client, pooled bool, err error) {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
 	mu.Lock()
 	if n := len(idle); n > 0 {
 		c := idle[n-1]
@@ -156,15 +180,22 @@ func take(ctx context.Context) (c *jqjail.Client, pooled bool, err error) {
 	}
 	mu.Unlock()
 	c, err = jqjail.Dial(ctx, Socket)
+	if err != nil {
+		<-slots
+	}
 	return c, false, err
 }
 
+// give keeps c for the next Run, or closes it, and frees its slot.
 func give(c *jqjail.Client, reusable bool) {
 	mu.Lock()
-	defer mu.Unlock()
-	if reusable && len(idle) < maxIdle {
+	if reusable {
 		idle = append(idle, c)
-		return
+		c = nil
 	}
-	c.Close()
+	mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	<-slots
 }

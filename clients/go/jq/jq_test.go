@@ -125,3 +125,57 @@ func TestTheContextsDeadlineIsTheTimeLimit(t *testing.T) {
 
 // deadlineSlack: the grace the client gives the daemon's own answer, and a worker's kill.
 const deadlineSlack = 2 * time.Second
+
+// Seed 000's callers run hundreds of calls at once. Each took a connection of its own, and
+// past the daemon's 128 per uid they failed UNAVAILABLE (172 of 300). Now they queue for one
+// of MaxConnections and all are answered.
+func TestThreeHundredConcurrentRunsAreAllAnswered(t *testing.T) {
+	const n = 300
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			out, err := Run(context.Background(), ".n", []byte(fmt.Sprintf(`{"n":%d}`, i)))
+			if err == nil && out != fmt.Sprint(i) {
+				err = fmt.Errorf("run %d answered %q", i, out)
+			}
+			errs <- err
+		}(i)
+	}
+	failed := 0
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			failed++
+			t.Log(err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d concurrent runs failed", failed, n)
+	}
+}
+
+// A context cancelled before or during a run: the error matches context.Canceled (it was
+// UNAVAILABLE "operation was canceled", which matched nothing).
+func TestACancelledContextMatchesCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, ".", []byte("1")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled before: %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+	}()
+	start := time.Now()
+	_, err := Run(ctx, "def f: f; f", []byte("null"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled during: %v", err)
+	}
+	if time.Since(start) > deadlineSlack {
+		t.Fatalf("a cancelled run took %v to end", time.Since(start))
+	}
+	// Later runs are served as usual.
+	if out, err := Run(context.Background(), "1+1", []byte("null")); err != nil || out != "2" {
+		t.Fatal(out, err)
+	}
+}
