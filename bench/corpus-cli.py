@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """jq's own test corpus through each tool's command line, side by side.
 
-Runs every case of ../shared/conformance/{jq.test,man.test} as `TOOL -c PROGRAM` with the
+Runs every case of tests/conformance/{jq.test,man.test} as `TOOL -c PROGRAM` with the
 case's input on stdin, for jq and for each other tool named, and counts, on the cases jq
 itself answers as the corpus expects, how often each tool gives the same answer, fails
 (exits non-zero without it), or prints something else: a silently different answer.
@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CORPUS = os.path.join(HERE, "..", "..", "shared", "conformance")
+CORPUS = os.path.join(HERE, "..", "tests", "conformance")
 TIMEOUT_S = 10
 
 

@@ -1,4 +1,4 @@
-//! Deterministic GitHub-issues-like inputs (the shape of research/perf-baselines.md's corpus):
+//! Deterministic GitHub-issues-like inputs (the shape of the corpus jq, gojq and jaq were first timed on):
 //! url fields, ids, a title, a user object, labels, state, reactions with a float, and a body
 //! with a code fence and non-ASCII text.
 

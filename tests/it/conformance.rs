@@ -1,4 +1,4 @@
-//! jq's own test corpus (`shared/conformance`) against jqjail: on the cases jq 1.6 passes
+//! jq's own test corpus (`tests/conformance`) against jqjail: on the cases jq 1.6 passes
 //! (`conformance/jq16_passes.txt`), jqjail gives jq's answer at least as often as the floors
 //! below and never a different one but for the differences README lists; and every case
 //! gives the same answer through the daemon as in-process.
@@ -18,7 +18,7 @@ struct Case {
 }
 
 fn corpus_dir() -> Option<PathBuf> {
-    let dir = crate::util::repo_file("../shared/conformance");
+    let dir = crate::util::repo_file("tests/conformance");
     dir.is_dir().then_some(dir)
 }
 
@@ -164,7 +164,7 @@ fn jq16_passes() -> Vec<(String, usize)> {
 #[test]
 fn jqs_test_corpus_gets_jqs_answers_and_the_daemon_agrees() {
     let Some(dir) = corpus_dir() else {
-        panic!("../shared/conformance is not beside this checkout");
+        panic!("tests/conformance is missing from this checkout");
     };
     let passes = jq16_passes();
     let d = Daemon::start();
