@@ -379,10 +379,12 @@ fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
         == Some(true)
     {
         return Some(result(Err(format!(
-            "INVALID_REQUEST: the message holds so many values that reading it would take over {} MiB of memory (the limit of one message to jqjail mcp, counting {} bytes an object and {} any other value); pass a document as one string (`input`), or store it and pass its hide_id",
+            "INVALID_REQUEST: the message holds so many values that reading it would take over {} MiB of memory (the limit of one message to jqjail mcp, counting {} bytes an object, {} an array, {} any other value and {} a byte of a string with escapes); pass a document as one string (`input`), or store it and pass its hide_id",
             guard::MAX_VALUE_BYTES >> 20,
             guard::OBJECT_COST,
+            guard::ARRAY_COST,
             guard::VALUE_COST,
+            guard::STRING_BYTE_COST,
         ))));
     }
     Some(result(Err(format!(

@@ -13,12 +13,16 @@
 //! 34: a message 200 levels deep left its client waiting for ever). Its stand-in call names
 //! the depth.
 //!
-//! So is a line whose values would cost more than [`MAX_VALUE_BYTES`] to hold. rmcp builds a
-//! `serde_json::Value` of every message before a handler sees it, and a small object costs
-//! hundreds of bytes there: 40 MB of `{"a":1}` took 6.6 GiB (issue 34). The guard charges
-//! each value as it passes ([`OBJECT_COST`], [`VALUE_COST`]), so a message costs at most its
-//! bytes (strings are held once) plus that bound. A document belongs in `input` as one string,
-//! which costs its length.
+//! So is a line whose values would cost more than [`MAX_VALUE_BYTES`] to hold. rmcp reads a
+//! message three times over, all three alive at once: serde's buffered `Content` tree (the
+//! message is an untagged enum), a copy of it for a flattened field, and the
+//! `serde_json::Value`. A small value costs hundreds of bytes there: 40 MB of `{"a":1}` took
+//! 6.6 GiB (issue 34), 2 MB of `[[1],[1],…]` 321 MiB. The guard charges each value as it
+//! passes ([`OBJECT_COST`], [`ARRAY_COST`], [`VALUE_COST`]), and a string with an escape in it
+//! (which each tree then holds a decoded copy of) [`OWNED_STRING_COST`] and
+//! [`STRING_BYTE_COST`] a byte; a string with none is borrowed from the line. So one message
+//! costs at most its bytes plus [`MAX_VALUE_BYTES`], about 4 × the message bound. A document
+//! belongs in `input` as one string: 20 MiB of JSON escaped costs 60 MiB.
 
 use serde_json::Value;
 use std::pin::Pin;
@@ -38,16 +42,28 @@ const CHUNK: usize = 64 * 1024;
 /// refuses past 128).
 pub(crate) const MAX_DEPTH: usize = 100;
 
-/// The most a line's values may cost to hold as a parsed value, beyond its strings' bytes.
-pub(crate) const MAX_VALUE_BYTES: usize = 64 << 20;
+/// The most a line's values may cost to hold parsed, beyond the line itself: room for the
+/// largest input (20 MiB) escaped as a string, at [`STRING_BYTE_COST`], and more.
+pub(crate) const MAX_VALUE_BYTES: usize = 128 << 20;
 
-/// What an object costs parsed: a B-tree leaf of 11 keys and values (632 bytes) and the
-/// allocator's share.
-pub(crate) const OBJECT_COST: usize = 640;
+/// What an object costs parsed: two `Content` vectors of 4 members (256 bytes each) and a
+/// `Value` B-tree leaf of 11 (632 bytes), with the allocator's share.
+pub(crate) const OBJECT_COST: usize = 1280;
 
-/// What any other value (or an object's member) costs parsed: its 32-byte slot, doubled for
-/// the vector's growth.
-pub(crate) const VALUE_COST: usize = 64;
+/// What an array costs parsed: three vectors of 4 slots (128 bytes each), with the
+/// allocator's share (measured: 427 bytes a `[` nested 90 deep).
+pub(crate) const ARRAY_COST: usize = 448;
+
+/// What any other value (or an object's member) costs parsed: its 32-byte slot in each of the
+/// three trees, doubled for the vectors' growth (measured: 600 bytes a `[1],`).
+pub(crate) const VALUE_COST: usize = 192;
+
+/// What a string with an escape in it costs beyond its bytes: a heap copy in each tree, and
+/// the allocator's share (measured: 347 bytes a `"\n",`).
+pub(crate) const OWNED_STRING_COST: usize = 160;
+
+/// What each byte of a string with an escape in it costs: a decoded copy in each tree.
+pub(crate) const STRING_BYTE_COST: usize = 3;
 
 /// Why a line was cut before its end.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +92,9 @@ pub(crate) struct Guard<R> {
     /// its depth now, what its values cost so far, and why it was cut (if it was).
     in_string: bool,
     escaped: bool,
+    /// The current string's bytes so far, and whether it has an escape (is decoded to a copy).
+    string_len: usize,
+    string_owned: bool,
     depth: usize,
     cost: usize,
     cut: Option<Cut>,
@@ -97,6 +116,8 @@ impl<R> Guard<R> {
             skipping: false,
             in_string: false,
             escaped: false,
+            string_len: 0,
+            string_owned: false,
             depth: 0,
             cost: 0,
             cut: None,
@@ -161,6 +182,8 @@ impl<R> Guard<R> {
                 self.skipping = false;
                 self.in_string = false;
                 self.escaped = false;
+                self.string_len = 0;
+                self.string_owned = false;
                 self.depth = 0;
                 self.cost = 0;
                 self.cut = None;
@@ -175,33 +198,54 @@ impl<R> Guard<R> {
         for (i, &b) in bytes.iter().enumerate() {
             if self.in_string {
                 match (self.escaped, b) {
-                    (true, _) => self.escaped = false,
-                    (false, b'\\') => self.escaped = true,
+                    (true, _) => {
+                        self.escaped = false;
+                        self.string_len += 1;
+                        self.cost += STRING_BYTE_COST;
+                    }
+                    (false, b'\\') => {
+                        self.escaped = true;
+                        if !self.string_owned {
+                            // From here it is decoded: its bytes so far are copied too.
+                            self.string_owned = true;
+                            self.cost += OWNED_STRING_COST + STRING_BYTE_COST * self.string_len;
+                        }
+                    }
                     (false, b'"') => self.in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            // Every value but the line's first follows a `[`, a `,` or a `:`; an object costs
-            // its node besides.
-            self.cost += match b {
-                b'{' => OBJECT_COST,
-                b'[' | b',' | b':' => VALUE_COST,
-                _ => 0,
-            };
-            if self.cost > MAX_VALUE_BYTES {
-                return Some((i, Cut::Costly));
-            }
-            match b {
-                b'"' => self.in_string = true,
-                b'[' | b'{' => {
-                    self.depth += 1;
-                    if self.depth > MAX_DEPTH {
-                        return Some((i, Cut::Deep(self.depth)));
+                    _ => {
+                        self.string_len += 1;
+                        if self.string_owned {
+                            self.cost += STRING_BYTE_COST;
+                        }
                     }
                 }
-                b']' | b'}' => self.depth = self.depth.saturating_sub(1),
-                _ => {}
+            } else {
+                // Every value but the line's first follows a `[`, a `,` or a `:`; an object
+                // or an array costs its vectors besides.
+                self.cost += match b {
+                    b'{' => OBJECT_COST,
+                    b'[' => ARRAY_COST,
+                    b',' | b':' => VALUE_COST,
+                    _ => 0,
+                };
+                match b {
+                    b'"' => {
+                        self.in_string = true;
+                        self.string_len = 0;
+                        self.string_owned = false;
+                    }
+                    b'[' | b'{' => {
+                        self.depth += 1;
+                        if self.depth > MAX_DEPTH {
+                            return Some((i, Cut::Deep(self.depth)));
+                        }
+                    }
+                    b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                    _ => {}
+                }
+            }
+            if self.cost > MAX_VALUE_BYTES {
+                return Some((i, Cut::Costly));
             }
         }
         None
@@ -529,20 +573,31 @@ mod tests {
             r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"jq","arguments":{{"pad":[{}]}}}}}}"#,
             vec![r#"{"a":1}"#; objects].join(",")
         );
-        let long = format!(r#"{{"input":"{}"}}"#, "x".repeat(MAX_VALUE_BYTES * 2));
-        let text = format!("{wide}\n{long}\n");
+        // A string with no escape is borrowed from the line: free at any length (charged as
+        // a decoded one, this would be over the bound). One with an escape is charged.
+        let n = MAX_VALUE_BYTES / STRING_BYTE_COST + (1 << 20);
+        let long = format!(r#"{{"input":"{}"}}"#, "x".repeat(n));
+        let escaped = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"jq","arguments":{{"input":"\n{}"}}}}}}"#,
+            "x".repeat(n)
+        );
+        let text = format!("{wide}\n{long}\n{escaped}\n");
         let mut out = String::new();
         Guard::new(text.as_bytes(), usize::MAX / 2)
             .read_to_string(&mut out)
             .await
             .unwrap();
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines.len(), 5);
         assert!(lines[0].ends_with('!') && lines[0].len() < wide.len());
         let call: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
         assert_eq!(call["id"], 7);
         assert_eq!(call["params"]["arguments"]["costly"], true);
         assert_eq!(call["params"]["arguments"]["bytes"], wide.len());
-        assert_eq!(lines[2], long, "one long string passes whole");
+        assert_eq!(lines[2], long, "a long string with no escape passes whole");
+        assert!(lines[3].ends_with('!') && lines[3].len() < escaped.len());
+        let call: serde_json::Value = serde_json::from_str(lines[4]).unwrap();
+        assert_eq!(call["id"], 8);
+        assert_eq!(call["params"]["arguments"]["costly"], true);
     }
 }
