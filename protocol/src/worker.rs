@@ -136,6 +136,30 @@ pub enum Outcome {
     Error(WorkerError),
 }
 
+/// The codes a worker's own error may carry: its job's input, filter, evaluation and output,
+/// and its own failures. The supervisor answers a reply with any other code (a limit the
+/// kernel enforces, an admission or store refusal, a breach of the sandbox) as
+/// `WORKER_CRASHED`: a worker may run an attacker's code, and those codes are the
+/// supervisor's to give.
+pub const WORKER_ERRORS: [ErrorCode; 16] = [
+    ErrorCode::InputTooLarge,
+    ErrorCode::InputTooDeep,
+    ErrorCode::OutputTooLarge,
+    ErrorCode::InvalidJson,
+    ErrorCode::CompileError,
+    ErrorCode::RuntimeError,
+    ErrorCode::NonJsonOutput,
+    ErrorCode::WorkerCrashed,
+    ErrorCode::ProtocolError,
+    ErrorCode::InvalidRequest,
+    ErrorCode::Internal,
+    ErrorCode::MissingProperty,
+    ErrorCode::TypeMismatch,
+    ErrorCode::IndexOutOfBounds,
+    ErrorCode::InvalidQuery,
+    ErrorCode::ProjectionTooLarge,
+];
+
 /// An error found by the worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerError {

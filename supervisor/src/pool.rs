@@ -23,7 +23,8 @@ use jqjail_protocol::frame::FrameError;
 use jqjail_protocol::frame::tokio_io::{read_body, read_frame, read_len, write_parts};
 use jqjail_protocol::limits::grouped;
 use jqjail_protocol::worker::{
-    Job, MAX_READY_FRAME_BYTES, Outcome, Reply, Started, StartupArgs, max_reply_frame_bytes,
+    Job, MAX_READY_FRAME_BYTES, Outcome, Reply, Started, StartupArgs, WORKER_ERRORS,
+    max_reply_frame_bytes,
 };
 use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
@@ -640,6 +641,15 @@ async fn run_on(
                         ))
                     }
                     Outcome::Output(text) => Ok(text),
+                    // Nor trusted to give a code that is the supervisor's (a kernel limit, a
+                    // refusal, a breach).
+                    Outcome::Error(e) if !WORKER_ERRORS.contains(&e.code) => Err(ErrorReply::new(
+                        ErrorCode::WorkerCrashed,
+                        format!(
+                            "the worker answered the code {}, which only the supervisor gives",
+                            e.code
+                        ),
+                    )),
                     Outcome::Error(e) => Err(ErrorReply {
                         code: e.code,
                         message: e.message,

@@ -201,6 +201,34 @@ fn cases() -> Vec<Case> {
             "null",
             Code(WorkerCrashed),
         ),
+        // A worker that runs an attacker's code answers a code that is the supervisor's (a
+        // test-only native makes it claim one): it was passed on as given, so a compromised
+        // worker could pose as a breach of the sandbox, a kernel limit or a refusal.
+        case(
+            "a worker claiming SANDBOX_VIOLATION",
+            r#""SANDBOX_VIOLATION" | _jqjail_test_claim"#,
+            "null",
+            Code(WorkerCrashed),
+        ),
+        case(
+            "a worker claiming QUOTA_EXCEEDED",
+            r#""QUOTA_EXCEEDED" | _jqjail_test_claim"#,
+            "null",
+            Code(WorkerCrashed),
+        ),
+        case(
+            "a worker claiming MEMORY_LIMIT",
+            r#""MEMORY_LIMIT" | _jqjail_test_claim"#,
+            "null",
+            Code(WorkerCrashed),
+        ),
+        // A code that is a worker's own passes: the claim above reached the supervisor.
+        case(
+            "a worker claiming TYPE_MISMATCH",
+            r#""TYPE_MISMATCH" | _jqjail_test_claim"#,
+            "null",
+            Code(TypeMismatch),
+        ),
         // The update rewrite once sliced a character in two, and the worker died panicking.
         case(
             "a non-ASCII character beside an update",

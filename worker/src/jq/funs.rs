@@ -68,12 +68,19 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
         }))))
 }
 
-/// Natives that exist only in debug builds, for tests: `_jqjail_test_panic` panics, as an
-/// engine bug would (compiled out of release builds, which ship).
+/// Natives that exist only in debug builds, for tests (compiled out of release builds, which
+/// ship): `_jqjail_test_panic` panics, as an engine bug would; `"CODE" | _jqjail_test_claim`
+/// makes the worker answer an error of that code, as a worker that runs an attacker's code
+/// could (`serve::claimed`).
 #[cfg(debug_assertions)]
 fn test_only() -> impl Iterator<Item = (&'static str, usize, RunPtr<Data>)> {
     let panics: RunPtr<Data> = |_| panic!("_jqjail_test_panic was called");
-    std::iter::once(("_jqjail_test_panic", 0, panics))
+    let claims: RunPtr<Data> = |cv| panic!("{}{}", crate::serve::CLAIM, cv.1);
+    [
+        ("_jqjail_test_panic", 0, panics),
+        ("_jqjail_test_claim", 0, claims),
+    ]
+    .into_iter()
 }
 
 /// Release builds have no test-only natives.
