@@ -240,16 +240,110 @@ fn a_hide_flood_does_not_stall_another_tenants_hides() {
     eprintln!("the victim's worst ratio: {worst:.1}×");
 }
 
+/// A pids cgroup (v1) of `max` tasks holding a process tree, as the README container's
+/// `--pids-limit 256` and the unit's `TasksMax` do; it gives its tasks back to the root
+/// cgroup and goes when dropped.
+struct PidsLimit {
+    dir: std::path::PathBuf,
+}
+
+impl PidsLimit {
+    /// Moves `pid` and all its descendants (the zygote, its pre-started workers) into a new
+    /// pids cgroup of `max` tasks; their later children are born in it. `None`, after a loud
+    /// skip, where there is no v1 pids hierarchy.
+    fn hold(pid: i32, max: u64) -> Option<PidsLimit> {
+        let root = std::path::Path::new("/sys/fs/cgroup/pids");
+        if !root.join("cgroup.procs").is_file() {
+            crate::util::skip("no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids");
+            return None;
+        }
+        let dir = root.join(format!("jqjail-test-pids-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("pids.max"), max.to_string()).unwrap();
+        for p in descendants(pid) {
+            // A worker may exit between the listing and the move.
+            let _ = std::fs::write(dir.join("cgroup.procs"), p.to_string());
+        }
+        Some(PidsLimit { dir })
+    }
+
+    /// Times a fork or clone in the cgroup failed at its limit.
+    fn refused(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join("pids.events"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Tasks in it at their peak, where the kernel keeps it (`pids.peak`, 6.1 and later).
+    fn peak(&self) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join("pids.peak"))
+            .ok()
+            .and_then(|n| n.trim().parse().ok())
+    }
+}
+
+impl Drop for PidsLimit {
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines() {
+            let _ = std::fs::write("/sys/fs/cgroup/pids/cgroup.procs", p);
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `pid` and every process below it.
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // The parent is the second field after the command's closing parenthesis.
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    tree
+}
+
 /// Attacks 1 and 2: one uid, then four, run filters whose ~15 MB outputs are kept as hides,
 /// on many connections each, while also flooding `hide_usage`. The daemon's resident memory
 /// stays within 256 MiB of where it started and its threads stay few; another tenant's runs
-/// are all answered meanwhile.
+/// are all answered meanwhile. The daemon, its zygote and its workers run under a pids limit
+/// of 256, the README container's: no fork or thread of theirs is refused (two uids' parked
+/// store threads once stopped every tenant's runs there).
 #[test]
 fn outputs_kept_as_hides_cannot_pile_up_in_the_daemon() {
     let Some((_alone, d, _dir)) = crate::daemon_to_attack() else {
         return;
     };
     let pid = d.pid();
+    let Some(pids) = PidsLimit::hold(pid, 256) else {
+        return;
+    };
     let threads_before = threads(pid);
     for uids in [1u32, 4] {
         let before = rss(pid);
@@ -300,6 +394,17 @@ fn outputs_kept_as_hides_cannot_pile_up_in_the_daemon() {
         assert_eq!(
             answered, tries,
             "another tenant's runs failed under the flood"
+        );
+        eprintln!(
+            "{uids} uid(s): under pids.max 256, peak {} tasks, {} forks refused",
+            pids.peak()
+                .map_or("(not kept by this kernel)".into(), |p| p.to_string()),
+            pids.refused()
+        );
+        assert_eq!(
+            pids.refused(),
+            0,
+            "{uids} uid(s): a fork or thread hit the pids limit"
         );
     }
 }
