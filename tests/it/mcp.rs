@@ -265,6 +265,24 @@ fn a_large_message_costs_a_small_multiple_of_its_size() {
     assert!(text.starts_with("INVALID_REQUEST: "), "{text:.300}");
     assert!(text.contains("values"), "{text:.300}");
 
+    // The next attacker's: 2 MB of arrays nested 90 deep, each holding one (445 bytes parsed
+    // per `[`, where the first charges counted 64): 440 MiB passed as within the bound.
+    let nested = format!("{}1{}", "[".repeat(90), "]".repeat(90));
+    let pad = format!("[{}]", vec![nested; 11_498].join(","));
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"jq","arguments":{{"filter":".","input":"1","pad":{pad}}}}}}}"#
+    );
+    mcp.send(call.as_bytes());
+    let (text, failed) = mcp.tool_answer(3);
+    let peak = mcp.peak_rss();
+    eprintln!(
+        "a {}-byte message of arrays nested 90 deep: peak RSS {} MiB",
+        call.len(),
+        peak >> 20
+    );
+    assert!(failed && text.contains("values"), "{text:.300}");
+    assert!(peak <= base + (160 << 20), "peak RSS {peak}");
+
     // A document of 20 MiB as one string, the largest input the daemon takes, made of the
     // characters JSON escapes (a string of 10 million `"`: 40 MB as a message): answered, at
     // a small multiple of the message.
