@@ -343,6 +343,7 @@ impl ServerHandler for Server {
 }
 
 mod guard;
+mod inflight;
 mod upstream;
 
 /// The largest MCP message read for a daemon whose input limit is `max_input` bytes: twice
@@ -396,16 +397,21 @@ fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
 
 /// stdin and stdout as the MCP transport, each incoming message bounded to `max` bytes and a
 /// longer one answered (see [`guard`]).
+/// The large requests read and not yet answered are bounded too (see [`inflight`]).
 fn transport(
     max: usize,
 ) -> rmcp::transport::async_rw::AsyncRwTransport<
     RoleServer,
     guard::Guard<tokio::io::Stdin>,
-    tokio::io::Stdout,
+    inflight::Answers<tokio::io::Stdout>,
 > {
     let (stdin, stdout) = rmcp::transport::stdio();
-    rmcp::transport::async_rw::AsyncRwTransport::new_server(guard::Guard::new(stdin, max), stdout)
-        .with_max_line_length(max + 1)
+    let held = Arc::new(inflight::Inflight::default());
+    rmcp::transport::async_rw::AsyncRwTransport::new_server(
+        guard::Guard::new(stdin, max).with_inflight(held.clone()),
+        inflight::Answers::new(stdout, held),
+    )
+    .with_max_line_length(max + 1)
 }
 
 /// `jqjail-mcp`'s command line as a clap command, for its man page and completions.

@@ -341,3 +341,59 @@ fn a_large_upstream_answer_costs_a_small_multiple_of_the_bound() {
     let (text, failed) = mcp.tool_answer(4);
     assert!(!failed && text.contains("ok"), "{text}");
 }
+
+/// Issue 34, the second attacker: calls sent without waiting for answers were each read and
+/// parsed at once, and held while they waited their turn (25 calls of 2 MB, 3.1 GiB). Now
+/// the large calls read and not yet answered are bounded (64 MiB of their parsed cost and one
+/// message), so sixteen of about 120 MiB each (parsed) are all answered, holding about one.
+#[test]
+fn pipelined_large_calls_are_held_back_not_all_parsed() {
+    let d = Daemon::start_with(&["--timeout-ms", "500"], &[]);
+    let mut mcp = RawMcp::start(&d, &[]);
+    let base = mcp.peak_rss();
+    // 3,000 arrays nested 90 deep: 540 KB, about 120 MiB once parsed.
+    let nested = format!("{}1{}", "[".repeat(90), "]".repeat(90));
+    let pad = format!("[{}]", vec![nested; 3_000].join(","));
+    let calls = 16u64;
+    let lines: Vec<String> = (1..=calls)
+        .map(|id| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"jq","arguments":{{"filter":"until(false; .)","input":"1","pad":{pad}}}}}}}"#
+            )
+        })
+        .collect();
+    // A second handle on the pipe, written from a thread while this one reads the answers.
+    let mut stdin = {
+        use std::os::fd::AsFd;
+        std::fs::File::from(mcp.stdin.as_fd().try_clone_to_owned().unwrap())
+    };
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        for line in lines {
+            stdin.write_all(line.as_bytes()).unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+        stdin.flush().unwrap();
+    });
+    let start = std::time::Instant::now();
+    let mut answered = std::collections::BTreeSet::new();
+    for _ in 0..calls {
+        let answer = mcp.answer();
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.starts_with("TIMEOUT"), "{answer:.300}");
+        answered.insert(answer["id"].as_u64().unwrap());
+    }
+    writer.join().unwrap();
+    let peak = mcp.peak_rss();
+    eprintln!(
+        "{calls} pipelined calls of {} bytes: all answered in {:.1} s, peak RSS {} MiB (from {} MiB)",
+        pad.len(),
+        start.elapsed().as_secs_f64(),
+        peak >> 20,
+        base >> 20
+    );
+    assert_eq!(answered.len() as u64, calls);
+    assert!(peak <= base + (320 << 20), "peak RSS {peak}");
+}

@@ -24,6 +24,7 @@
 //! costs at most its bytes plus [`MAX_VALUE_BYTES`], about 4 × the message bound. A document
 //! belongs in `input` as one string: 20 MiB of JSON escaped costs 60 MiB.
 
+use super::inflight::{Inflight, TRACKED, cancelled};
 use serde_json::Value;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -33,7 +34,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 pub(crate) const TOO_LARGE_TOOL: &str = "jqjail_message_too_large";
 
 /// Bytes of a line kept to find its `id` and `method`.
-const HEAD_BYTES: usize = 4096;
+pub(crate) const HEAD_BYTES: usize = 4096;
 
 /// Bytes read from the inner reader at a time.
 const CHUNK: usize = 64 * 1024;
@@ -82,6 +83,8 @@ pub(crate) struct Guard<R> {
     max: usize,
     /// Whether the lines are an upstream server's answers, not a client's requests.
     upstream: bool,
+    /// Where large requests are charged until answered (a client's side only).
+    inflight: Option<std::sync::Arc<Inflight>>,
     /// Bytes of the current line seen (passed on, or skipped).
     line: usize,
     /// The current line's first bytes.
@@ -102,6 +105,8 @@ pub(crate) struct Guard<R> {
     out: Vec<u8>,
     at: usize,
     scratch: Vec<u8>,
+    /// Bytes read past a line's end while `inflight` was full: taken once it has room.
+    held_back: Vec<u8>,
 }
 
 impl<R> Guard<R> {
@@ -111,6 +116,7 @@ impl<R> Guard<R> {
             inner,
             max,
             upstream: false,
+            inflight: None,
             line: 0,
             head: Vec::new(),
             skipping: false,
@@ -124,6 +130,7 @@ impl<R> Guard<R> {
             out: Vec::new(),
             at: 0,
             scratch: vec![0; CHUNK],
+            held_back: Vec::new(),
         }
     }
 
@@ -136,10 +143,44 @@ impl<R> Guard<R> {
         }
     }
 
+    /// Charges each large request passed to `inflight`, and reads no further line while it is
+    /// full ([`super::inflight`]).
+    pub(crate) fn with_inflight(self, inflight: std::sync::Arc<Inflight>) -> Guard<R> {
+        Guard {
+            inflight: Some(inflight),
+            ..self
+        }
+    }
+
+    /// A line passed whole: a large request is charged, and a cancellation gives back its
+    /// request's charge.
+    fn passed(&self) {
+        let Some(inflight) = &self.inflight else {
+            return;
+        };
+        let cost = self.line + self.cost;
+        if cost >= TRACKED {
+            if let (Some(id), Some(_)) = id_and_method(&self.head) {
+                inflight.charge(id.as_bytes(), cost);
+            }
+        } else if self.line <= HEAD_BYTES
+            && let (None, Some(method)) = id_and_method(&self.head)
+            && method == "notifications/cancelled"
+            && let Some(id) = cancelled(&self.head)
+        {
+            inflight.release(&id);
+        }
+    }
+
     /// Passes `bytes` (just read) through the bound into `out`.
     fn take(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while !rest.is_empty() {
+            // A line ended and the requests passed hold too much: the rest waits.
+            if self.line == 0 && self.inflight.as_ref().is_some_and(|i| i.is_full()) {
+                self.held_back.extend_from_slice(rest);
+                return;
+            }
             let (segment, newline) = match rest.iter().position(|&b| b == b'\n') {
                 Some(i) => (&rest[..i], true),
                 None => (rest, false),
@@ -175,7 +216,10 @@ impl<R> Guard<R> {
             if newline {
                 match self.skipping {
                     true => self.stand_in(),
-                    false => self.out.push(b'\n'),
+                    false => {
+                        self.out.push(b'\n');
+                        self.passed();
+                    }
                 }
                 self.line = 0;
                 self.head.clear();
@@ -331,6 +375,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for Guard<R> {
                 }
                 return Poll::Ready(Ok(()));
             }
+            // At a line's start, while the requests passed hold too much, wait for answers.
+            if this.line == 0
+                && let Some(inflight) = &this.inflight
+                && inflight.full(cx)
+            {
+                return Poll::Pending;
+            }
+            if !this.held_back.is_empty() {
+                let bytes = std::mem::take(&mut this.held_back);
+                this.take(&bytes);
+                continue;
+            }
             let mut scratch = std::mem::take(&mut this.scratch);
             let mut read = ReadBuf::new(&mut scratch);
             let polled = Pin::new(&mut this.inner).poll_read(cx, &mut read);
@@ -355,7 +411,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Guard<R> {
 /// The raw `id` (a number or a string, as written) and the `method` of a JSON-RPC message,
 /// from its first bytes: its top-level members are scanned in order, skipping values, until
 /// the bytes end.
-fn id_and_method(head: &[u8]) -> (Option<String>, Option<String>) {
+pub(crate) fn id_and_method(head: &[u8]) -> (Option<String>, Option<String>) {
     let mut s = Scanner { b: head, i: 0 };
     let (mut id, mut method) = (None, None);
     s.ws();
