@@ -412,6 +412,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Guard<R> {
 /// from its first bytes: its top-level members are scanned in order, skipping values, until
 /// the bytes end.
 pub(crate) fn id_and_method(head: &[u8]) -> (Option<String>, Option<String>) {
+    // A byte-order mark is skipped, as rmcp skips it (a cut line that began with one went
+    // unanswered).
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     let mut s = Scanner { b: head, i: 0 };
     let (mut id, mut method) = (None, None);
     s.ws();
@@ -544,6 +547,15 @@ impl Scanner<'_> {
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let head = b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\"";
+        assert_eq!(
+            id_and_method(head),
+            (Some("4".to_string()), Some("tools/call".to_string()))
+        );
+    }
 
     #[test]
     fn the_id_and_method_are_read_from_the_head() {
