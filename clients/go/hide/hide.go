@@ -4,9 +4,12 @@
 // hides are owned by the uid that put them, paged off the daemon's disk, and can be
 // filtered by ID with jq (jqjail.Client.RunHide).
 //
-// Changing from the old package: its import path becomes "jqjail.dev/jqjail/hide";
-// NewStore takes the daemon's socket ("" to find it) instead of a directory; and
-// HideBuffer.Store returns an error beside the hide, since storing now crosses a socket.
+// Changing from the old package: its import path becomes "jqjail.dev/jqjail/hide", and
+// NewStore takes the daemon's Socket ("" to find it) instead of a directory: a directory in a
+// string variable does not compile there, rather than fail at run time. Every other call keeps
+// the seed's signature. HideBuffer.Store can now fail (storing crosses a socket): it still
+// returns the seed's *Hide, the failure is kept (Err, and FirstCut returns it), and Put is the
+// form that returns it. Page sizes under MinPageSize are raised to it.
 package hide
 
 import (
@@ -51,6 +54,13 @@ type StoreEntry struct {
 // DefaultPageSize is the daemon's page size (bytes).
 const DefaultPageSize = 16_384
 
+// MinPageSize and MaxPageSize bound a page (bytes): a buffer asked for a size outside them
+// pages at the nearest bound (the daemon refuses a cut of another size).
+const (
+	MinPageSize = 64
+	MaxPageSize = 1 << 20
+)
+
 // callTimeout bounds each call the store makes on the daemon.
 const callTimeout = 30 * time.Second
 
@@ -62,10 +72,14 @@ type Store struct {
 	client *jqjail.Client
 }
 
-// NewStore is the store of the daemon at socket ("" finds it as every jqjail client does);
-// it connects on first use, and again after a connection fails.
-func NewStore(socket string) *Store {
-	return &Store{socket: socket}
+// Socket is a jqjail daemon's socket path; "" finds it as every jqjail client does.
+type Socket string
+
+// NewStore is the store of the daemon at socket; it connects on first use, and again after a
+// connection fails. (The seed's NewStore took a directory: the hides now live in the daemon's
+// store, and a string variable does not convert to a Socket silently.)
+func NewStore(socket Socket) *Store {
+	return &Store{socket: string(socket)}
 }
 
 // with runs f on a connection, dialling one if there is none; a connection that failed is
@@ -198,6 +212,9 @@ type HideBuffer struct {
 	latest     string
 	latestSize int
 	cursors    map[string]int
+	// Why the last Store failed, and whether its content needed paging.
+	failed     error
+	failedSize int
 }
 
 // NewHideBuffer is a buffer of pageSize-byte pages over the store of the daemon found as
@@ -206,19 +223,44 @@ func NewHideBuffer(pageSize int) *HideBuffer {
 	return NewStore("").NewHideBuffer(pageSize)
 }
 
-// NewHideBuffer is a buffer of pageSize-byte pages over this store.
+// NewHideBuffer is a buffer of pageSize-byte pages over this store: 0 or less is
+// DefaultPageSize, and a size outside MinPageSize..MaxPageSize is the nearest bound.
 func (s *Store) NewHideBuffer(pageSize int) *HideBuffer {
-	if pageSize <= 0 {
+	switch {
+	case pageSize <= 0:
 		pageSize = DefaultPageSize
+	case pageSize < MinPageSize:
+		pageSize = MinPageSize
+	case pageSize > MaxPageSize:
+		pageSize = MaxPageSize
 	}
 	return &HideBuffer{store: s, pageSize: pageSize, cursors: map[string]int{}}
 }
 
+// PageSize is the size of this buffer's pages, in bytes.
+func (b *HideBuffer) PageSize() int { return b.pageSize }
+
 // ToolOutputKind is the kind of the hides a buffer stores.
 const ToolOutputKind = "tool_output"
 
-// Store adds a hide (kind tool_output) and makes it the latest.
-func (b *HideBuffer) Store(source, content string) (*Hide, error) {
+// Store adds a hide (kind tool_output) and makes it the latest, as the seed's did. If the
+// daemon cannot store it, the *Hide has no ID, Err says why, NeedsPaging is true when the
+// content was larger than a page (so it is not put in a prompt whole) and FirstCut returns
+// the error. Put returns the error instead.
+func (b *HideBuffer) Store(source, content string) *Hide {
+	h, err := b.Put(source, content)
+	if err != nil {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.latest, b.latestSize = "", 0
+		b.failed, b.failedSize = err, len(content)
+		return &Hide{Source: source, Content: content, CreatedAt: time.Now()}
+	}
+	return h
+}
+
+// Put adds a hide (kind tool_output) and makes it the latest, or says why it cannot.
+func (b *HideBuffer) Put(source, content string) (*Hide, error) {
 	entry, err := b.store.Put(ToolOutputKind, source, []byte(content), nil)
 	if err != nil {
 		return nil, err
@@ -226,8 +268,16 @@ func (b *HideBuffer) Store(source, content string) (*Hide, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.latest, b.latestSize = entry.ID, int(entry.SizeBytes)
+	b.failed, b.failedSize = nil, 0
 	delete(b.cursors, entry.ID)
 	return &Hide{ID: entry.ID, Source: source, Content: content, CreatedAt: entry.CreatedAt}, nil
+}
+
+// Err is why the last Store failed, or nil.
+func (b *HideBuffer) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
 }
 
 // Get reads a hide back; false when there is none of that ID for the caller, or the daemon
@@ -287,10 +337,14 @@ func (b *HideBuffer) search(id, query string, ignoreCase bool) (Cut, bool, error
 	return cut, err == nil, err
 }
 
-// NeedsPaging: the latest hide is larger than a page.
+// NeedsPaging: the latest hide is larger than a page (or the last Store failed on content
+// that was: it must not go into a prompt whole either).
 func (b *HideBuffer) NeedsPaging() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.failed != nil {
+		return b.failedSize > b.pageSize
+	}
 	return b.latest != "" && b.latestSize > b.pageSize
 }
 
@@ -334,6 +388,9 @@ func (b *HideBuffer) pick(id string) (string, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.failed != nil {
+		return "", b.failed
+	}
 	if b.latest == "" {
 		return "", &jqjail.Error{Code: "NOT_FOUND", Message: "no hide was stored or loaded in this buffer yet"}
 	}
@@ -395,8 +452,21 @@ func (b *HideBuffer) CallTool(name string, args map[string]any) string {
 	return "error: " + name + " is not a hide tool"
 }
 
-// ToolDefs are the tool definitions for a model: hide_next, hide_jump and hide_search, and
-// jq, json_path and json_shape, from the same list as `jqjail tools`.
+// ToolDefs are the seed's tool definitions for a model: hide_next, hide_jump and
+// hide_search, from the same list as `jqjail tools`. AllToolDefs adds jq, json_path and
+// json_shape.
 func ToolDefs() []jqjail.ToolDefinition {
+	var defs []jqjail.ToolDefinition
+	for _, d := range jqjail.ToolDefs() {
+		if strings.HasPrefix(d.Name, "hide_") {
+			defs = append(defs, d)
+		}
+	}
+	return defs
+}
+
+// AllToolDefs are every jqjail tool's definition: the hide tools, jq, json_path and
+// json_shape.
+func AllToolDefs() []jqjail.ToolDefinition {
 	return jqjail.ToolDefs()
 }

@@ -98,9 +98,9 @@ func TestHideBufferPagesSearchesAndLoads(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		fmt.Fprintf(&text, "row %02d\n", i) // 350 bytes
 	}
-	h, err := b.Store("search_tool", text.String())
-	if err != nil || h.Content != text.String() {
-		t.Fatal(err)
+	h := b.Store("search_tool", text.String())
+	if b.Err() != nil || h.ID == "" || h.Content != text.String() {
+		t.Fatal(b.Err())
 	}
 	if !b.NeedsPaging() {
 		t.Fatal("350 bytes at 100 a page need paging")
@@ -178,13 +178,51 @@ func TestABufferTakesOverAHiddenRun(t *testing.T) {
 }
 
 func TestToolDefs(t *testing.T) {
-	var names []string
-	for _, d := range ToolDefs() {
-		names = append(names, d.Name)
+	names := func(defs []jqjail.ToolDefinition) string {
+		var out []string
+		for _, d := range defs {
+			out = append(out, d.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	// The seed's three, then all six.
+	if got := names(ToolDefs()); got != "hide_next,hide_jump,hide_search" {
+		t.Fatal(got)
 	}
 	for _, want := range []string{"hide_next", "hide_jump", "hide_search", "jq", "json_path", "json_shape"} {
-		if !strings.Contains(strings.Join(names, ","), want) {
-			t.Fatal(names)
+		if !strings.Contains(names(AllToolDefs()), want) {
+			t.Fatal(names(AllToolDefs()))
 		}
+	}
+}
+
+// Seed 003's callers write `h := buf.Store(src, c)`, `NewHideBuffer(32)`, and page on when
+// NeedsPaging. All three compile and work: a page size under the daemon's 64 is raised to it
+// (every call failed INVALID_REQUEST), and a Store that fails leaves the content paged, not
+// inlined, with the error from FirstCut.
+func TestTheSeedsBufferCallsWork(t *testing.T) {
+	b := NewHideBuffer(32)
+	if b.PageSize() != MinPageSize {
+		t.Fatal(b.PageSize())
+	}
+	h := b.Store("seed_tool", strings.Repeat("x", 200))
+	if h.ID == "" || !b.NeedsPaging() {
+		t.Fatalf("%+v %v", h, b.Err())
+	}
+	cut, err := b.FirstCut()
+	if err != nil || cut.TotalPages != 4 || len(cut.Content) != MinPageSize {
+		t.Fatalf("%+v %v", cut, err)
+	}
+	// A store that cannot be reached: the hide has no ID, and nothing pages as if it had.
+	broken := NewStore(Socket(t.TempDir() + "/none.sock")).NewHideBuffer(100)
+	failed := broken.Store("seed_tool", strings.Repeat("y", 500))
+	if failed.ID != "" || broken.Err() == nil || !broken.NeedsPaging() {
+		t.Fatalf("%+v %v", failed, broken.Err())
+	}
+	if _, err := broken.FirstCut(); err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") {
+		t.Fatal(err)
+	}
+	if got := broken.CallTool("hide_next", map[string]any{}); !strings.HasPrefix(got, "error: UNAVAILABLE") {
+		t.Fatal(got)
 	}
 }
