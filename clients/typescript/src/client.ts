@@ -359,7 +359,21 @@ export class Client {
     return out;
   }
 
+  /**
+   * One request and its answer. The socket holds Node's event loop only meanwhile: an idle
+   * client never keeps a process alive, so a one-shot script exits without `close()` (the
+   * seed's tool has none).
+   */
   private async roundTrip(head: Buffer, tail: Buffer | undefined, bound: number, expect: string[], signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
+    this.sock.ref();
+    try {
+      return await this.exchange(head, tail, bound, expect, signal);
+    } finally {
+      this.sock.unref();
+    }
+  }
+
+  private async exchange(head: Buffer, tail: Buffer | undefined, bound: number, expect: string[], signal?: AbortSignal): Promise<{ response: Response; tail: Buffer }> {
     if (signal?.aborted) throw signal.reason ?? new Error("aborted");
     if (this.buffered > 0) throw unavailable(`${this.path} sent bytes that answer nothing`);
     this.sock.write(tail && tail.length > 0 ? Buffer.concat([head, tail]) : head);

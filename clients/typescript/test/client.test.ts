@@ -328,3 +328,28 @@ test("a buffer takes over a hidden run cut at another page size from page 1", as
     c.close();
   }
 });
+
+// Issue 36: a one-shot script that uses the client and never calls close() exits (the kept
+// socket held Node's event loop, so it never did; the seed's tool has no close()).
+test("a one-shot script exits without close()", async () => {
+  const { spawn } = await import("node:child_process");
+  const script = `
+    import { Client } from ${JSON.stringify(new URL("../src/index.js", import.meta.url).href)};
+    const c = await Client.connect(${JSON.stringify(daemon.socket)});
+    console.log((await c.run(".a", { a: 7 })).output);
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (err += d));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`the script did not exit within 10 s (it printed ${JSON.stringify(out)}): the idle socket holds the event loop`));
+    }, 10_000);
+    child.once("exit", (c) => (clearTimeout(timer), resolve(c)));
+  });
+  assert.equal(code, 0, err);
+  assert.match(out, /7/);
+});
