@@ -2,7 +2,8 @@
 //! exits after the idle-exit period, drains on shutdown; and the daemon's own timers (hide
 //! expiry, configuration reload).
 
-use super::connection::{Session, connection};
+use super::connection::connection;
+use super::reply::Session;
 use super::{EXPIRE_EVERY, Reload, Shared};
 
 use std::future::Future;

@@ -14,9 +14,11 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 
 mod connection;
+mod frames;
 mod handlers;
 mod listener;
 mod metrics;
+mod reply;
 pub mod store;
 
 pub use metrics::READ_FOR as METRICS_HEAD_DEADLINE;

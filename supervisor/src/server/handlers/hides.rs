@@ -9,7 +9,7 @@
 //! whole) is stored from memory; a large one is written to the store's temp file as it
 //! arrives ([`put_streamed`]). A whole hide is answered from its file ([`Reply::file`]).
 
-use super::super::connection::Reply;
+use super::super::reply::Reply;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
 use crate::tenant::StoreCall;
@@ -24,7 +24,7 @@ use std::time::Instant;
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`, in the store turn
 /// `answer` took for it. A put's content was held to the input limit at its head
-/// (`connection::check_head`): a hide is a filter's input.
+/// (`head::check_head`): a hide is a filter's input.
 pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
     let t = &*tenant.name;
     let result = tokio::task::block_in_place(|| match request {

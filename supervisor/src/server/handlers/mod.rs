@@ -2,14 +2,15 @@
 //! dispatches with an exhaustive match: a new kind of request does not compile until it has a
 //! handler here (and its costs in `tenant.rs`).
 
+mod head;
 mod hides;
 mod run;
 mod stats;
 
-pub(crate) use run::{args_problem, filter_too_long, input_too_large};
+pub(crate) use head::check_head;
 
 use super::Shared;
-use super::connection::{Reply, Session, error};
+use super::reply::{Reply, Session, error};
 use run::{RunParts, Source, run_and_record};
 
 use crate::arriving::Arriving;
