@@ -150,3 +150,81 @@ fn architecture_s_decoding_bounds_are_the_code_s() {
     );
     assert!(arch.contains(&meta), "ARCHITECTURE does not say {meta:?}");
 }
+
+/// PROTOCOL's error-code table is the enum's: every code, at its bincode index, in order.
+#[test]
+fn protocol_s_error_codes_are_the_code_s() {
+    let protocol = read("PROTOCOL.md");
+    let table: Vec<(String, String)> = protocol
+        .split("## Error codes")
+        .nth(1)
+        .expect("PROTOCOL has an error-code section")
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| #"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            (cells[0].to_string(), cells[1].trim_matches('`').to_string())
+        })
+        .take_while(|(index, _)| index.parse::<usize>().is_ok())
+        .collect();
+    let code: Vec<(String, String)> = ErrorCode::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i.to_string(), c.as_str().to_string()))
+        .collect();
+    assert_eq!(table, code, "PROTOCOL's error codes against ErrorCode::ALL");
+}
+
+/// The worker's system-call count, where ARCHITECTURE states it, is the allowlist's.
+#[test]
+fn the_seccomp_count_is_the_allowlist_s() {
+    let arch = read("ARCHITECTURE.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let n = jqjail_worker::seccomp::allowlist(1).len();
+    for claim in [
+        format!("system-call allowlist ({n} calls"),
+        format!("only the {n} calls of `worker/src/seccomp.rs`"),
+    ] {
+        assert!(arch.contains(&claim), "ARCHITECTURE does not say {claim:?}");
+    }
+}
+
+/// No document, comment or script points at a file outside the repository: a user's clone has
+/// nothing beside it. (The words are built here so this file does not match itself.)
+#[test]
+fn nothing_points_outside_the_repository() {
+    let Ok(out) = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo_file(""))
+        .args(["ls-files", "-z"])
+        .output()
+    else {
+        crate::util::skip("git is not installed, to list the repository's files");
+        return;
+    };
+    let outside = [
+        ["../", "shared"].concat(),
+        ["SPEC", " §"].concat(),
+        ["STYLE", " §"].concat(),
+        ["research", "/"].concat(),
+    ];
+    let mut found = Vec::new();
+    for path in out.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+        let path = String::from_utf8_lossy(path);
+        let Ok(text) = std::fs::read_to_string(repo_file(&path)) else {
+            continue; // binary
+        };
+        for (n, line) in text.lines().enumerate() {
+            if outside.iter().any(|o| line.contains(o.as_str())) {
+                found.push(format!("{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "references outside the repository:\n{}",
+        found.join("\n")
+    );
+}
