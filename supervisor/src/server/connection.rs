@@ -12,6 +12,7 @@ use super::reply::{Reply, Session, error, send};
 use super::{SERVER_NAME, Shared, TAIL_STALL};
 
 use crate::arriving::Arriving;
+use crate::config::TenantOf;
 use crate::tenant::READ_WHOLE_TAIL;
 use jqjail_protocol::frame::max_request_frame_bytes;
 use jqjail_protocol::{
@@ -127,13 +128,19 @@ pub(crate) async fn connection(
         // limit, a filter or labels over theirs) is answered at once, before its tail, which
         // is then skipped within the frame timeout so that the connection stays in step (or
         // is closed, if it never comes).
-        let refused = match &kept {
-            Err(e) => Some((**e).clone()),
-            Ok(request) if tail_len > 0 => check_head(request, tail_len, &shared.cfg.limits),
-            Ok(_) => None,
+        // The request's tenant, under the policy in force now (a reload applies to open
+        // connections), looked up once: every step below is given it.
+        let tenant = session.tenant(shared);
+        let refused = match (&kept, &tenant) {
+            (Err(e), _) => Some((**e).clone()),
+            (Ok(_), Err(why)) => Some(ErrorReply::new(ErrorCode::PermissionDenied, why.clone())),
+            (Ok(request), Ok(_)) if tail_len > 0 => {
+                check_head(request, tail_len, &shared.cfg.limits)
+            }
+            (Ok(_), Ok(_)) => None,
         };
         if let Some(refused) = refused {
-            if let (Ok(Request::Run(run)), Ok(tenant)) = (&kept, session.tenant(shared)) {
+            if let (Ok(Request::Run(run)), Ok(tenant)) = (&kept, &tenant) {
                 shared
                     .stats
                     .record(&tenant.name, run.lang, Some(refused.code), 0);
@@ -151,18 +158,19 @@ pub(crate) async fn connection(
                 }
             }
         }
-        let Ok(request) = kept else {
-            unreachable!("a request not kept is refused above")
+        let (Ok(request), Ok(tenant)) = (kept, tenant) else {
+            unreachable!("a request not kept, or of no tenant, is refused above")
         };
         let (reply, in_step) = if tail_len > 0 {
             let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).from_a_peer(TAIL_STALL);
-            let reply = with_tail(request, &mut tail, &session, shared).await;
+            let reply = with_tail(request, &mut tail, &session, &tenant, shared).await;
             // The answer may come before the whole tail did (a refusal, a worker's death):
             // the rest is skipped so that the next frame is read in step.
             let skipped = tail.skip_rest().await;
             (reply, skipped)
         } else {
-            (without_tail(request, &session, shared).await, Ok(()))
+            let reply = handlers::answer(request, &session, &tenant, shared).await;
+            (reply, Ok(()))
         };
         let sent = send(&mut wr, enc, reply, shared).await;
         drop(held);
@@ -241,12 +249,9 @@ pub(crate) async fn with_tail(
     mut request: Request<'_>,
     tail: &mut Arriving<'_>,
     session: &Session,
+    tenant: &TenantOf,
     shared: &Shared,
 ) -> Reply {
-    let tenant = match session.tenant(shared) {
-        Ok(tenant) => tenant,
-        Err(why) => return error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-    };
     if tail.len() <= READ_WHOLE_TAIL {
         let bytes = match tail.read_all().await {
             Ok(bytes) => bytes,
@@ -256,19 +261,7 @@ pub(crate) async fn with_tail(
             // Cannot fail: `read_all` read exactly the declared length.
             let _ = slot.fill(bytes);
         }
-        return handlers::answer(request, session, &tenant, shared).await;
+        return handlers::answer(request, session, tenant, shared).await;
     }
-    handlers::streamed(request, tail, session, &tenant, shared).await
-}
-
-/// Serves a request without a tail.
-pub(crate) async fn without_tail(
-    request: Request<'_>,
-    session: &Session,
-    shared: &Shared,
-) -> Reply {
-    match session.tenant(shared) {
-        Ok(tenant) => handlers::answer(request, session, &tenant, shared).await,
-        Err(why) => error(ErrorReply::new(ErrorCode::PermissionDenied, why)),
-    }
+    handlers::streamed(request, tail, session, tenant, shared).await
 }
