@@ -135,16 +135,17 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
     /// message) for front ends that report errors apart, as MCP's `isError` does.
     pub fn try_call_tool(&mut self, name: &str, args: &Value) -> Result<String, String> {
         let id = args.get("hide_id").and_then(Value::as_str);
-        let result = match name {
-            "hide_next" => self.next(id).map(|c| format_cut(&c)),
-            "hide_jump" => match args.get("page").and_then(Value::as_u64) {
+        use crate::tools::Tool;
+        let result = match Tool::named(name) {
+            Some(Tool::HideNext) => self.next(id).map(|c| format_cut(&c)),
+            Some(Tool::HideJump) => match args.get("page").and_then(Value::as_u64) {
                 Some(page) => self
                     .pick(id)
                     .and_then(|id| self.cut(&id, page))
                     .map(|c| format_cut(&c)),
                 None => return Err("hide_jump needs a positive integer `page`".into()),
             },
-            "hide_search" => match args.get("query").and_then(Value::as_str) {
+            Some(Tool::HideSearch) => match args.get("query").and_then(Value::as_str) {
                 Some(query) => {
                     let ignore_case = args
                         .get("ignore_case")
@@ -163,7 +164,10 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
                 }
                 None => return Err("hide_search needs a string `query`".into()),
             },
-            other => return Err(format!("{other} is not a hide tool")),
+            // Every tool named: a new hide tool does not compile until it is answered here.
+            Some(Tool::Jq | Tool::JsonPath | Tool::JsonShape) | None => {
+                return Err(format!("{name} is not a hide tool"));
+            }
         };
         // A server error reads `CODE: message` already.
         result.map_err(|e| e.to_string())

@@ -158,17 +158,24 @@ impl From<ClientError> for Failure {
 
 impl State {
     fn call(&mut self, name: &str, args: &Value) -> Result<String, Failure> {
-        match name {
-            "jq" => {
+        use crate::tools::Tool;
+        let Some(tool) = Tool::named(name) else {
+            return Err(Failure::Tool(format!(
+                "INVALID_REQUEST: there is no tool named `{name}`"
+            )));
+        };
+        // Every tool named: a new one does not compile until it is answered here.
+        match tool {
+            Tool::Jq => {
                 let filter = string(args, "filter")?;
                 let named = named_args(args)?;
                 self.run(filter, Lang::Jq, args, &named)
             }
-            "json_path" => {
+            Tool::JsonPath => {
                 let query = string(args, "query")?;
                 self.run(query, Lang::Path, args, &crate::Args::default())
             }
-            "json_shape" => {
+            Tool::JsonShape => {
                 let source = source(args)?;
                 let shape = self.buffer.client().shape(source)?.output;
                 match self.cap {
@@ -179,12 +186,9 @@ impl State {
                     _ => Ok(shape),
                 }
             }
-            "hide_next" | "hide_jump" | "hide_search" => {
+            Tool::HideNext | Tool::HideJump | Tool::HideSearch => {
                 self.buffer.try_call_tool(name, args).map_err(Failure::Tool)
             }
-            other => Err(Failure::Tool(format!(
-                "INVALID_REQUEST: there is no tool named `{other}`"
-            ))),
         }
     }
 

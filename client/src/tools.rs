@@ -21,12 +21,81 @@ pub enum Format {
     Anthropic,
 }
 
-fn neutral() -> Vec<(&'static str, &'static str, Value)> {
-    vec![
-        (
-            "jq",
-            "Run a jq filter over a JSON document in a sandbox and return the result as JSON text: one output is returned as that value, several as an array, none as null. Use it to narrow a large JSON tool result (for example `.items[:20]`, `map({id, title})`, `length`, `keys`). Give the document either as `input` or, for an output too large to read that was kept as a hide, as `hide_id`: the whole hide is filtered without passing through the conversation. The output is capped at 100,000 bytes; narrow further when it is too large. The filter cannot read files, the environment or the network.",
-            json!({
+/// jqjail's tools. Every list, format, dispatch and help text is made from this enum, with
+/// exhaustive matches: a new tool does not compile until it has a name, a description, a
+/// schema and a handler (in `jqjail mcp`, and in [`crate::HideBuffer`] for a hide tool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// Run a jq filter.
+    Jq,
+    /// Extract with the path language.
+    JsonPath,
+    /// Summarise a document's structure.
+    JsonShape,
+    /// The next page of a hide.
+    HideNext,
+    /// One page of a hide by number.
+    HideJump,
+    /// Find text in a hide.
+    HideSearch,
+}
+
+impl Tool {
+    /// Every tool, in the order they are offered.
+    pub const ALL: [Tool; 6] = [
+        Tool::Jq,
+        Tool::JsonPath,
+        Tool::JsonShape,
+        Tool::HideNext,
+        Tool::HideJump,
+        Tool::HideSearch,
+    ];
+
+    /// The tool's name, as a model calls it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Jq => "jq",
+            Tool::JsonPath => "json_path",
+            Tool::JsonShape => "json_shape",
+            Tool::HideNext => "hide_next",
+            Tool::HideJump => "hide_jump",
+            Tool::HideSearch => "hide_search",
+        }
+    }
+
+    /// The tool of this name, if there is one.
+    pub fn named(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// What the tool does, for the model.
+    pub fn description(self) -> &'static str {
+        match self {
+            Tool::Jq => {
+                "Run a jq filter over a JSON document in a sandbox and return the result as JSON text: one output is returned as that value, several as an array, none as null. Use it to narrow a large JSON tool result (for example `.items[:20]`, `map({id, title})`, `length`, `keys`). Give the document either as `input` or, for an output too large to read that was kept as a hide, as `hide_id`: the whole hide is filtered without passing through the conversation. The output is capped at 100,000 bytes; narrow further when it is too large. The filter cannot read files, the environment or the network."
+            }
+            Tool::JsonPath => {
+                "Extract part of a JSON document with a simple path: `a.b`, `items[0]`, `items[-1]`, `items['odd key']`, `items[*].name` (arrays only; nested wildcards give nested arrays). Elements missing a property are skipped by `[*]`. Errors name MISSING_PROPERTY, TYPE_MISMATCH, INDEX_OUT_OF_BOUNDS or INVALID_QUERY and where in the path it failed. No filters, pipes or functions: use the jq tool for those."
+            }
+            Tool::JsonShape => {
+                "Summarise the structure of a JSON document without reading it: its keys and their types, array lengths, which keys only some elements have (and how many), and a few short example values. At most 4 KiB whatever the size of the document. Use it first on a large result or hide, to write a correct jq filter or path."
+            }
+            Tool::HideNext => {
+                "Read the next page of a tool output that was too large to show at once (a hide). Returns the page after the last one you read of that hide, or page 1. Summarise what you need from each page before reading further."
+            }
+            Tool::HideJump => {
+                "Read one page of a hide by number (pages start at 1; the header of every page says how many there are)."
+            }
+            Tool::HideSearch => {
+                "Find text in a hide and read the page where it first occurs. Says plainly when the text does not occur anywhere in the hide (including across page boundaries)."
+            }
+        }
+    }
+
+    /// The JSON Schema of its arguments.
+    pub fn schema(self) -> Value {
+        match self {
+            Tool::Jq => json!({
                 "type": "object",
                 "properties": {
                     "filter": {"type": "string", "description": "The jq filter, e.g. `.items[] | {id, name}`.", "maxLength": 65536},
@@ -37,11 +106,7 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": ["filter"],
                 "additionalProperties": false
             }),
-        ),
-        (
-            "json_path",
-            "Extract part of a JSON document with a simple path: `a.b`, `items[0]`, `items[-1]`, `items['odd key']`, `items[*].name` (arrays only; nested wildcards give nested arrays). Elements missing a property are skipped by `[*]`. Errors name MISSING_PROPERTY, TYPE_MISMATCH, INDEX_OUT_OF_BOUNDS or INVALID_QUERY and where in the path it failed. No filters, pipes or functions: use the jq tool for those.",
-            json!({
+            Tool::JsonPath => json!({
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "The path, e.g. `data.items[*].name`.", "maxLength": 200},
@@ -51,11 +116,7 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-        ),
-        (
-            "json_shape",
-            "Summarise the structure of a JSON document without reading it: its keys and their types, array lengths, which keys only some elements have (and how many), and a few short example values. At most 4 KiB whatever the size of the document. Use it first on a large result or hide, to write a correct jq filter or path.",
-            json!({
+            Tool::JsonShape => json!({
                 "type": "object",
                 "properties": {
                     "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
@@ -64,11 +125,7 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": [],
                 "additionalProperties": false
             }),
-        ),
-        (
-            "hide_next",
-            "Read the next page of a tool output that was too large to show at once (a hide). Returns the page after the last one you read of that hide, or page 1. Summarise what you need from each page before reading further.",
-            json!({
+            Tool::HideNext => json!({
                 "type": "object",
                 "properties": {
                     "hide_id": {"type": "string", "description": "The hide to page; defaults to the most recent one.", "maxLength": 97}
@@ -76,11 +133,7 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": [],
                 "additionalProperties": false
             }),
-        ),
-        (
-            "hide_jump",
-            "Read one page of a hide by number (pages start at 1; the header of every page says how many there are).",
-            json!({
+            Tool::HideJump => json!({
                 "type": "object",
                 "properties": {
                     "hide_id": {"type": "string", "description": "The hide to read; defaults to the most recent one.", "maxLength": 97},
@@ -89,11 +142,7 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": ["page"],
                 "additionalProperties": false
             }),
-        ),
-        (
-            "hide_search",
-            "Find text in a hide and read the page where it first occurs. Says plainly when the text does not occur anywhere in the hide (including across page boundaries).",
-            json!({
+            Tool::HideSearch => json!({
                 "type": "object",
                 "properties": {
                     "hide_id": {"type": "string", "description": "The hide to search; defaults to the most recent one.", "maxLength": 97},
@@ -103,20 +152,23 @@ fn neutral() -> Vec<(&'static str, &'static str, Value)> {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-        ),
-    ]
+        }
+    }
 }
 
 /// The tools as (name, description, JSON Schema of the arguments): the one list every format
 /// and the MCP server are made from.
 pub fn list() -> Vec<(&'static str, &'static str, Value)> {
-    neutral()
+    Tool::ALL
+        .into_iter()
+        .map(|t| (t.name(), t.description(), t.schema()))
+        .collect()
 }
 
 /// The definitions in `format`.
 pub fn definitions(format: Format) -> Value {
     Value::Array(
-        neutral()
+        list()
             .into_iter()
             .map(|(name, description, schema)| match format {
                 Format::Neutral => {

@@ -71,6 +71,22 @@ fn the_tool_list_is_the_cli_s() {
     );
 }
 
+/// `jqjail mcp --help` names every tool it serves.
+#[test]
+fn the_mcp_help_names_every_tool() {
+    let about = jqjail_client::mcp::command()
+        .get_about()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    for tool in jqjail_client::tools::Tool::ALL {
+        assert!(
+            about.contains(tool.name()),
+            "{about:?} does not name {}",
+            tool.name()
+        );
+    }
+}
+
 #[test]
 fn the_binaries_named_are_the_package_s() {
     let manifest = read("Cargo.toml");
