@@ -1,6 +1,7 @@
 //! A live worker seen from outside: its kernel-enforced limits and privileges.
 
 use crate::util::{Daemon, wait_until};
+use std::process::Command;
 use std::time::Duration;
 
 fn field<'a>(status: &'a str, name: &str) -> &'a str {
@@ -193,6 +194,26 @@ fn default_isolation_separates_namespaces_and_empties_the_root() {
             entries.is_empty(),
             "the worker's root is not empty: {entries:?}"
         );
+        // The host's root is detached, not only out of reach by path: entering the worker's
+        // mount namespace (as root, which a chroot does not stop) reaches no file of the host,
+        // not even `cat`. Under a chroot the namespace's root was still a copy of the host's,
+        // with every mount in it.
+        if crate::util::root() {
+            match Command::new("nsenter")
+                .arg(format!("--mount=/proc/{pid}/ns/mnt"))
+                .args(["cat", "/proc/self/mountinfo"])
+                .output()
+            {
+                Ok(out) => assert!(
+                    !out.status.success() && out.stdout.is_empty(),
+                    "the worker's mount namespace still holds the host's root:\n{}",
+                    String::from_utf8_lossy(&out.stdout)
+                ),
+                Err(e) => crate::util::skip(&format!(
+                    "nsenter (util-linux) could not be run, to enter the worker's mount namespace: {e}"
+                )),
+            }
+        }
     }
     // Confined workers still do their job.
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");

@@ -11,7 +11,8 @@
 //! - `ipc_uts`: new IPC and UTS namespaces (no System V IPC or hostname shared with the host).
 //! - `net`: a new network namespace with no interfaces (seccomp already forbids `socket`).
 //! - `empty_root`: a new mount namespace, an empty tmpfs mounted read-only over `/tmp` there,
-//!   and `chroot` into it: no file of the host is reachable by path.
+//!   made its root by `pivot_root`, and the host's root detached: no mount of the host is left
+//!   in the namespace (`chroot` into it where the host refuses `pivot_root`).
 //!
 //! Never a PID namespace: a worker that were PID 1 of one would ignore its own SIGABRT and
 //! SIGXCPU.
@@ -134,7 +135,16 @@ fn enter_empty_root() -> Result<(), Refused> {
             "empty_root",
         )?;
         check(libc::chdir(ROOT_MOUNT_POINT.as_ptr()), "empty_root")?;
-        check(libc::chroot(c".".as_ptr()), "empty_root")?;
+        // The empty tmpfs becomes the namespace's root, and the host's root, stacked on it by
+        // pivot_root(".", "."), is detached: no mount of the host is left in the namespace,
+        // not even one a chroot escape could reach. Where the host refuses either step (a
+        // root that is not a mount point, as in an initramfs; a container's seccomp profile),
+        // a chroot into it (the working directory either way) as before.
+        let detached = libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) == 0
+            && libc::umount2(c".".as_ptr(), libc::MNT_DETACH) == 0;
+        if !detached {
+            check(libc::chroot(c".".as_ptr()), "empty_root")?;
+        }
         check(libc::chdir(c"/".as_ptr()), "empty_root")?;
     }
     Ok(())

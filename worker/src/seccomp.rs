@@ -158,6 +158,8 @@ pub fn zygote_allowlist() -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
         any("mount", libc::SYS_mount),
         any("chdir", libc::SYS_chdir),
         any("chroot", libc::SYS_chroot),
+        any("pivot_root", libc::SYS_pivot_root),
+        any("umount2", libc::SYS_umount2),
         any("prlimit64", libc::SYS_prlimit64),
         any("setgroups", libc::SYS_setgroups),
         any("setresgid", libc::SYS_setresgid),
