@@ -244,3 +244,95 @@ fn nothing_points_outside_the_repository() {
         found.join("\n")
     );
 }
+
+/// No file of the request path (`supervisor/src/server/`) imports a file that imports it back,
+/// through any chain: its modules' `super::` paths form no cycle.
+#[test]
+fn the_request_path_s_imports_go_one_way() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let root = repo_file("supervisor/src/server");
+    // Each file as its module path under `server` ("" is server/mod.rs).
+    let mut files = BTreeMap::new();
+    for dir in ["", "handlers"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".rs") else {
+                continue;
+            };
+            let module: Vec<String> = [dir, stem]
+                .into_iter()
+                .filter(|p| !p.is_empty() && *p != "mod")
+                .map(String::from)
+                .collect();
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            // An inline test module's `super` is the file itself: left out.
+            let code = text
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            files.insert(module, code.to_string());
+        }
+    }
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (module, text) in &files {
+        let mut add = |target: Vec<String>| {
+            if files.contains_key(&target) && &target != module {
+                edges.entry(module.clone()).or_default().insert(target);
+            }
+        };
+        // `super::…`: each `super` climbs one level from the module's parent.
+        for (at, _) in text.match_indices("super::") {
+            if text[..at].ends_with("super::") {
+                continue; // counted from the first `super`
+            }
+            let mut base = module.clone();
+            base.pop();
+            let mut rest = &text[at + "super::".len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            let name = ident(rest);
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                base.push(name);
+            }
+            add(base);
+        }
+        // `use child::…`: a module's own children.
+        for line in text.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("use ") {
+                let mut child = module.clone();
+                child.push(ident(rest));
+                add(child);
+            }
+        }
+    }
+    // Depth-first: a path back to a module on the stack is a cycle.
+    fn visit(
+        m: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        stack: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+    ) {
+        if done.contains(m) {
+            return;
+        }
+        assert!(!stack.contains(m), "an import cycle: {stack:?} -> {m:?}");
+        stack.push(m.clone());
+        for next in edges.get(m).into_iter().flatten() {
+            visit(next, edges, stack, done);
+        }
+        stack.pop();
+        done.insert(m.clone());
+    }
+    let mut done = BTreeSet::new();
+    for m in files.keys() {
+        visit(m, &edges, &mut Vec::new(), &mut done);
+    }
+    assert!(edges.len() >= 8, "the imports were not read: {edges:?}");
+}

@@ -9,7 +9,7 @@ use super::frames::{
 };
 use super::handlers::{self, check_head};
 use super::reply::{Reply, Session, error, send};
-use super::{SERVER_NAME, Shared, TAIL_STALL};
+use super::shared::{SERVER_NAME, Shared, TAIL_STALL};
 
 use crate::arriving::Arriving;
 use crate::config::TenantOf;

@@ -2,8 +2,8 @@
 //! each control frame, budgeted from its first byte before its body is allocated; and the end
 //! of a connection, said to the client where it still listens.
 
-use super::Shared;
 use super::reply::{error, send};
+use super::shared::Shared;
 use crate::tenant::Held;
 use jqjail_protocol::frame::PREFIX_BYTES;
 use jqjail_protocol::limits::grouped;

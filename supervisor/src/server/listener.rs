@@ -4,7 +4,7 @@
 
 use super::connection::connection;
 use super::reply::Session;
-use super::{EXPIRE_EVERY, Reload, Shared};
+use super::shared::{EXPIRE_EVERY, Reload, Shared};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -24,7 +24,7 @@
 //!   [`HIDE_BYTES_STEP`] unless tenant labels are on: exact, two scrapes apart they told
 //!   another uid the size of each hide a tenant stored.
 
-use super::Shared;
+use super::shared::Shared;
 use crate::config::MetricsListen;
 use jqjail_protocol::exposition::{CONTENT_TYPE, Exposition, labelled};
 use std::io::{self, Read, Write};

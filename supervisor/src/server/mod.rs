@@ -10,7 +10,6 @@ use crate::tenant::Admission;
 use jqjail_protocol::worker::StartupArgs;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::UnixListener;
 
 mod connection;
@@ -19,57 +18,15 @@ mod handlers;
 mod listener;
 mod metrics;
 mod reply;
+mod shared;
 pub mod store;
+
+use shared::Shared;
+pub use shared::{EXPIRE_EVERY, Reload, SERVER_NAME, TAIL_STALL};
 
 pub use metrics::READ_FOR as METRICS_HEAD_DEADLINE;
 
 use listener::{listen, spawn_expiry, spawn_reload};
-
-/// The server name sent in the handshake.
-pub const SERVER_NAME: &str = concat!("jqjaild/", env!("CARGO_PKG_VERSION"));
-
-/// A streamed tail from a client that sends no byte for this long is cut off: an upload
-/// holds a worker (and an upload turn) only while it is actually arriving.
-pub const TAIL_STALL: Duration = Duration::from_secs(5);
-
-/// How often hides past the age limit are swept (besides on every put).
-pub const EXPIRE_EVERY: Duration = Duration::from_secs(600);
-
-/// Re-reads the configuration (on SIGHUP); an error keeps the running configuration.
-pub type Reload = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
-
-struct Shared {
-    cfg: Config,
-    /// The tenant policy in force: `cfg`'s, replaced on reload.
-    policy: std::sync::RwLock<Config>,
-    stats: crate::stats::Stats,
-    pool: Pool,
-    /// Every budget a request's cost is taken from before it is spent.
-    admission: Admission,
-    /// A tenant can fail runs at will: logged at most once a second.
-    failed_run_log: crate::admit::Throttle,
-    /// The per-worker cgroup limit in force (0: none).
-    cgroup_bytes: u64,
-    /// The hide store, or why the daemon has none.
-    store: Arc<store::StoreSlot>,
-    /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
-    expire_now: tokio::sync::Notify,
-}
-
-impl Shared {
-    /// The gauges of this moment, for a stats snapshot.
-    fn now(&self) -> crate::stats::Now {
-        use std::sync::atomic::Ordering;
-        let (running, waiting) = self.pool.load();
-        crate::stats::Now {
-            running: running as u64,
-            waiting: waiting as u64,
-            connections: self.admission.slots.open() as u64,
-            workers_started: self.pool.stats.started.load(Ordering::Relaxed),
-            worker_start_failures: self.pool.stats.failed_starts.load(Ordering::Relaxed),
-        }
-    }
-}
 
 /// Serves `listener` until `shutdown` completes (or, with `idle_exit` set, until no client has
 /// been connected for that long), then stops accepting, lets in-flight requests finish within

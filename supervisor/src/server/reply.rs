@@ -2,7 +2,7 @@
 //! stream as its tail, the turns held until it is written), [`send`] at the minimum pace, and
 //! the [`Session`] a request comes in.
 
-use super::Shared;
+use super::shared::Shared;
 use crate::admit::Turn;
 use crate::config::TenantOf;
 use crate::pace::due;

@@ -9,8 +9,8 @@ mod stats;
 
 pub(crate) use head::check_head;
 
-use super::Shared;
 use super::reply::{Reply, Session, error};
+use super::shared::Shared;
 use run::{RunParts, Source, run_and_record};
 
 use crate::arriving::Arriving;

@@ -1,6 +1,6 @@
 //! `run`: a filter over an inline input, a stream of values or a hide, in a worker.
 
-use super::super::Shared;
+use super::super::shared::Shared;
 
 use crate::arriving::Arriving;
 use crate::config::TenantOf;

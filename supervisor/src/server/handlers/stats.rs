@@ -1,7 +1,7 @@
 //! `stats`: the daemon's counters, every tenant's for an administrator, its own for a tenant.
 
-use super::super::Shared;
 use super::super::reply::{Reply, Session};
+use super::super::shared::Shared;
 use crate::config::TenantOf;
 use jqjail_protocol::Response;
 
