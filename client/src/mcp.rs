@@ -47,6 +47,8 @@ pub fn page_bytes(cap: Option<usize>) -> u64 {
 #[derive(Clone)]
 pub struct Server {
     state: Arc<Mutex<State>>,
+    /// The large requests read and not yet done (see [`inflight`]).
+    inflight: Arc<inflight::Inflight>,
 }
 
 struct State {
@@ -78,6 +80,7 @@ impl Server {
                 socket,
                 cap,
             })),
+            inflight: Arc::default(),
         }
     }
 
@@ -337,12 +340,13 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let claim = self.inflight.claim(&context.id);
         if let Some(answer) = too_large(&request) {
             return Ok(answer.into());
         }
-        Ok(call_own(self, request).await.into())
+        Ok(call_own(self, request, claim).await.into())
     }
 }
 
@@ -401,19 +405,19 @@ fn too_large(request: &CallToolRequestParams) -> Option<CallToolResult> {
 
 /// stdin and stdout as the MCP transport, each incoming message bounded to `max` bytes and a
 /// longer one answered (see [`guard`]).
-/// The large requests read and not yet answered are bounded too (see [`inflight`]).
+/// The large requests read and not yet done are charged to `held` (see [`inflight`]).
 fn transport(
     max: usize,
+    held: Arc<inflight::Inflight>,
 ) -> rmcp::transport::async_rw::AsyncRwTransport<
     RoleServer,
     guard::Guard<tokio::io::Stdin>,
-    inflight::Answers<tokio::io::Stdout>,
+    tokio::io::Stdout,
 > {
     let (stdin, stdout) = rmcp::transport::stdio();
-    let held = Arc::new(inflight::Inflight::default());
     rmcp::transport::async_rw::AsyncRwTransport::new_server(
-        guard::Guard::new(stdin, max).with_inflight(held.clone()),
-        inflight::Answers::new(stdout, held),
+        guard::Guard::new(stdin, max).with_inflight(held),
+        stdout,
     )
     .with_max_line_length(max + 1)
 }
@@ -499,13 +503,22 @@ fn own_tools() -> Vec<Tool> {
 }
 
 /// Answers a tool call of jqjail's own off the async runtime (it talks to the daemon).
-async fn call_own(server: &Server, request: CallToolRequestParams) -> CallToolResult {
+/// The request's `claim` on its charge goes with the blocking work, which holds the arguments
+/// even when the call is cancelled.
+async fn call_own(
+    server: &Server,
+    request: CallToolRequestParams,
+    claim: inflight::Claim,
+) -> CallToolResult {
     let server = server.clone();
     let name = request.name.to_string();
     let args = request.arguments.unwrap_or_default();
-    let outcome = tokio::task::spawn_blocking(move || server.call(&name, args))
-        .await
-        .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
+    let outcome = tokio::task::spawn_blocking(move || {
+        let _claim = claim;
+        server.call(&name, args)
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
     result(outcome)
 }
 
@@ -548,7 +561,11 @@ pub fn serve(server: Server) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let service = match server.clone().serve(transport(server.max_message())).await {
+        let service = match server
+            .clone()
+            .serve(transport(server.max_message(), server.inflight.clone()))
+            .await
+        {
             Ok(service) => service,
             Err(e) => {
                 eprintln!("jqjail mcp: the MCP session did not start: {e}");

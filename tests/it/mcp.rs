@@ -397,3 +397,49 @@ fn pipelined_large_calls_are_held_back_not_all_parsed() {
     assert_eq!(answered.len() as u64, calls);
     assert!(peak <= base + (320 << 20), "peak RSS {peak}");
 }
+
+/// The review of the bound above: a large call that rmcp cannot parse (a lone surrogate, as a
+/// document cut inside an emoji gives) is dropped by rmcp with no answer, so its charge was
+/// never given back and the session read nothing more, for ever. A charge no handler claims
+/// now expires, and the next call is answered.
+#[test]
+fn a_large_call_rmcp_drops_does_not_stop_the_session() {
+    let d = Daemon::start();
+    let mut mcp = RawMcp::start(&d, &[]);
+    // 24 MB of input after an escape: charged as decoded (about 96 MiB with the line), over
+    // the 64 MiB that holds further lines back.
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"jq","arguments":{{"filter":".","input":"\ud83d{}"}}}}}}"#,
+        "x".repeat(24_000_000)
+    );
+    mcp.send(call.as_bytes());
+    let start = std::time::Instant::now();
+    mcp.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"jq","arguments":{"filter":".a","input":"{\"a\":5}"}}}"#);
+    // A session that never reads again would block this read for ever: the server is killed
+    // after 60 s, so the read ends and the test fails instead.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (done, pid) = (done.clone(), mcp.child.id() as i32);
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::time::Instant::now() < until {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // SAFETY: kill with a pid this test started and has not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        })
+    };
+    let answer = mcp.answer();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    eprintln!(
+        "the call after a dropped one was answered in {:.1} s: {answer:.200}",
+        start.elapsed().as_secs_f64()
+    );
+    assert_eq!(answer["id"], 2, "{answer:.300}");
+    assert_eq!(answer["result"]["content"][0]["text"], "5", "{answer:.300}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}

@@ -24,8 +24,9 @@
 //! costs at most its bytes plus [`MAX_VALUE_BYTES`], about 4 × the message bound. A document
 //! belongs in `input` as one string: 20 MiB of JSON escaped costs 60 MiB.
 
-use super::inflight::{Inflight, TRACKED, cancelled};
+use super::inflight::{Inflight, TRACKED};
 use serde_json::Value;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -107,6 +108,8 @@ pub(crate) struct Guard<R> {
     scratch: Vec<u8>,
     /// Bytes read past a line's end while `inflight` was full: taken once it has room.
     held_back: Vec<u8>,
+    /// While `inflight` is full of charges no handler claimed: when the first expires.
+    retry: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<R> Guard<R> {
@@ -131,6 +134,7 @@ impl<R> Guard<R> {
             at: 0,
             scratch: vec![0; CHUNK],
             held_back: Vec::new(),
+            retry: None,
         }
     }
 
@@ -152,23 +156,16 @@ impl<R> Guard<R> {
         }
     }
 
-    /// A line passed whole: a large request is charged, and a cancellation gives back its
-    /// request's charge.
+    /// A line passed whole: a large request is charged until its handler is done.
     fn passed(&self) {
         let Some(inflight) = &self.inflight else {
             return;
         };
         let cost = self.line + self.cost;
-        if cost >= TRACKED {
-            if let (Some(id), Some(_)) = id_and_method(&self.head) {
-                inflight.charge(id.as_bytes(), cost);
-            }
-        } else if self.line <= HEAD_BYTES
-            && let (None, Some(method)) = id_and_method(&self.head)
-            && method == "notifications/cancelled"
-            && let Some(id) = cancelled(&self.head)
+        if cost >= TRACKED
+            && let (Some(id), Some(_)) = id_and_method(&self.head)
         {
-            inflight.release(&id);
+            inflight.charge(id.as_bytes(), cost);
         }
     }
 
@@ -375,13 +372,22 @@ impl<R: AsyncRead + Unpin> AsyncRead for Guard<R> {
                 }
                 return Poll::Ready(Ok(()));
             }
-            // At a line's start, while the requests passed hold too much, wait for answers.
+            // At a line's start, while the requests passed hold too much, wait for their
+            // handlers to finish (or, for charges none claimed, for them to expire).
             if this.line == 0
                 && let Some(inflight) = &this.inflight
-                && inflight.full(cx)
+                && let Some(until) = inflight.wait(cx)
             {
+                if let Some(at) = until {
+                    let mut sleep = Box::pin(tokio::time::sleep_until(at.into()));
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        continue;
+                    }
+                    this.retry = Some(sleep);
+                }
                 return Poll::Pending;
             }
+            this.retry = None;
             if !this.held_back.is_empty() {
                 let bytes = std::mem::take(&mut this.held_back);
                 this.take(&bytes);

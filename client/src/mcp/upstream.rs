@@ -441,13 +441,19 @@ impl ServerHandler for Wrapper {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.remember(&context.peer);
+        let claim = self.own.inflight.claim(&context.id);
         if let Some(answer) = too_large(&request) {
             return Ok(answer.into());
         }
         let ours = self.own_names.contains(request.name.as_ref());
         Ok(match ours {
-            true => call_own(&self.own, request).await,
-            false => self.forward(request).await,
+            true => call_own(&self.own, request, claim).await,
+            false => {
+                // The upstream call holds its arguments until it is answered.
+                let answer = self.forward(request).await;
+                drop(claim);
+                answer
+            }
         }
         .into())
     }
@@ -521,7 +527,8 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
             ),
             with_jq: Arc::default(),
         };
-        let service = match wrapper.serve(super::transport(max)).await {
+        let held = wrapper.own.inflight.clone();
+        let service = match wrapper.serve(super::transport(max, held)).await {
             Ok(service) => service,
             Err(e) => {
                 eprintln!("jqjail mcp: the MCP session did not start: {e}");

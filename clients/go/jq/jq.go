@@ -58,19 +58,16 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 		defer cancel()
 	}
 	// A kept connection the daemon has since closed (its idle timeout) fails before the run
-	// reaches it; runs have no side effects, so the run is tried once more on a new one.
+	// reaches it; runs have no side effects, so the run is tried once more, on a new
+	// connection (the other kept ones may be as old).
 	for attempt := 0; ; attempt++ {
-		c, pooled, err := take(ctx)
-		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return "", fmt.Errorf("jq: the context ended while the run waited for a connection (%d at most): %w", MaxConnections, cerr)
-			}
-			return "", fmt.Errorf("jq: no jqjail daemon to run the filter: %w", err)
+		out, timeout, ctxs, pooled, err := runOnce(ctx, filter, input, attempt > 0)
+		var none noConnection
+		if errors.As(err, &none) {
+			return "", none.error
 		}
-		out, timeout, ctxs, err := runOn(ctx, c, filter, input)
 		var e *jqjail.Error
 		lost := err != nil && errors.As(err, &e) && e.Code == jqjail.Unavailable
-		give(c, c.Usable())
 		if lost && pooled && attempt == 0 && ctx.Err() == nil {
 			continue
 		}
@@ -79,6 +76,28 @@ func Run(ctx context.Context, filter string, input []byte) (string, error) {
 		}
 		return out, nil
 	}
+}
+
+// noConnection is a run that got no connection: its error is worded already.
+type noConnection struct{ error }
+
+// runOnce runs on a kept connection (or a new one when fresh), which goes back to the pool
+// however the run ends, a panic included.
+func runOnce(ctx context.Context, filter string, input []byte, fresh bool) (string, uint64, bool, bool, error) {
+	c, pooled, err := take(ctx, fresh)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return "", 0, false, false, noConnection{&ctxError{
+				msg: fmt.Sprintf("jq: the context ended while the run waited for a connection (%d at most): %v", MaxConnections, cerr),
+				err: err,
+				ctx: cerr,
+			}}
+		}
+		return "", 0, false, false, noConnection{fmt.Errorf("jq: no jqjail daemon to run the filter: %w", err)}
+	}
+	defer func() { give(c, c.Usable()) }()
+	out, timeout, ctxs, err := runOn(ctx, c, filter, input)
+	return out, timeout, ctxs, pooled, err
 }
 
 // runOn runs on c with what is left of ctx's deadline as the time limit, and says whether the
@@ -164,15 +183,16 @@ var (
 	idle  []*jqjail.Client
 )
 
-// take is a kept connection (pooled) or a new one, in a slot waited for until ctx ends.
-func take(ctx context.Context) (c *jqjail.Client, pooled bool, err error) {
+// take is a kept connection (pooled) or, when there is none or fresh is set, a new one, in a
+// slot waited for until ctx ends.
+func take(ctx context.Context, fresh bool) (c *jqjail.Client, pooled bool, err error) {
 	select {
 	case slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
 	mu.Lock()
-	if n := len(idle); n > 0 {
+	if n := len(idle); n > 0 && !fresh {
 		c := idle[n-1]
 		idle = idle[:n-1]
 		mu.Unlock()
