@@ -159,7 +159,12 @@ pub fn zygote_allowlist() -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
         any("chdir", libc::SYS_chdir),
         any("chroot", libc::SYS_chroot),
         any("pivot_root", libc::SYS_pivot_root),
-        any("umount2", libc::SYS_umount2),
+        // Only the detach of the host's root (`crate::isolate`).
+        (
+            "umount2",
+            libc::SYS_umount2,
+            vec![rule(vec![arg_eq(1, libc::MNT_DETACH as u64)])],
+        ),
         any("prlimit64", libc::SYS_prlimit64),
         any("setgroups", libc::SYS_setgroups),
         any("setresgid", libc::SYS_setresgid),

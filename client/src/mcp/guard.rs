@@ -20,9 +20,10 @@
 //! 6.6 GiB (issue 34), 2 MB of `[[1],[1],…]` 321 MiB. The guard charges each value as it
 //! passes ([`OBJECT_COST`], [`ARRAY_COST`], [`VALUE_COST`]), and a string with an escape in it
 //! (which each tree then holds a decoded copy of) [`OWNED_STRING_COST`] and
-//! [`STRING_BYTE_COST`] a byte; a string with none is borrowed from the line. So one message
-//! costs at most its bytes plus [`MAX_VALUE_BYTES`], about 4 × the message bound. A document
-//! belongs in `input` as one string: 20 MiB of JSON escaped costs 60 MiB.
+//! [`STRING_BYTE_COST`] a byte; a string with none is borrowed from the line by the two
+//! `Content` trees and copied once into the `Value`. So one message costs at most twice its
+//! bytes plus [`MAX_VALUE_BYTES`], about 5 × the message bound. A document belongs in `input`
+//! as one string: 20 MiB of JSON escaped costs 60 MiB.
 
 use super::inflight::{Inflight, TRACKED};
 use serde_json::Value;
