@@ -28,6 +28,38 @@ fn quoted(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()
 }
 
+/// The repository's tracked files matching `patterns` (`git ls-files`), or `None` after a loud
+/// skip where git cannot list them (not installed, or a copy of the sources without `.git`).
+fn tracked(patterns: &[&str]) -> Option<Vec<String>> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo_file(""))
+        .arg("ls-files")
+        .args(patterns)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from)
+                .collect(),
+        ),
+        Ok(out) => {
+            crate::util::skip(&format!(
+                "git cannot list this checkout's files (not a git repository?): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            None
+        }
+        Err(e) => {
+            crate::util::skip(&format!(
+                "git could not be run, to list the repository's files: {e}"
+            ));
+            None
+        }
+    }
+}
+
 #[test]
 fn the_exit_status_table_is_the_cli_s() {
     let readme = read("README.md");
@@ -211,13 +243,7 @@ fn the_seccomp_count_is_the_allowlist_s() {
 /// nothing beside it. (The words are built here so this file does not match itself.)
 #[test]
 fn nothing_points_outside_the_repository() {
-    let Ok(out) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo_file(""))
-        .args(["ls-files", "-z"])
-        .output()
-    else {
-        crate::util::skip("git is not installed, to list the repository's files");
+    let Some(files) = tracked(&[]) else {
         return;
     };
     let outside = [
@@ -227,9 +253,8 @@ fn nothing_points_outside_the_repository() {
         ["research", "/"].concat(),
     ];
     let mut found = Vec::new();
-    for path in out.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
-        let path = String::from_utf8_lossy(path);
-        let Ok(text) = std::fs::read_to_string(repo_file(&path)) else {
+    for path in &files {
+        let Ok(text) = std::fs::read_to_string(repo_file(path)) else {
             continue; // binary
         };
         for (n, line) in text.lines().enumerate() {
@@ -341,19 +366,9 @@ fn the_request_path_s_imports_go_one_way() {
 /// ARCHITECTURE cited `cli.rs::split_values` after it had moved).
 #[test]
 fn the_code_the_documents_cite_exists() {
-    let Ok(out) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo_file(""))
-        .args(["ls-files", "*.rs"])
-        .output()
-    else {
-        crate::util::skip("git is not installed, to list the repository's files");
+    let Some(files) = tracked(&["*.rs"]) else {
         return;
     };
-    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect();
     assert!(files.len() > 50, "git listed {} Rust files", files.len());
     let mut stale = Vec::new();
     for doc in [
@@ -416,13 +431,7 @@ fn the_code_the_documents_cite_exists() {
 /// and the code's comments (the numbers among them are checked against the code above).
 #[test]
 fn the_false_claims_found_stay_gone() {
-    let Ok(out) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo_file(""))
-        .args(["ls-files", "*.md", "*.rs"])
-        .output()
-    else {
-        crate::util::skip("git is not installed, to list the repository's files");
+    let Some(files) = tracked(&["*.md", "*.rs"]) else {
         return;
     };
     // Built from parts, so that this file does not match itself.
@@ -438,7 +447,7 @@ fn the_false_claims_found_stay_gone() {
         ["holds an evaluation", " slot"].concat(),
     ];
     let mut found = Vec::new();
-    for path in String::from_utf8_lossy(&out.stdout).lines() {
+    for path in &files {
         let text = std::fs::read_to_string(repo_file(path)).unwrap_or_default();
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         for claim in &claims {

@@ -311,6 +311,10 @@ fn a_large_message_costs_a_small_multiple_of_its_size() {
 /// cost (rmcp read any line whole and built a value of it); the session goes on.
 #[test]
 fn a_large_upstream_answer_costs_a_small_multiple_of_the_bound() {
+    if !crate::util::installed("python3") {
+        crate::util::skip("python3 is not installed, to run tests/mcp/hostile_upstream.py");
+        return;
+    }
     let d = Daemon::start();
     let upstream = repo_file("tests/mcp/hostile_upstream.py");
     let mut mcp = RawMcp::start(
