@@ -37,6 +37,15 @@ enum Hello {
 }
 
 impl Client {
+    /// Connects to the daemon every jqjail client would pick (PROTOCOL.md, "Finding the
+    /// socket"): `$JQJAIL_SOCKET`, else the system service, else the user's private daemon,
+    /// which is started (`jqjaild` beside this program, on `$PATH`, or `$JQJAIL_DAEMON`) when
+    /// none answers. See [`crate::discover`].
+    pub fn connect_default() -> Result<Client, ClientError> {
+        crate::discover::connect(None, crate::discover::Handshake::Awaited, &mut |_| {})
+            .map_err(|e| ClientError::Unavailable(e.0))
+    }
+
     /// Connects and performs the handshake.
     pub fn connect(path: impl AsRef<Path>) -> Result<Client, ClientError> {
         let mut client = Client::connect_pipelined(path)?;

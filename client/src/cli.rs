@@ -5,38 +5,26 @@
 //! (`jqjail … | head`) is not an error.
 //!
 //! Without `--socket` or `$JQJAIL_SOCKET`, it uses the system daemon if one listens at
-//! [`SYSTEM_SOCKET`], else the user's private daemon, which it starts when none is running.
+//! [`crate::paths::SYSTEM_SOCKET`], else the user's private daemon, which it starts when none is running.
 
 mod hide;
 mod print;
 mod prometheus;
 
-use crate::paths::{PrivateDir, SOCKET_ENV, SYSTEM_SOCKET};
 use crate::{Answer, Client, ClientError, ErrorCode, OnOversize, RunOptions, Source};
 use clap::Parser;
 use jqjail_protocol::limits::grouped;
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-/// The daemon's executable, which the CLI starts as a private daemon: looked for beside the
-/// CLI's own executable (both are installed and built side by side), then on `$PATH`.
-pub const DAEMON_EXECUTABLE: &str = "jqjaild";
+pub use crate::discover::{DAEMON_EXECUTABLE, Handshake, PRIVATE_IDLE_EXIT, PRIVATE_START_TIMEOUT};
 
-/// The MCP server's executable, which `jqjail mcp` runs, found as the daemon's is.
+/// The MCP server's executable, which `jqjail mcp` runs: beside `jqjail`, else on `$PATH`.
 pub const MCP_EXECUTABLE: &str = "jqjail-mcp";
-
-/// How long a private daemon lives without clients.
-pub const PRIVATE_IDLE_EXIT: Duration = Duration::from_secs(600);
-
-/// How long the CLI waits for a private daemon it started to accept connections: longer than
-/// a daemon waits for the store's previous owner to exit (15 s), which an idle exit can
-/// still be doing when the next command comes.
-pub const PRIVATE_START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Exit statuses, one per class of failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -828,6 +816,12 @@ impl<W: Write> Printer<W> {
         named: &crate::Args,
     ) -> Result<(), Exit> {
         let answer = client.run_with_args(filter, source, options, named);
+        if let Err(e) = &answer
+            && let Some(other) = crate::discover::other_version_at(client.socket(), e)
+        {
+            report("UNAVAILABLE", &other.0);
+            return Err(Exit::Unavailable);
+        }
         self.show(answer)
     }
 
@@ -1246,132 +1240,18 @@ pub(crate) fn connected(explicit: Option<&Path>, handshake: Handshake) -> Result
     })
 }
 
-/// Whether `connect` waits for the handshake's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Handshake {
-    /// Before returning.
-    Awaited,
-    /// With the first call's answer (`Client::connect_pipelined`), saving a round trip, for a
-    /// socket that was named or is the private daemon's. The system daemon's is still awaited:
-    /// a refusal there (a user outside its group) falls back to the private daemon.
-    Pipelined,
-}
-
-/// Connects to the chosen daemon, starting a private one if that is the only option. Every
-/// connection is checked to be the user's own daemon, root's, or a trusted uid's before
-/// anything is sent (`crate::trust`); a socket another user planted is refused with its uid.
+/// Connects as every client does (`crate::discover`), saying on stderr why a candidate
+/// directory for the private daemon was passed over.
 pub(crate) fn connect(explicit: Option<&Path>, handshake: Handshake) -> Result<Client, String> {
-    let connect_to = |path: &Path| match handshake {
-        Handshake::Awaited => Client::connect(path),
-        Handshake::Pipelined => Client::connect_pipelined(path),
-    };
-    if let Some(path) = explicit {
-        return connect_to(path).map_err(|e| e.to_string());
-    }
-    if let Some(path) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
-        return connect_to(Path::new(&path)).map_err(|e| format!("{e} (from ${SOCKET_ENV})"));
-    }
-    match Client::connect(SYSTEM_SOCKET) {
-        Ok(client) => return Ok(client),
-        // A socket is there but run by a stranger: say so rather than fall back silently.
-        Err(e @ ClientError::Untrusted { .. }) => return Err(e.to_string()),
-        Err(_) => {}
-    }
-    let private = PrivateDir::find();
-    for note in &private.skipped {
+    let mut notes = |note: &str| {
         let _ = writeln!(std::io::stderr(), "jqjail: {note}");
-    }
-    prepare_private_dir(&private.path)?;
-    let socket = private.socket();
-    match connect_to(&socket) {
-        Ok(client) => return Ok(client),
-        Err(e @ ClientError::Untrusted { .. }) => return Err(e.to_string()),
-        Err(_) => {}
-    }
-    start_private_daemon(&private)?;
-    connect_to(&socket).map_err(|e| e.to_string())
-}
-
-/// Makes sure the private directory is ours and closed to others, creating it if need be.
-fn prepare_private_dir(dir: &Path) -> Result<(), String> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    // SAFETY: getuid cannot fail and touches no memory.
-    let uid = unsafe { libc::getuid() };
-    match crate::paths::unusable(dir, uid) {
-        None => Ok(()),
-        Some(why) => Err(format!("refusing the private daemon's directory: {why}")),
-    }
-}
-
-/// Starts `jqjaild` as the user's private daemon, detached, and waits until it accepts.
-fn start_private_daemon(private: &PrivateDir) -> Result<(), String> {
-    let dir = &private.path;
-    let socket = &private.socket();
-    // One starter at a time: concurrent CLIs wait on the lock, then find the daemon running.
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join("start.lock"))
-        .map_err(|e| format!("opening the start lock: {e}"))?;
-    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
-        return Err(format!(
-            "locking the start lock: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    if Client::connect(socket).is_ok() {
-        return Ok(());
-    }
-    let exe = daemon_executable().map_err(|why| format!("cannot start a private daemon: {why}"))?;
-    let log_path = dir.join("daemon.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| format!("opening {}: {e}", log_path.display()))?;
-    let mut child = Command::new(&exe)
-        .arg("--socket")
-        .arg(socket)
-        .arg("--store")
-        .arg(private.store())
-        .arg("--idle-exit-ms")
-        .arg(PRIVATE_IDLE_EXIT.as_millis().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        // Its own process group: the terminal's Ctrl-C for this command does not reach it.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("starting the private daemon {}: {e}", exe.display()))?;
-    let start = Instant::now();
-    while start.elapsed() < PRIVATE_START_TIMEOUT {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return Ok(());
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "the private daemon exited at start ({status}); see {}",
-                log_path.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Err(format!(
-        "the private daemon did not accept connections within {} s; see {}",
-        PRIVATE_START_TIMEOUT.as_secs(),
-        log_path.display()
-    ))
+    };
+    crate::discover::connect(explicit, handshake, &mut notes).map_err(|e| e.0)
 }
 
 /// `jqjail mcp ARGS…`: runs `jqjail-mcp ARGS…` in this process's place.
 fn run_mcp(args: Vec<OsString>) -> u8 {
-    let exe = match companion_executable(MCP_EXECUTABLE) {
+    let exe = match crate::discover::companion_executable(MCP_EXECUTABLE, None) {
         Ok(exe) => exe,
         Err(why) => {
             report("UNAVAILABLE", &why);
@@ -1384,93 +1264,6 @@ fn run_mcp(args: Vec<OsString>) -> u8 {
         &format!("cannot run {}: {err}", exe.display()),
     );
     Exit::Unavailable.into()
-}
-
-/// The daemon's executable (see [`companion_executable`]).
-fn daemon_executable() -> Result<PathBuf, String> {
-    companion_executable(DAEMON_EXECUTABLE)
-}
-
-/// A program shipped with the CLI: `name` beside this executable, else the first on `$PATH`.
-/// Run by `cargo run --bin jqjail` in a checkout where only the CLI is built yet (a fresh
-/// clone), it has cargo build `name` into the same directory first, once, saying so on stderr.
-fn companion_executable(name: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("finding the jqjail executable: {e}"))?;
-    let beside = exe.with_file_name(name);
-    if beside.is_file() {
-        return Ok(beside);
-    }
-    // Only for an executable that cargo built in this checkout: an installed jqjail never
-    // runs a program its environment names.
-    let built_here = |dir: &Path| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| dir.join("target"));
-        target.is_absolute() && exe.starts_with(&target)
-    };
-    if let (Some(cargo), Some(manifest_dir), Some("jqjail")) = (
-        std::env::var_os("CARGO"),
-        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
-        std::env::var("CARGO_PKG_NAME").ok().as_deref(),
-    ) && built_here(&manifest_dir)
-    {
-        build_companion(name, &cargo, &manifest_dir, &exe)?;
-        if beside.is_file() {
-            return Ok(beside);
-        }
-        return Err(format!(
-            "cargo built {name}, but not at {}",
-            beside.display()
-        ));
-    }
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        // Absolute entries only: an empty or relative one would mean the current directory.
-        std::env::split_paths(&path)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-    });
-    on_path.ok_or_else(|| {
-        format!(
-            "{name} is neither beside {} nor on $PATH \
-             (build it with `cargo build --release`, or install it beside jqjail)",
-            exe.display()
-        )
-    })
-}
-
-/// `cargo build --bin NAME` in the profile `exe` was built in.
-fn build_companion(
-    name: &str,
-    cargo: &std::ffi::OsStr,
-    manifest_dir: &Path,
-    exe: &Path,
-) -> Result<(), String> {
-    let profile = exe
-        .parent()
-        .and_then(Path::file_name)
-        .and_then(|p| p.to_str())
-        .unwrap_or("debug");
-    let _ = writeln!(
-        std::io::stderr(),
-        "jqjail: {name} is not built yet; building it (cargo build --profile {profile} --bin {name}), once"
-    );
-    let profile_arg = match profile {
-        "debug" => "dev",
-        other => other,
-    };
-    let status = Command::new(cargo)
-        .args(["build", "--profile", profile_arg, "--bin", name])
-        .arg("--manifest-path")
-        .arg(manifest_dir.join("Cargo.toml"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .map_err(|e| format!("running cargo to build {name}: {e}"))?;
-    match status.success() {
-        true => Ok(()),
-        false => Err(format!("cargo could not build {name} ({status})")),
-    }
 }
 
 #[cfg(test)]

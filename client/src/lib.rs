@@ -9,6 +9,7 @@ mod asynchronous;
 mod blocking;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod discover;
 pub mod hide_buffer;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -83,6 +84,10 @@ pub enum ClientError {
     /// returns the inner error itself.
     #[error("{0}")]
     Handshake(Box<ClientError>),
+    /// No daemon could be found or started ([`Client::connect_default`]): the message names
+    /// where it looked and what to do.
+    #[error("no jqjail daemon: {0}")]
+    Unavailable(String),
     /// A [`HideBuffer`] was asked for its latest hide before one was stored or loaded.
     #[error("no hide has been stored in or loaded into this buffer")]
     NoHide,

@@ -114,7 +114,10 @@ impl Server {
         };
         let outcome = match work(&mut state) {
             Err(Failure::Connection(why)) => {
-                match super::cli::connect(state.socket.as_deref(), super::cli::Handshake::Awaited) {
+                match super::cli::connect(
+                    state.socket.as_deref(),
+                    crate::discover::Handshake::Awaited,
+                ) {
                     Ok(client) => {
                         *state.buffer.client() = client;
                         work(&mut state).map_err(Failure::text)
@@ -471,11 +474,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
         eprintln!("jqjail mcp: a command after `--` needs --upstream");
         return ExitCode::from(2);
     }
-    let client = match super::cli::connected(args.socket.as_deref(), super::cli::Handshake::Awaited)
-    {
-        Ok(client) => client,
-        Err(exit) => return ExitCode::from(u8::from(exit)),
-    };
+    let client =
+        match super::cli::connected(args.socket.as_deref(), crate::discover::Handshake::Awaited) {
+            Ok(client) => client,
+            Err(exit) => return ExitCode::from(u8::from(exit)),
+        };
     let cap = args.upstream.then_some(args.hide_over);
     let server = Server::new(client, args.socket, cap);
     if args.upstream {

@@ -137,6 +137,61 @@ fn starts_a_private_daemon_when_none_is_running() {
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
+/// The pids of the processes running `exe` whose command line names `needle`.
+pub(crate) fn daemons_naming(exe: &str, needle: &std::path::Path) -> Vec<i32> {
+    let needle = needle.as_os_str().as_encoded_bytes();
+    let exe = std::fs::canonicalize(exe).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}
+
+/// Issue 36: clients racing on a machine with no daemon get one private daemon. Twelve CLIs
+/// start at once (the start logic is the Rust client library's, `discover`), each answers,
+/// and one `jqjaild` serves them all; none was left running beside it.
+#[test]
+fn clients_racing_to_start_the_private_daemon_get_one() {
+    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
+        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+        return;
+    }
+    let runtime = tempfile::tempdir().unwrap();
+    let racers: Vec<_> = (0..12)
+        .map(|i| {
+            Command::new(CLI)
+                .args(["-n", &format!("{i} + 1")])
+                .env("XDG_RUNTIME_DIR", runtime.path())
+                .env_remove("JQJAIL_SOCKET")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, racer) in racers.into_iter().enumerate() {
+        let out = racer.wait_with_output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", i + 1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let socket = runtime.path().join("jqjail/jqjail.sock");
+    let pid = listener_pid(&socket);
+    // A daemon that lost a race exits within its store wait (15 s); none is started at all.
+    assert_eq!(daemons_naming(DAEMON, runtime.path()), vec![pid]);
+    signal(pid, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}
+
 /// The CLI is a client only: it starts `jqjaild` found beside it, else on `$PATH`, and
 /// without either says where it looked instead of failing obscurely.
 #[test]
