@@ -422,14 +422,16 @@ def trusted_uids() -> List[int]:
     return uids
 
 
-def check_peer(sock: socket.socket, path: str) -> None:
+def check_peer(sock: socket.socket, path: str) -> int:
     """Refuses a daemon that is not the user, root, or a uid in $JQJAIL_DAEMON_UIDS: a
-    socket in a shared directory may be another user's, who would read everything sent."""
+    socket in a shared directory may be another user's, who would read everything sent.
+    Returns the daemon's pid."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
+    pid, uid, _gid = struct.unpack("3i", creds)
     trusted = trusted_uids()
     if uid not in trusted:
         raise ConnectionFailed(
             f"{path} is served by uid {uid}, which is not trusted (trusted: {trusted}); "
             f"set ${DAEMON_UIDS_ENV} if that uid runs your daemon"
         )
+    return pid

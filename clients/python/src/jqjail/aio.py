@@ -6,9 +6,12 @@ import asyncio
 import os
 from typing import Any, List, Mapping, Optional, Union
 
+from . import _private
 from . import _requests as req
 from ._wire import (
+    SOCKET_ENV,
     ConnectionFailed,
+    JqjailError,
     HideContent,
     HideCut,
     HideEntry,
@@ -46,19 +49,32 @@ class AsyncClient:
     @classmethod
     async def connect(cls, socket_path: "str | os.PathLike[str] | None" = None) -> "AsyncClient":
         candidates = candidate_sockets(socket_path)
+        startable = socket_path is None and not os.environ.get(SOCKET_ENV)
         for i, path in enumerate(candidates):
+            last = i + 1 == len(candidates)
             try:
                 reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
                 break
             except OSError as e:
-                if i + 1 == len(candidates):
+                if last and startable:
+                    # No daemon anywhere: start the private one, as the CLI does (its wait
+                    # blocks, so on a thread).
+                    path = await asyncio.get_running_loop().run_in_executor(None, _private.start, path)
+                    reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
+                    break
+                if last:
                     raise ConnectionFailed(f"cannot connect to {path}: {e}") from None
         client = cls(reader, writer, path)
         try:
-            check_peer(writer.get_extra_info("socket"), path)
+            pid = check_peer(writer.get_extra_info("socket"), path)
             writer.write(hello())
             variant, fields = decode(await client._read_frame())
-            client.limits = check_hello(variant, fields)
+            try:
+                client.limits = check_hello(variant, fields)
+            except JqjailError as e:
+                if e.code != "UNSUPPORTED_VERSION":
+                    raise
+                raise _private.other_version(path, pid, e.message, startable and last) from None
             client.server = str(fields.get("server", ""))
         except BaseException:
             await client.close()

@@ -6,9 +6,12 @@ import os
 import socket
 from typing import Any, List, Mapping, Optional, Union
 
+from . import _private
 from . import _requests as req
 from ._wire import (
+    SOCKET_ENV,
     ConnectionFailed,
+    JqjailError,
     HideContent,
     HideCut,
     HideEntry,
@@ -41,27 +44,47 @@ class Client:
 
     def __init__(self, socket_path: "str | os.PathLike[str] | None" = None, timeout: Optional[float] = None):
         candidates = candidate_sockets(socket_path)
+        startable = socket_path is None and not os.environ.get(SOCKET_ENV)
         for i, path in enumerate(candidates):
-            self.socket_path = path
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._sock.settimeout(timeout)
+            last = i + 1 == len(candidates)
             try:
-                self._sock.connect(path)
+                self._sock = self._open(path, timeout)
                 break
             except OSError as e:
-                self._sock.close()
-                if i + 1 == len(candidates):
+                if last and startable:
+                    # No daemon anywhere: start the private one, as the CLI does.
+                    path = _private.start(path)
+                    self._sock = self._open(path, timeout)
+                    break
+                if last:
                     raise ConnectionFailed(f"cannot connect to {path}: {e}") from None
+        self.socket_path = path
         try:
             self._broken: Optional[str] = None
-            check_peer(self._sock, self.socket_path)
+            pid = check_peer(self._sock, self.socket_path)
             self._sock.sendall(hello())
             variant, fields = decode(self._read_frame())
-            self.limits: Limits = check_hello(variant, fields)
+            try:
+                self.limits: Limits = check_hello(variant, fields)
+            except JqjailError as e:
+                if e.code != "UNSUPPORTED_VERSION":
+                    raise
+                raise _private.other_version(path, pid, e.message, startable and last) from None
             self.server: str = str(fields.get("server", ""))
         except BaseException:
             self._sock.close()
             raise
+
+    @staticmethod
+    def _open(path: str, timeout: Optional[float]) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def __enter__(self) -> "Client":
         return self
