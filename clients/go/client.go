@@ -61,7 +61,20 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	if err == nil || (errors.As(err, &e) && e.Code != Unavailable) || errors.Is(err, ErrUntrusted) {
 		return c, err
 	}
-	return dial(ctx, PrivateSocket())
+	// The user's private daemon, started when nothing accepts at its socket (as the jqjail
+	// command line does): jqjaild beside this program, on $PATH, or named by $JQJAIL_DAEMON.
+	socket = PrivateSocket()
+	conn, err := connectUnix(ctx, socket)
+	if err != nil {
+		if err := startPrivate(ctx, socket); err != nil {
+			return nil, err
+		}
+		socket = PrivateSocket()
+		if conn, err = connectUnix(ctx, socket); err != nil {
+			return nil, err
+		}
+	}
+	return handshake(ctx, conn, socket, true)
 }
 
 // PrivateSocket is the socket of the user's private daemon (the one the jqjail command line
@@ -149,13 +162,27 @@ func exists(path string) bool {
 }
 
 func dial(ctx context.Context, path string) (*Client, error) {
+	conn, err := connectUnix(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return handshake(ctx, conn, path, false)
+}
+
+func connectUnix(ctx context.Context, path string) (*net.UnixConn, error) {
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, unavailable("cannot connect to %s: %v", path, err)
 	}
-	conn := raw.(*net.UnixConn)
-	if err := checkPeer(conn, path); err != nil {
+	return raw.(*net.UnixConn), nil
+}
+
+// handshake checks who serves conn and exchanges hellos; private says the socket is the
+// user's private daemon's (for the advice when it is another version).
+func handshake(ctx context.Context, conn *net.UnixConn, path string, private bool) (*Client, error) {
+	pid, err := checkPeer(conn, path)
+	if err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -172,7 +199,12 @@ func dial(ctx context.Context, path string) (*Client, error) {
 	case "hello":
 	case "error":
 		conn.Close()
-		return nil, errorOf(r.fields)
+		refusal := errorOf(r.fields)
+		var e *Error
+		if errors.As(refusal, &e) && e.Code == "UNSUPPORTED_VERSION" {
+			return nil, otherVersion(path, pid, e, private)
+		}
+		return nil, refusal
 	default:
 		conn.Close()
 		return nil, unavailable("expected a hello reply from %s, got %s", path, r.kind)
@@ -213,31 +245,31 @@ func TrustedUIDs() ([]uint32, error) {
 
 // checkPeer refuses a daemon run by anyone but a trusted uid: a socket in a shared
 // directory may be another user's, who would read everything sent to it.
-func checkPeer(conn *net.UnixConn, path string) error {
+func checkPeer(conn *net.UnixConn, path string) (int32, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return unavailable("cannot inspect %s: %v", path, err)
+		return 0, unavailable("cannot inspect %s: %v", path, err)
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil || credErr != nil {
-		return unavailable("cannot read the peer of %s: %v %v", path, err, credErr)
+		return 0, unavailable("cannot read the peer of %s: %v %v", path, err, credErr)
 	}
 	trusted, err := TrustedUIDs()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, uid := range trusted {
 		if cred.Uid == uid {
-			return nil
+			return cred.Pid, nil
 		}
 	}
 	e := unavailable("%s is served by uid %d, which is not trusted (trusted: %v); set $%s if that uid runs your daemon",
 		path, cred.Uid, trusted, DaemonUIDsEnv)
 	e.untrusted = true
-	return e
+	return 0, e
 }
 
 // Limits are the daemon's, from its hello reply.

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 		fmt.Println(PrivateSocket())
 		os.Exit(0)
 	}
+	if n := os.Getenv(dialAndRun); n != "" {
+		dialAndRunMain(n)
+	}
 	testdaemon.Main(m)
 }
 

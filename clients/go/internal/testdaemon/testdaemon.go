@@ -32,11 +32,16 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func run(m *testing.M) (int, error) {
-	daemon := os.Getenv("JQJAIL_DAEMON")
-	if daemon == "" {
-		daemon = filepath.Join(Repo(), "target", "debug", "jqjaild")
+// Executable is the daemon the tests run: $JQJAIL_DAEMON, or the repository's debug build.
+func Executable() string {
+	if daemon := os.Getenv("JQJAIL_DAEMON"); daemon != "" {
+		return daemon
 	}
+	return filepath.Join(Repo(), "target", "debug", "jqjaild")
+}
+
+func run(m *testing.M) (int, error) {
+	daemon := Executable()
 	if _, err := os.Stat(daemon); err != nil {
 		return 1, fmt.Errorf("no daemon at %s (build it with cargo build, or set JQJAIL_DAEMON): %v", daemon, err)
 	}
