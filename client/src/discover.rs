@@ -131,9 +131,9 @@ fn other_version(socket: &Path, e: &ClientError) -> Unavailable {
     let private = socket.starts_with(PrivateDir::find().path);
     let todo = match private {
         true => format!(
-            "it is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its hides), and the next call starts this version's"
+            "It is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its hides), and the next call starts this version's"
         ),
-        false => "use a client of the daemon's version, or upgrade the daemon".to_string(),
+        false => "Use a client of the daemon's version, or upgrade the daemon".to_string(),
     };
     Unavailable(format!(
         "the daemon at {} (pid {pid}{exe}) is another version of jqjaild: {e}; {this}. {todo}",

@@ -139,9 +139,9 @@ func otherVersion(path string, pid int32, refusal *Error, private bool) *Error {
 	if target, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
 		exe = " (" + target + ")"
 	}
-	todo := "use a client of the daemon's version, or upgrade the daemon"
+	todo := "Use a client of the daemon's version, or upgrade the daemon"
 	if private {
-		todo = fmt.Sprintf("it is your private daemon: stop it (`kill %d`: it finishes what it runs and keeps "+
+		todo = fmt.Sprintf("It is your private daemon: stop it (`kill %d`: it finishes what it runs and keeps "+
 			"its hides), and the next call starts this version's", pid)
 	}
 	return unavailable("the daemon at %s (pid %d%s) is another version of jqjaild: %s: %s; this client is jqjail-go/%s. %s",

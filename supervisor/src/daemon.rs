@@ -223,7 +223,11 @@ fn run(args: Args) -> anyhow::Result<()> {
     ensure_std_fds_open()?;
     set_worker_stack(cfg.stack_bytes)?;
     let program = Program::current_exe().context("resolving the worker executable")?;
-    let store = crate::server::store::StoreSlot::open(&args.store)
+    // Another daemon serves the socket this one would bind (never so for a socket the
+    // service manager passes: it accepts before any daemon runs).
+    let activated = std::env::var_os("LISTEN_FDS").is_some();
+    let serving = || !activated && std::os::unix::net::UnixStream::connect(&args.socket).is_ok();
+    let store = crate::server::store::StoreSlot::open(&args.store, &serving)
         .with_context(|| format!("opening the hide store {}", args.store.display()))?;
     let store = std::sync::Arc::new(store);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -6,6 +6,7 @@ import {
   Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
   MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
 } from "./wire.js";
+import { otherVersion, startPrivate } from "./private.js";
 
 /** The most hides `hideList` gathers: the store's own cap per tenant. */
 export const MAX_LISTED = 10_000;
@@ -287,10 +288,18 @@ export class Client {
       const refusedThere = e instanceof JqjailError && e.code !== "UNAVAILABLE";
       if (refusedThere || e instanceof UntrustedSocket) throw e;
     }
-    return Client.open(privateSocket(), options);
+    // The user's private daemon, started when nothing accepts at its socket (as the jqjail
+    // command line does).
+    const socket = privateSocket();
+    try {
+      return await Client.open(socket, options, true);
+    } catch (e) {
+      if (!(e instanceof JqjailError && e.code === "UNAVAILABLE" && e.message.includes(`cannot connect to ${socket}`))) throw e;
+    }
+    return Client.open(await startPrivate(socket), options, true);
   }
 
-  private static async open(path: string, options: ConnectOptions): Promise<Client> {
+  private static async open(path: string, options: ConnectOptions, isPrivate = false): Promise<Client> {
     const signal = withTimeout(options.signal, options.timeoutMs);
     const before = checkSocketFile(path);
     const sock = await new Promise<Socket>((resolve, reject) => {
@@ -314,7 +323,11 @@ export class Client {
       }
       const hello = frame({ hello: { protocol: PROTOCOL_VERSION, client: `jqjail-typescript/${VERSION}` } });
       const r = await c.roundTrip(hello, undefined, 0, ["hello"], signal);
-      if (r.response.kind === "error") throw errorOf(r.response.fields);
+      if (r.response.kind === "error") {
+        const refusal = errorOf(r.response.fields);
+        if (refusal.code === "UNSUPPORTED_VERSION") throw otherVersion(path, refusal.message, isPrivate, VERSION);
+        throw refusal;
+      }
       c.limits = limitsOf(r.response.fields, path);
       c.server = String(r.response.fields.server ?? "");
       return c;

@@ -19,9 +19,12 @@ pub struct StoreSlot {
 impl StoreSlot {
     /// Opens the store at `path`. Errs (the daemon should not start) only when the directory
     /// is unsafe or owned by another process; any other failure leaves the slot empty, with
-    /// its reason, and logged.
-    pub fn open(path: &Path) -> Result<StoreSlot, StoreError> {
-        let open = match open_after_its_owner(path) {
+    /// its reason, and logged. `serving` tells whether another daemon already serves the
+    /// socket this one would bind: while the store is in use and it does, the start stops at
+    /// once rather than wait for an owner that is not exiting (clients racing to start the
+    /// private daemon each start one; all but one stop here).
+    pub fn open(path: &Path, serving: &dyn Fn() -> bool) -> Result<StoreSlot, StoreError> {
+        let open = match open_after_its_owner(path, serving) {
             Ok(store) => Ok(opened(store, "hide store open")),
             Err(e @ (StoreError::Unsafe { .. } | StoreError::InUse { .. })) => return Err(e),
             Err(e) => Err(unavailable(path, &e)),
@@ -69,12 +72,12 @@ const OWNER_EXITS_WITHIN: std::time::Duration = std::time::Duration::from_secs(1
 
 /// [`open_telling_systemd`], waiting up to [`OWNER_EXITS_WITHIN`] while another process
 /// owns the store.
-fn open_after_its_owner(path: &Path) -> Result<Store, StoreError> {
+fn open_after_its_owner(path: &Path, serving: &dyn Fn() -> bool) -> Result<Store, StoreError> {
     let since = std::time::Instant::now();
     let mut said = false;
     loop {
         match open_telling_systemd(path) {
-            Err(StoreError::InUse { .. }) if since.elapsed() < OWNER_EXITS_WITHIN => {
+            Err(StoreError::InUse { .. }) if since.elapsed() < OWNER_EXITS_WITHIN && !serving() => {
                 if !said {
                     tracing::info!(
                         store = %path.display(),

@@ -130,10 +130,10 @@ def other_version(path: str, pid: int, message: str, private: bool) -> Connectio
     from ._wire import CLIENT_NAME
 
     todo = (
-        f"it is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its "
+        f"It is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its "
         "hides), and the next call starts this version's"
         if private
-        else "use a client of the daemon's version, or upgrade the daemon"
+        else "Use a client of the daemon's version, or upgrade the daemon"
     )
     return ConnectionFailed(
         f"the daemon at {path} (pid {pid}{exe}) is another version of jqjaild: {message}; "

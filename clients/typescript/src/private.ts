@@ -1,0 +1,129 @@
+/**
+ * Starting the user's private daemon when no daemon answers, as every jqjail client does
+ * (PROTOCOL.md, "Finding the socket"): `jqjaild` from this package's platform package
+ * (`jqjail-linux-x64`, which npm installs beside it), else $PATH, else $JQJAIL_DAEMON; started
+ * detached in the private directory and waited for until it accepts. Node has no flock, so
+ * racing starters each start one; a daemon never replaces one that serves, and one that finds
+ * the store held while another serves the socket exits at once, so one daemon remains.
+ */
+import { spawn } from "node:child_process";
+import { accessSync, constants as fsConstants, lstatSync, mkdirSync, mkdtempSync, openSync, closeSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { connect as netConnect } from "node:net";
+import { basename, delimiter, dirname, isAbsolute, join } from "node:path";
+import { unavailable } from "./wire.js";
+
+export const DAEMON_EXECUTABLE = "jqjaild";
+export const DAEMON_ENV = "JQJAIL_DAEMON";
+/** The package that carries the binaries for this platform (the esbuild pattern). */
+export const PLATFORM_PACKAGE = `jqjail-${process.platform}-${process.arch}`;
+/** How long a private daemon lives without clients (the CLI's figure). */
+const IDLE_EXIT_MS = 600_000;
+/** Longer than a daemon waits (15 s) for the store's previous owner, an idle daemon exiting. */
+const START_TIMEOUT_MS = 20_000;
+
+/** `name` from this package's platform package, else $PATH, else the file `env` names. */
+export function executable(name: string, env?: string): string {
+  const places: string[] = [];
+  try {
+    const manifest = createRequire(import.meta.url).resolve(`${PLATFORM_PACKAGE}/package.json`);
+    places.push(join(dirname(manifest), "bin", name));
+  } catch {
+    // not installed: the next place
+  }
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    // Absolute entries only: an empty or relative one would mean the current directory.
+    if (isAbsolute(dir)) places.push(join(dir, name));
+  }
+  for (const candidate of places) {
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // not there
+    }
+  }
+  const named = env ? process.env[env] : undefined;
+  if (named) return named;
+  throw unavailable(
+    `${name} is neither in the ${PLATFORM_PACKAGE} package nor on $PATH${env ? `, nor named by $${env}` : ""}: ` +
+      "install jqjail with npm (npm install jqjail), or the .deb",
+  );
+}
+
+function accepts(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = netConnect(path);
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+/** Makes the private directory (mode 0700), or a new fallback one, and checks it is the
+ * user's own and closed to others. */
+function prepare(dir: string): string {
+  const uid = process.getuid!();
+  let exists = true;
+  try {
+    lstatSync(dir);
+  } catch {
+    exists = false;
+  }
+  if (!exists && basename(dir).startsWith(`jqjail-${uid}-`)) {
+    dir = mkdtempSync(join(dirname(dir), `jqjail-${uid}-`));
+  }
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o077) !== 0) {
+    throw unavailable(
+      `refusing the private daemon's directory ${dir}: it must be a directory of uid ${uid}'s own, not a link, closed to others (\`chmod 700\` it, or remove it)`,
+    );
+  }
+  return dir;
+}
+
+/** Starts the private daemon for `socket` unless one accepts there; resolves to the socket
+ * to connect to once one does. */
+export async function startPrivate(socket: string): Promise<string> {
+  const dir = prepare(dirname(socket));
+  socket = join(dir, basename(socket));
+  if (await accepts(socket)) return socket;
+  const exe = executable(DAEMON_EXECUTABLE, DAEMON_ENV);
+  const logPath = join(dir, "daemon.log");
+  const log = openSync(logPath, "a", 0o600);
+  let exited: string | undefined;
+  try {
+    const child = spawn(exe, ["--socket", socket, "--store", join(dir, "store"), "--idle-exit-ms", String(IDLE_EXIT_MS)], {
+      // Its own session: the terminal's Ctrl-C for this program does not reach it.
+      detached: true,
+      stdio: ["ignore", "ignore", log],
+    });
+    child.once("error", (e) => (exited = `cannot run it: ${e.message}`));
+    child.once("exit", (code, signal) => (exited = `status ${code ?? signal}`));
+    // Neither the child nor its pipes keep this program's event loop alive.
+    child.unref();
+  } finally {
+    closeSync(log);
+  }
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (await accepts(socket)) return socket;
+    // A daemon that lost a race to another starter exits only once the winner accepts.
+    if (exited !== undefined && !(await accepts(socket))) {
+      throw unavailable(`the private daemon ${exe} exited at start (${exited}); see ${logPath}`);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw unavailable(`the private daemon ${exe} did not accept connections within ${START_TIMEOUT_MS / 1000} s; see ${logPath}`);
+}
+
+/** The error for a daemon that refused this client's protocol: where, and what to do. */
+export function otherVersion(path: string, message: string, isPrivate: boolean, version: string): Error {
+  const todo = isPrivate
+    ? `It is your private daemon: stop it (\`pkill -f 'jqjaild --socket ${path}'\`: it finishes what it runs and keeps its hides), and the next call starts this version's`
+    : "Use a client of the daemon's version, or upgrade the daemon";
+  return unavailable(`the daemon at ${path} is another version of jqjaild: ${message}; this client is jqjail-typescript/${version}. ${todo}`);
+}
