@@ -16,6 +16,7 @@ mod docs;
 mod faults;
 mod hide;
 mod hostile;
+mod install;
 mod jq_builtins;
 mod jq_cli;
 mod jq_idioms;

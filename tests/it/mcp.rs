@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The Python that has the MCP SDK: `JQJAIL_TEST_PYTHON`, which must have it (a CI that names
 /// one and lacks the SDK fails rather than skips), else `python3` if it has it.
-fn python_with_mcp() -> Option<String> {
+pub(crate) fn python_with_mcp() -> Option<String> {
     let named = std::env::var("JQJAIL_TEST_PYTHON").ok();
     let python = named.clone().unwrap_or_else(|| "python3".into());
     let ok = Command::new(&python)

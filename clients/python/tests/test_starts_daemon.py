@@ -91,9 +91,15 @@ def test_the_asyncio_client_starts_it_too(runtime, monkeypatch):
 
 
 def test_with_no_daemon_to_start_the_error_says_where_it_looked(runtime):
+    # Debian's Python and this package's source: a venv with the wheel has jqjaild among its
+    # scripts, which is where the client looks first.
     code = "import jqjail; jqjail.Client()"
+    source = str(REPO / "clients" / "python" / "src")
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env_for(runtime, PATH="/nonexistent"), capture_output=True, text=True
+        ["/usr/bin/python3", "-c", code],
+        env=env_for(runtime, PATH="/nonexistent", PYTHONPATH=source),
+        capture_output=True,
+        text=True,
     )
     assert out.returncode != 0
     assert "jqjaild is neither in this Python's scripts" in out.stderr, out.stderr
