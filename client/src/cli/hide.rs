@@ -4,7 +4,9 @@
 //! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
 //! grep, so scripts can branch on it.
 
-use super::{Exit, Handshake, connected, failed, read_inputs, report, write_out};
+use super::inputs::read_inputs;
+use super::run::write_out;
+use super::{Exit, Handshake, connected, failed, report};
 use clap::{Parser, Subcommand};
 use jqjail_protocol::HideSearchRequest;
 use serde_json::{Value, json};
