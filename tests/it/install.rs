@@ -455,3 +455,48 @@ fn every_readme_mcp_configuration_launches_as_written() {
         );
     }
 }
+
+/// One version everywhere (issue 36): the workspace's, which the wheel (maturin reads
+/// Cargo.toml) and the .deb (cargo deb) take, is also the Go module's, the npm package's and
+/// each client's own, every program's `--version`, and the changelogs' latest.
+#[test]
+fn every_package_and_program_says_the_workspace_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let read = |path: &str| std::fs::read_to_string(repo_file(path)).unwrap();
+    let quoted = format!("\"{version}\"");
+    for (file, line) in [
+        ("clients/go/wire.go", format!("Version = {quoted}")),
+        (
+            "clients/typescript/src/wire.ts",
+            format!("VERSION = {quoted}"),
+        ),
+        (
+            "clients/python/src/jqjail/_wire.py",
+            format!("CLIENT_NAME = \"jqjail-python/{version}\""),
+        ),
+        ("debian/changelog", format!("jqjail ({version}-1)")),
+        ("CHANGELOG.md", format!("## [{version}]")),
+    ] {
+        assert!(read(file).contains(&line), "{file} does not say {line}");
+    }
+    for file in [
+        "clients/typescript/package.json",
+        "clients/typescript/package-lock.json",
+    ] {
+        let v: serde_json::Value = serde_json::from_str(&read(file)).unwrap();
+        assert_eq!(v["version"], version, "{file}");
+    }
+    // The latest entries come first.
+    assert!(read("debian/changelog").starts_with(&format!("jqjail ({version}-1)")));
+    let changelog = read("CHANGELOG.md");
+    let first = changelog.find("## [").unwrap();
+    assert!(changelog[first..].starts_with(&format!("## [{version}]")));
+    for (program, name) in [
+        (crate::util::CLI, "jqjail"),
+        (crate::util::DAEMON, "jqjaild"),
+        (crate::util::MCP, "jqjail mcp"),
+    ] {
+        let out = Command::new(program).arg("--version").output().unwrap();
+        assert_eq!(ok(out, program), format!("{name} {version}\n"));
+    }
+}
