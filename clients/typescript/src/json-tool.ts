@@ -65,8 +65,28 @@ export async function query(client: Client, input: unknown, expression: string):
   if (typeof expression !== "string") throw new JsonQueryError("INVALID_QUERY", "query must be a string");
   const text = normalizeInput(input);
   try {
-    const r = await client.run(expression, text, { lang: "path", timeoutMs: Math.min(TIMEOUT_MS, client.limits.timeout_ms) });
-    return JSON.parse(r.output) as JsonValue;
+    // The seed bounds a projection by elements (100,000), not its answer by bytes: an answer
+    // over the daemon's output limit is kept as a hide, read back whole, and deleted, so the
+    // tool answers what the seed answers. It is never larger than a small multiple of the
+    // input (at most 1,000,000 bytes): a path selects from the input, it does not build.
+    // Hides are named by their content: another call of this uid with the same answer may
+    // delete the hide between this call's run and its read, and the run is then done again.
+    for (let attempt = 1; ; attempt++) {
+      const r = await client.run(expression, text, {
+        lang: "path",
+        timeoutMs: Math.min(TIMEOUT_MS, client.limits.timeout_ms),
+        onOversize: "hide",
+      });
+      if (!r.hidden) return JSON.parse(r.output) as JsonValue;
+      const id = r.hidden.entry.id;
+      try {
+        return JSON.parse((await client.hideGet(id)).content.toString("utf8")) as JsonValue;
+      } catch (e) {
+        if (!(e instanceof JqjailError && e.code === "NOT_FOUND" && attempt < 3)) throw e;
+      } finally {
+        await client.hideDelete(id).catch(() => undefined);
+      }
+    }
   } catch (e) {
     if (e instanceof JqjailError && e.code !== "UNAVAILABLE") throw new JsonQueryError(e.code, e.message.slice(e.code.length + 2));
     throw e;

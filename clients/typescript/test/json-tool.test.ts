@@ -88,3 +88,21 @@ test("the seed's limits", async () => {
   // One projection is bounded too.
   await assert.rejects(tool.execute({ input: Array(100_001).fill({ a: 1 }), query: "[*].a" }), rejectsWith("PROJECTION_TOO_LARGE"));
 });
+
+// Issue 36: the seed bounds a projection by its elements, not its answer by bytes. An answer
+// over the daemon's 100,000-byte output limit was OUTPUT_TOO_LARGE, a class the seed does not
+// have; it is answered whole now, and the hide it passed through is gone.
+test("an answer over the daemon's output limit is answered whole, as the seed answers it", async () => {
+  const input = Array.from({ length: 100_000 }, (_, i) => ({ a: i % 10 }));
+  const got = (await tool.execute({ input, query: "[*].a" })) as number[];
+  assert.equal(got.length, 100_000);
+  assert.equal(got[99_999], 9);
+  assert.ok(JSON.stringify(got).length > 100_000);
+  const { Client } = await import("../src/index.js");
+  const c = await Client.connect();
+  try {
+    assert.deepEqual(await c.hideList(), []);
+  } finally {
+    c.close();
+  }
+});
