@@ -82,22 +82,31 @@ pub fn connect(
     match connect_to(&socket) {
         Ok(client) => return Ok(client),
         Err(e @ ClientError::Untrusted { .. }) => return Err(Unavailable(e.to_string())),
-        Err(e) if refused_at_hello(&e) => return Err(other_version(&socket, &e)),
+        Err(e) if refused_at_hello(&e) => return Err(other_version(&socket, &e, true)),
         Err(_) => {}
     }
     start_private_daemon(&private)?;
     match connect_to(&socket) {
         Ok(client) => Ok(client),
-        Err(e) if refused_at_hello(&e) => Err(other_version(&socket, &e)),
+        Err(e) if refused_at_hello(&e) => Err(other_version(&socket, &e, true)),
         Err(e) => Err(Unavailable(e.to_string())),
     }
 }
 
+/// Whether [`connect`], given `explicit`, connected to the private daemon when it reached
+/// `socket`: no path given, none in `$JQJAIL_SOCKET`, and not the system service's.
+pub fn picks_private(explicit: Option<&Path>, socket: &Path) -> bool {
+    explicit.is_none()
+        && std::env::var_os(SOCKET_ENV).is_none_or(|p| p.is_empty())
+        && socket != Path::new(SYSTEM_SOCKET)
+}
+
 /// For a call on a pipelined connection whose handshake failed as another version of the
 /// daemon fails it: the error naming that daemon and what to do.
-pub fn other_version_at(socket: &Path, e: &ClientError) -> Option<Unavailable> {
+/// `private` says the socket is the user's private daemon's.
+pub fn other_version_at(socket: &Path, e: &ClientError, private: bool) -> Option<Unavailable> {
     matches!(e, ClientError::Handshake(_))
-        .then(|| refused_at_hello(e).then(|| other_version(socket, e)))
+        .then(|| refused_at_hello(e).then(|| other_version(socket, e, private)))
         .flatten()
 }
 
@@ -113,7 +122,7 @@ fn refused_at_hello(e: &ClientError) -> bool {
 }
 
 /// The error for a private daemon of another version: which process it is, and what to do.
-fn other_version(socket: &Path, e: &ClientError) -> Unavailable {
+fn other_version(socket: &Path, e: &ClientError, private: bool) -> Unavailable {
     let who = std::os::unix::net::UnixStream::connect(socket)
         .ok()
         .and_then(|s| crate::trust::peer_credentials(&s).ok())
@@ -128,7 +137,6 @@ fn other_version(socket: &Path, e: &ClientError) -> Unavailable {
         Some((pid, exe)) => (pid.to_string(), exe),
         None => ("PID".to_string(), String::new()),
     };
-    let private = socket.starts_with(PrivateDir::find().path);
     let todo = match private {
         true => format!(
             "It is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its hides), and the next call starts this version's"
@@ -189,7 +197,21 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), Unavailable> {
         .map_err(|e| Unavailable(format!("opening {}: {e}", log_path.display())))?;
     let mut child = {
         use std::os::unix::process::CommandExt;
-        Command::new(&exe)
+        let mut command = Command::new(&exe);
+        for var in SERVICE_MANAGER_ENV {
+            command.env_remove(var);
+        }
+        // SAFETY: between fork and exec only close_range (or fcntl), both async-signal-safe,
+        // on descriptors of the child's own.
+        unsafe {
+            command.pre_exec(|| {
+                mark_inherited_cloexec();
+                Ok(())
+            });
+        }
+        command
+            // Not the caller's directory: nothing of the daemon's is relative to it.
+            .current_dir("/")
             .arg("--socket")
             .arg(socket)
             .arg("--store")
@@ -226,12 +248,52 @@ fn start_private_daemon(private: &PrivateDir) -> Result<(), Unavailable> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Neither left running nor a zombie in a long-lived program.
+    let _ = child.kill();
+    let _ = child.wait();
     Err(Unavailable(format!(
         "the private daemon {} did not accept connections within {} s; see {}",
         exe.display(),
         PRIVATE_START_TIMEOUT.as_secs(),
         log_path.display()
     )))
+}
+
+/// What a client's own service manager set for it, never for the daemon it starts: the
+/// daemon would take the client's activation sockets, or notify the client's manager.
+pub const SERVICE_MANAGER_ENV: [&str; 6] = [
+    "LISTEN_PID",
+    "LISTEN_FDS",
+    "LISTEN_FDNAMES",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_PID",
+    "WATCHDOG_USEC",
+];
+
+/// Marks every descriptor above stderr close-on-exec, in a child about to exec the daemon: a
+/// descriptor the caller inherited without the flag (a `flock` job's lock, a pipe, a
+/// jobserver) would otherwise stay open in the daemon for its ten idle minutes. Marked, not
+/// closed: the pipe std uses to report a failed exec is among them and must live until exec.
+fn mark_inherited_cloexec() {
+    // SAFETY: close_range only changes this process's descriptor flags.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0
+    {
+        return;
+    }
+    // Kernels before 5.11: one by one, up to the soft limit.
+    // SAFETY: sysconf and fcntl touch no memory of ours.
+    let max = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(0, 1 << 20) as i32;
+    for fd in 3..max {
+        // SAFETY: as above; an fd that is not open fails with EBADF, which is fine.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
 }
 
 /// The daemon's executable: `jqjaild` beside the running program (where the .deb, the wheel

@@ -32,17 +32,23 @@ impl PrivateDir {
         // SAFETY: getuid cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
         let mut candidates = Vec::new();
-        if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-            let dir = PathBuf::from(dir);
-            if dir.is_dir() {
-                candidates.push(dir.join("jqjail"));
-            }
+        // Absolute paths only: a relative one (an empty or relative $TMPDIR, say) would put the
+        // directory in whatever directory the program runs in.
+        let absolute = |d: std::ffi::OsString| Some(PathBuf::from(d)).filter(|p| p.is_absolute());
+        if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").and_then(absolute)
+            && dir.is_dir()
+        {
+            candidates.push(dir.join("jqjail"));
         }
-        candidates.push(std::env::temp_dir().join(format!("jqjail-{uid}")));
+        let temp = temp_dir();
+        candidates.push(temp.join(format!("jqjail-{uid}")));
         let cache = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+            .and_then(absolute)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .and_then(absolute)
+                    .map(|h| h.join(".cache"))
+            });
         if let Some(cache) = cache {
             candidates.push(cache.join("jqjail"));
         }
@@ -58,7 +64,7 @@ impl PrivateDir {
                 Some(why) => skipped.push(why),
             }
         }
-        match own_temp_dir(&std::env::temp_dir(), uid) {
+        match own_temp_dir(&temp, uid) {
             Ok(path) => {
                 skipped.push(format!(
                     "using {} instead, a directory of yours that no other user can take first",
@@ -88,6 +94,15 @@ impl PrivateDir {
     pub fn store(&self) -> PathBuf {
         self.path.join("store")
     }
+}
+
+/// `$TMPDIR` when it is an absolute path, else `/tmp` (PROTOCOL.md, "Finding the socket").
+/// Not `std::env::temp_dir`, which takes an empty or relative `$TMPDIR` as it is.
+pub fn temp_dir() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
 /// `<temp>/jqjail-<uid>-XXXXXX` of `uid`: the first usable one already there (its owner is

@@ -87,15 +87,17 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 func PrivateSocket() string {
 	uid := os.Getuid()
 	var candidates []string
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+	// Absolute paths only: a relative one would be under whatever directory the program runs in.
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(dir) {
 		if st, err := os.Stat(dir); err == nil && st.IsDir() {
 			candidates = append(candidates, filepath.Join(dir, "jqjail"))
 		}
 	}
-	candidates = append(candidates, filepath.Join(os.TempDir(), fmt.Sprintf("jqjail-%d", uid)))
+	candidates = append(candidates, filepath.Join(tempDir(), fmt.Sprintf("jqjail-%d", uid)))
 	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		if home := os.Getenv("HOME"); home != "" {
+	if !filepath.IsAbs(cache) {
+		cache = ""
+		if home := os.Getenv("HOME"); filepath.IsAbs(home) {
 			cache = filepath.Join(home, ".cache")
 		}
 	}
@@ -107,10 +109,18 @@ func PrivateSocket() string {
 			return filepath.Join(dir, "jqjail.sock")
 		}
 	}
-	if dir, ok := ownTempDir(os.TempDir(), uid); ok {
+	if dir, ok := ownTempDir(tempDir(), uid); ok {
 		return filepath.Join(dir, "jqjail.sock")
 	}
 	return filepath.Join(candidates[len(candidates)-1], "jqjail.sock")
+}
+
+// tempDir is $TMPDIR when it is an absolute path, else /tmp.
+func tempDir() string {
+	if dir := os.Getenv("TMPDIR"); filepath.IsAbs(dir) {
+		return dir
+	}
+	return "/tmp"
 }
 
 // usable: a directory of uid's own (not a link) closed to others, or nothing there yet in a

@@ -60,12 +60,24 @@ func daemonExecutable() (string, error) {
 func startPrivate(ctx context.Context, socket string) error {
 	dir := filepath.Dir(socket)
 	uid := os.Getuid()
-	if !exists(dir) && strings.HasPrefix(filepath.Base(dir), fmt.Sprintf("jqjail-%d-", uid)) {
-		made, err := os.MkdirTemp(filepath.Dir(dir), fmt.Sprintf("jqjail-%d-", uid))
-		if err != nil {
-			return unavailable("making a private directory: %v", err)
+	if !usable(dir, uid) {
+		// Another user's, or open to others: the user's own in the temp dir instead, made
+		// with mkdtemp if need be, as the command line picks it.
+		prefix := fmt.Sprintf("jqjail-%d-", uid)
+		found, ok := ownTempDir(tempDir(), uid)
+		if !ok {
+			made, err := os.MkdirTemp(tempDir(), prefix)
+			if err != nil {
+				return unavailable("making a private directory: %v", err)
+			}
+			// Two starters that made one each both take the first by name.
+			found = made
+			if first, ok := ownTempDir(tempDir(), uid); ok && first != made {
+				os.Remove(made)
+				found = first
+			}
 		}
-		dir, socket = made, filepath.Join(made, filepath.Base(socket))
+		dir, socket = found, filepath.Join(found, filepath.Base(socket))
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return unavailable("creating %s: %v", dir, err)
@@ -98,6 +110,13 @@ func startPrivate(ctx context.Context, socket string) error {
 	cmd := exec.Command(exe, "--socket", socket, "--store", filepath.Join(dir, "store"),
 		"--idle-exit-ms", strconv.FormatInt(privateIdleExit.Milliseconds(), 10))
 	cmd.Stderr = log
+	// Not the caller's directory, nor its service manager's variables.
+	cmd.Dir = "/"
+	for _, kv := range os.Environ() {
+		if !serviceManagerVar(kv) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	// Its own session: the terminal's Ctrl-C for this program does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -119,8 +138,22 @@ func startPrivate(ctx context.Context, socket string) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	// Neither left running nor a zombie in a long-lived program.
+	cmd.Process.Kill()
+	<-exited
 	return unavailable("the private daemon %s did not accept connections within %s; see %s",
 		exe, privateStartTimeout, logPath)
+}
+
+// serviceManagerVar: kv is one a program's own service manager set for it, never for the
+// daemon it starts (it would take the program's activation sockets, or notify its manager).
+func serviceManagerVar(kv string) bool {
+	for _, name := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC"} {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func accepts(socket string) bool {

@@ -534,3 +534,67 @@ fn stats_in_the_prometheus_format_count_known_requests_and_pass_promtool() {
     }
     crate::util::assert_promtool_accepts(&text);
 }
+
+/// Issue 36's review: a descriptor the CLI inherited without close-on-exec (a `flock` job's
+/// lock, a pipe) stayed open in the private daemon it started, for its ten idle minutes, so
+/// the lock stayed held after the CLI exited. The daemon gets none of them, nor the caller's
+/// directory or service manager's variables.
+#[test]
+fn the_private_daemon_inherits_no_descriptor_directory_or_activation_of_its_starter() {
+    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
+        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let runtime = tempfile::tempdir().unwrap();
+    let held = tempfile::NamedTempFile::new().unwrap();
+    let fd = held.as_file().as_raw_fd();
+    let mut cli = Command::new(CLI);
+    cli.args(["-n", "1"])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env_remove("JQJAIL_SOCKET")
+        .env("NOTIFY_SOCKET", "/nonexistent/notify")
+        .env("LISTEN_FDNAMES", "inherited")
+        .current_dir(runtime.path());
+    // SAFETY: fcntl on a descriptor of the child's own, between fork and exec.
+    unsafe {
+        cli.pre_exec(move || {
+            libc::fcntl(fd, libc::F_SETFD, 0);
+            Ok(())
+        });
+    }
+    let out = cli.output().unwrap();
+    assert_eq!(
+        out.stdout,
+        b"1\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid = listener_pid(&runtime.path().join("jqjail/jqjail.sock"));
+    let open: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        !open.contains(&held.path().to_path_buf()),
+        "the daemon holds the CLI's inherited {}: {open:?}",
+        held.path().display()
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
+        std::path::Path::new("/")
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    for var in ["NOTIFY_SOCKET=", "LISTEN_FDNAMES="] {
+        assert!(
+            !environ
+                .split(|&b| b == 0)
+                .any(|kv| kv.starts_with(var.as_bytes())),
+            "the daemon was given {var}"
+        );
+    }
+    signal(pid, libc::SIGTERM);
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}

@@ -106,7 +106,8 @@ fn user_command(program: impl AsRef<std::ffi::OsStr>, path: &str, runtime: &Runt
         .env("PATH", path)
         .env("HOME", runtime.path())
         .env("XDG_RUNTIME_DIR", runtime.path())
-        .env("LANG", "C.UTF-8");
+        .env("LANG", "C.UTF-8")
+        .env("npm_config_update_notifier", "false");
     cmd
 }
 
@@ -269,6 +270,106 @@ fn the_npm_packages_answer_with_no_toolchain_and_no_daemon() {
         exe.ends_with("node_modules/jqjail-linux-x64/bin/jqjaild"),
         "{}",
         exe.display()
+    );
+}
+
+/// Issue 36's review: the npm client and the `jqjail` command found the platform package by
+/// Node's walk up every parent's `node_modules`. Installed without its optional dependency
+/// (`--omit=optional`, or on another platform), a `jqjail-linux-x64` another user put in a
+/// directory above the project ran as the user. Only the copy npm installs beside the
+/// package is taken now, and only if no other user could have written it.
+#[test]
+fn a_platform_package_planted_above_the_project_is_never_run() {
+    let (Some(dist), Some(runtime)) = (dist(), Runtime::new()) else {
+        return;
+    };
+    if !have("npm") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // A shared directory (sticky, as /tmp) with the attacker's package in its node_modules,
+    // and the user's project below it, installed without optional dependencies.
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = shared.path().join("node_modules/jqjail-linux-x64");
+    std::fs::create_dir_all(planted.join("bin")).unwrap();
+    std::fs::write(
+        planted.join("package.json"),
+        r#"{"name": "jqjail-linux-x64", "version": "0.0.0"}"#,
+    )
+    .unwrap();
+    let marker = shared.path().join("ran");
+    for program in ["jqjail", "jqjaild"] {
+        let script = planted.join("bin").join(program);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho \"$0\" >> {}\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    if crate::util::root() {
+        // Another user's, as it would be.
+        for entry in [
+            shared.path().join("node_modules"),
+            planted.clone(),
+            planted.join("bin"),
+        ] {
+            std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    let project = shared.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "an-agent", "version": "1.0.0", "private": true, "type": "module"}"#,
+    )
+    .unwrap();
+    ok(
+        Command::new("npm")
+            .args([
+                "install",
+                "--offline",
+                "--no-audit",
+                "--no-fund",
+                "--omit=optional",
+            ])
+            .arg(&dist.npm)
+            .current_dir(&project)
+            .output()
+            .unwrap(),
+        "npm install without optional dependencies",
+    );
+    let npx = user_command("npx", "/usr/bin:/bin", &runtime)
+        .args(["--offline", "jqjail", "-n", "1"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&npx.stderr);
+    assert_eq!(npx.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("jqjail-linux-x64 is not installed beside jqjail"),
+        "{stderr}"
+    );
+    let client = user_command("node", "/usr/bin:/bin", &runtime)
+        .args([
+            "--input-type=module",
+            "-e",
+            "import { Client } from 'jqjail'; await Client.connect();",
+        ])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert!(!client.status.success());
+    assert!(
+        stderr.contains("jqjaild is neither in the jqjail-linux-x64 package"),
+        "{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "the planted package ran: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
     );
 }
 

@@ -72,17 +72,20 @@ pub(super) fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::
 
 /// Where the answers of a run go, and what `-e` and the exit status need to know of them.
 pub(super) struct Printer<W: Write> {
-    pub(super) out: W,
-    pub(super) style: print::Style,
+    out: W,
+    style: print::Style,
     /// Whether the last output was truthy (for `-e`); `None` before the first.
-    pub(super) last: Option<bool>,
+    last: Option<bool>,
     /// The error class of the last input, if it failed. As in jq 1.6, the run goes on after a
     /// failed input, and only the last input's failure sets the exit status.
-    pub(super) failed: Option<Exit>,
+    failed: Option<Exit>,
     /// How many inputs were run.
-    pub(super) inputs: usize,
+    inputs: usize,
     /// Whether the inputs are the values of one stream, cut by the CLI.
-    pub(super) stream: bool,
+    stream: bool,
+    /// Whether the daemon is the user's private one (for the advice when it is another
+    /// version).
+    private_daemon: bool,
 }
 
 impl<W: Write> Printer<W> {
@@ -97,7 +100,8 @@ impl<W: Write> Printer<W> {
     ) -> Result<(), Exit> {
         let answer = client.run_with_args(filter, source, options, named);
         if let Err(e) = &answer
-            && let Some(other) = crate::discover::other_version_at(client.socket(), e)
+            && let Some(other) =
+                crate::discover::other_version_at(client.socket(), e, self.private_daemon)
         {
             report("UNAVAILABLE", &other.0);
             return Err(Exit::Unavailable);
@@ -327,6 +331,7 @@ pub(super) fn run(args: Args, words: Words) -> Exit {
         failed: None,
         inputs: 0,
         stream: false,
+        private_daemon: crate::discover::picks_private(args.socket.as_deref(), client.socket()),
     };
     let filter = filter.as_str();
     let one = |printer: &mut Printer<_>, client: &mut Client, source| {

@@ -60,3 +60,37 @@ def test_the_private_socket_is_where_the_cli_puts_its_daemon():
             assert found_by_this_client(env) == os.path.join(cache, "jqjail.sock")
         finally:
             subprocess.run(["/bin/kill", "-KILL", "-1"], user=SERVICE, group=SERVICE)
+
+
+def test_a_service_account_whose_temp_dir_was_planted_starts_its_daemon_in_its_own():
+    """Issue 36's attack: with no runtime dir, no home it may write in, and $TMPDIR/jqjail-UID
+    planted by another user, the client starting the private daemon used the planted path and
+    failed for good (a raw PermissionError); it takes a directory of its own, as the CLI does."""
+    if os.getuid() != 0:
+        pytest.skip("needs root, to act as a service account and as the user who planted its directory")
+    daemon = os.environ.get("JQJAIL_DAEMON") or str(REPO / "target" / "debug" / "jqjaild")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o1777)
+        planted = os.path.join(tmp, f"jqjail-{SERVICE}")
+        os.mkdir(planted)
+        os.chown(planted, PLANTER, PLANTER)
+        os.chmod(planted, 0o755)
+        locked = os.path.join(tmp, "locked-home")
+        os.mkdir(locked, 0o755)
+        env = {
+            "HOME": locked,
+            "TMPDIR": tmp,
+            "PATH": "/usr/bin:/bin",
+            "JQJAIL_DAEMON": daemon,
+            "PYTHONPATH": str(REPO / "clients" / "python" / "src"),
+        }
+        code = "import jqjail; c = jqjail.Client(); print(c.run('.a', {'a': 1}).value(), c.socket_path)"
+        try:
+            out = as_service(["/usr/bin/python3", "-c", code], env)
+            assert out.returncode == 0, out.stderr
+            value, socket_path = out.stdout.split()
+            assert value == "1"
+            assert socket_path.startswith(f"{tmp}/jqjail-{SERVICE}-"), socket_path
+            assert os.stat(os.path.dirname(socket_path)).st_uid == SERVICE
+        finally:
+            subprocess.run(["/bin/kill", "-KILL", "-1"], user=SERVICE, group=SERVICE)

@@ -1,7 +1,6 @@
 import { accessSync, constants as fsConstants, existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import {
   Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
   MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
@@ -91,21 +90,37 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
 export function privateSocket(): string {
   const uid = process.getuid!();
   const candidates: string[] = [];
+  // Absolute paths only: a relative one would be under whatever directory the program runs in.
   const runtime = process.env.XDG_RUNTIME_DIR;
-  if (runtime) {
+  if (runtime && isAbsolute(runtime)) {
     try {
       if (statSync(runtime).isDirectory()) candidates.push(join(runtime, "jqjail"));
     } catch {
       // not there: skipped
     }
   }
-  const temp = process.env.TMPDIR || tmpdir();
+  const temp = tempDir();
   candidates.push(join(temp, `jqjail-${uid}`));
-  const cache = process.env.XDG_CACHE_HOME || (process.env.HOME ? join(process.env.HOME, ".cache") : "");
+  const absolute = (p: string | undefined) => (p && isAbsolute(p) ? p : "");
+  const home = absolute(process.env.HOME);
+  const cache = absolute(process.env.XDG_CACHE_HOME) || (home ? join(home, ".cache") : "");
   if (cache) candidates.push(join(cache, "jqjail"));
   for (const dir of candidates) {
     if (usableDir(dir, uid)) return join(dir, "jqjail.sock");
   }
+  const own = ownTempDir(temp, uid);
+  if (own) return join(own, "jqjail.sock");
+  return join(candidates[candidates.length - 1], "jqjail.sock");
+}
+
+/** $TMPDIR when it is an absolute path, else /tmp. */
+export function tempDir(): string {
+  const temp = process.env.TMPDIR;
+  return temp && isAbsolute(temp) ? temp : "/tmp";
+}
+
+/** The first (by name) `temp/jqjail-UID-*` directory of the user's own, if any. */
+export function ownTempDir(temp: string, uid: number): string | undefined {
   let names: string[] = [];
   try {
     names = readdirSync(temp).sort();
@@ -114,14 +129,14 @@ export function privateSocket(): string {
   }
   for (const name of names) {
     const dir = join(temp, name);
-    if (name.startsWith(`jqjail-${uid}-`) && usableDir(dir, uid, true)) return join(dir, "jqjail.sock");
+    if (name.startsWith(`jqjail-${uid}-`) && usableDir(dir, uid, true)) return dir;
   }
-  return join(candidates[candidates.length - 1], "jqjail.sock");
+  return undefined;
 }
 
 /** A directory of `uid`'s own (not a link) closed to others, or (unless `existing`) nothing
  * there yet in a directory this process may write in. */
-function usableDir(dir: string, uid: number, existing = false): boolean {
+export function usableDir(dir: string, uid: number, existing = false): boolean {
   try {
     const st = lstatSync(dir);
     return st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0;

@@ -6,11 +6,12 @@
  * racing starters each start one; a daemon never replaces one that serves, and one that finds
  * the store held while another serves the socket exits at once, so one daemon remains.
  */
-import { spawn } from "node:child_process";
-import { accessSync, constants as fsConstants, lstatSync, mkdirSync, mkdtempSync, openSync, closeSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
+import { ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants as fsConstants, lstatSync, mkdirSync, mkdtempSync, openSync, closeSync, realpathSync, rmdirSync, statSync } from "node:fs";
+import { ownTempDir, tempDir, usableDir } from "./client.js";
 import { connect as netConnect } from "node:net";
-import { basename, delimiter, dirname, isAbsolute, join } from "node:path";
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { unavailable } from "./wire.js";
 
 export const DAEMON_EXECUTABLE = "jqjaild";
@@ -22,20 +23,63 @@ const IDLE_EXIT_MS = 600_000;
 /** Longer than a daemon waits (15 s) for the store's previous owner, an idle daemon exiting. */
 const START_TIMEOUT_MS = 20_000;
 
+/**
+ * This package's own directory: `dist/src/` is two levels below it. The platform package is
+ * looked for only beside it, where npm installs it, never by Node's walk up every parent's
+ * `node_modules` (a directory another user made above a project could hold one).
+ */
+function packageRoot(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+}
+
+/**
+ * Why `path` (a file) may not be run: unless it and every directory above it belong to this
+ * user or root and no other user may write to them (a sticky directory aside), a reason.
+ */
+function untrustedFile(path: string): string | undefined {
+  const uid = process.getuid!();
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  for (let at = real, first = true; ; at = dirname(at), first = false) {
+    const st = statSync(at);
+    const sticky = (st.mode & 0o1000) !== 0;
+    if (st.uid !== uid && st.uid !== 0) return `${at} belongs to uid ${st.uid}`;
+    if ((st.mode & 0o022) !== 0 && (first || !sticky)) return `${at} may be written by other users`;
+    if (at === dirname(at)) return undefined;
+  }
+}
+
+/** `name` in this package's platform package, installed beside this package as npm does
+ * (`node_modules/jqjail/node_modules/PLATFORM` or the hoisted `node_modules/PLATFORM`), if it
+ * is there and trusted. */
+export function platformExecutable(name: string): { path?: string; looked: string[] } {
+  const root = packageRoot();
+  const places = [join(root, "node_modules", PLATFORM_PACKAGE, "bin", name)];
+  if (basename(dirname(root)) === "node_modules") places.push(join(dirname(root), PLATFORM_PACKAGE, "bin", name));
+  for (const candidate of places) {
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+    } catch {
+      continue;
+    }
+    const why = untrustedFile(candidate);
+    if (why === undefined && statSync(candidate).isFile()) return { path: candidate, looked: places };
+  }
+  return { looked: places };
+}
+
 /** `name` from this package's platform package, else $PATH, else the file `env` names. */
 export function executable(name: string, env?: string): string {
-  const places: string[] = [];
-  try {
-    const manifest = createRequire(import.meta.url).resolve(`${PLATFORM_PACKAGE}/package.json`);
-    places.push(join(dirname(manifest), "bin", name));
-  } catch {
-    // not installed: the next place
-  }
+  const platform = platformExecutable(name);
+  if (platform.path) return platform.path;
   for (const dir of (process.env.PATH ?? "").split(delimiter)) {
     // Absolute entries only: an empty or relative one would mean the current directory.
-    if (isAbsolute(dir)) places.push(join(dir, name));
-  }
-  for (const candidate of places) {
+    if (!isAbsolute(dir)) continue;
+    const candidate = join(dir, name);
     try {
       accessSync(candidate, fsConstants.X_OK);
       if (statSync(candidate).isFile()) return candidate;
@@ -46,7 +90,7 @@ export function executable(name: string, env?: string): string {
   const named = env ? process.env[env] : undefined;
   if (named) return named;
   throw unavailable(
-    `${name} is neither in the ${PLATFORM_PACKAGE} package nor on $PATH${env ? `, nor named by $${env}` : ""}: ` +
+    `${name} is neither in the ${PLATFORM_PACKAGE} package (${platform.looked.join(", ")}) nor on $PATH${env ? `, nor named by $${env}` : ""}: ` +
       "install jqjail with npm (npm install jqjail), or the .deb",
   );
 }
@@ -62,18 +106,22 @@ function accepts(path: string): Promise<boolean> {
   });
 }
 
-/** Makes the private directory (mode 0700), or a new fallback one, and checks it is the
- * user's own and closed to others. */
+/** What a program's own service manager set for it, never for the daemon it starts. */
+const SERVICE_MANAGER_ENV = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC"];
+
+/** Makes the private directory (mode 0700) and checks it is the user's own and closed to
+ * others. When it is not usable (another user's, or open), the user's own fallback in the
+ * temp dir is taken, made with mkdtemp if need be, as the command line picks it. */
 function prepare(dir: string): string {
   const uid = process.getuid!();
-  let exists = true;
-  try {
-    lstatSync(dir);
-  } catch {
-    exists = false;
-  }
-  if (!exists && basename(dir).startsWith(`jqjail-${uid}-`)) {
-    dir = mkdtempSync(join(dirname(dir), `jqjail-${uid}-`));
+  if (!usableDir(dir, uid)) {
+    dir = ownTempDir(tempDir(), uid) ?? mkdtempSync(join(tempDir(), `jqjail-${uid}-`));
+    // Two starters that made one each both take the first by name.
+    const first = ownTempDir(tempDir(), uid);
+    if (first && first !== dir) {
+      rmdirSync(dir);
+      dir = first;
+    }
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = lstatSync(dir);
@@ -95,8 +143,14 @@ export async function startPrivate(socket: string): Promise<string> {
   const logPath = join(dir, "daemon.log");
   const log = openSync(logPath, "a", 0o600);
   let exited: string | undefined;
+  let child: ChildProcess;
   try {
-    const child = spawn(exe, ["--socket", socket, "--store", join(dir, "store"), "--idle-exit-ms", String(IDLE_EXIT_MS)], {
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !SERVICE_MANAGER_ENV.includes(k)) env[k] = v;
+    child = spawn(exe, ["--socket", socket, "--store", join(dir, "store"), "--idle-exit-ms", String(IDLE_EXIT_MS)], {
+      // Not the caller's directory, nor its service manager's variables.
+      cwd: "/",
+      env,
       // Its own session: the terminal's Ctrl-C for this program does not reach it.
       detached: true,
       stdio: ["ignore", "ignore", log],
@@ -117,6 +171,8 @@ export async function startPrivate(socket: string): Promise<string> {
     }
     await new Promise((r) => setTimeout(r, 5));
   }
+  // Not left running.
+  child.kill("SIGKILL");
   throw unavailable(`the private daemon ${exe} did not accept connections within ${START_TIMEOUT_MS / 1000} s; see ${logPath}`);
 }
 

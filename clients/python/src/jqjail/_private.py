@@ -18,7 +18,7 @@ import threading
 import time
 from typing import List, Optional
 
-from ._wire import ConnectionFailed, _usable
+from ._wire import ConnectionFailed, _usable, temp_dir
 
 DAEMON_EXECUTABLE = "jqjaild"
 DAEMON_ENV = "JQJAIL_DAEMON"
@@ -55,12 +55,39 @@ def executable(name: str, env: Optional[str] = None) -> str:
     )
 
 
+#: What a program's own service manager set for it, never for the daemon it starts.
+SERVICE_MANAGER_ENV = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC")
+
+
+def _own_temp_dir(temp: str, uid: int) -> str:
+    """The first (by name) temp/jqjail-UID-* of the user's own, else a new one (mkdtemp),
+    as the command line picks when no other directory is usable."""
+    prefix = f"jqjail-{uid}-"
+
+    def first() -> Optional[str]:
+        for name in sorted(os.listdir(temp)):
+            d = os.path.join(temp, name)
+            if name.startswith(prefix) and os.path.lexists(d) and _usable(d, uid):
+                return d
+        return None
+
+    found = first()
+    if found:
+        return found
+    made = tempfile.mkdtemp(prefix=prefix, dir=temp)
+    chosen = first() or made
+    if chosen != made:
+        os.rmdir(made)
+    return chosen
+
+
 def prepare(directory: str) -> str:
-    """Makes the private directory (mode 0700) and checks it is the user's own and closed;
-    for a fallback directory that is not there yet, makes one with mkdtemp. Returns it."""
+    """Makes the private directory (mode 0700) and checks it is the user's own and closed.
+    When it is not usable (another user's, or open), the user's own fallback in the temp dir
+    is taken instead, made with mkdtemp if need be. Returns the directory."""
     uid = os.getuid()
-    if not os.path.lexists(directory) and os.path.basename(directory).startswith(f"jqjail-{uid}-"):
-        directory = tempfile.mkdtemp(prefix=f"jqjail-{uid}-", dir=os.path.dirname(directory))
+    if not _usable(directory, uid):
+        directory = _own_temp_dir(temp_dir(), uid)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not os.path.isdir(directory) or not _usable(directory, uid):
         raise ConnectionFailed(
@@ -84,6 +111,13 @@ def _accepts(path: str) -> bool:
 def start(socket_path: str) -> str:
     """Starts the private daemon for `socket_path` (in its directory) unless one accepts
     there; returns the socket to connect to once it does."""
+    try:
+        return _start(socket_path)
+    except OSError as e:
+        raise ConnectionFailed(f"starting the private daemon for {socket_path}: {e}") from None
+
+
+def _start(socket_path: str) -> str:
     directory = prepare(os.path.dirname(socket_path))
     socket_path = os.path.join(directory, os.path.basename(socket_path))
     with open(os.path.join(directory, "start.lock"), "a") as lock:
@@ -98,7 +132,8 @@ def start(socket_path: str) -> str:
                     [exe, "--socket", socket_path, "--store", os.path.join(directory, "store"),
                      "--idle-exit-ms", str(IDLE_EXIT_MS)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                    close_fds=True, env=os.environ.copy(),
+                    close_fds=True, cwd="/",
+                    env={k: v for k, v in os.environ.items() if k not in SERVICE_MANAGER_ENV},
                     # Its own session: the terminal's Ctrl-C for this program does not reach it.
                     start_new_session=True,
                 )
@@ -116,6 +151,9 @@ def start(socket_path: str) -> str:
                     f"the private daemon {exe} exited at start (status {status}); see {log_path}"
                 )
             time.sleep(0.005)
+        # Neither left running nor a zombie in a long-lived program.
+        child.kill()
+        child.wait()
     raise ConnectionFailed(
         f"the private daemon {exe} did not accept connections within {START_TIMEOUT_S:.0f} s; see {log_path}"
     )

@@ -371,14 +371,15 @@ def private_socket() -> str:
     first by name of the user's own is it."""
     uid = os.getuid()
     candidates = []
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    # Absolute paths only: a relative one would be under whatever directory the program runs in.
+    absolute = lambda p: p if p and os.path.isabs(p) else ""  # noqa: E731
+    runtime = absolute(os.environ.get("XDG_RUNTIME_DIR"))
     if runtime and os.path.isdir(runtime):
         candidates.append(os.path.join(runtime, "jqjail"))
-    temp = os.environ.get("TMPDIR") or "/tmp"
+    temp = temp_dir()
     candidates.append(os.path.join(temp, f"jqjail-{uid}"))
-    cache = os.environ.get("XDG_CACHE_HOME") or (
-        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else ""
-    )
+    home = absolute(os.environ.get("HOME"))
+    cache = absolute(os.environ.get("XDG_CACHE_HOME")) or (os.path.join(home, ".cache") if home else "")
     if cache:
         candidates.append(os.path.join(cache, "jqjail"))
     for d in candidates:
@@ -394,6 +395,12 @@ def private_socket() -> str:
         if name.startswith(prefix) and os.path.lexists(d) and _usable(d, uid):
             return os.path.join(d, "jqjail.sock")
     return os.path.join(candidates[-1], "jqjail.sock")
+
+
+def temp_dir() -> str:
+    """$TMPDIR when it is an absolute path, else /tmp."""
+    temp = os.environ.get("TMPDIR")
+    return temp if temp and os.path.isabs(temp) else "/tmp"
 
 
 def _usable(d: str, uid: int) -> bool:
