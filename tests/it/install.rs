@@ -550,6 +550,29 @@ fn every_readme_mcp_configuration_launches_as_written() {
             launch("node", "launch_client.mjs", &[sdk]);
         }
     }
+    // The issue's own words: `uvx --offline --from WHEEL jqjail mcp`.
+    let wheel = dist.wheel.to_str().unwrap();
+    let out = user_command(
+        &python,
+        &format!("{}:/usr/bin:/bin", uvx.parent().unwrap().display()),
+        &runtime,
+    )
+    .arg(repo_file("tests/mcp/launch_client.py"))
+    .args([
+        uvx.to_str().unwrap(),
+        "--offline",
+        "--from",
+        wheel,
+        "jqjail",
+        "mcp",
+    ])
+    .env("UV_CACHE_DIR", uv_cache.path())
+    .output()
+    .unwrap();
+    eprintln!(
+        "uvx --offline --from {wheel} jqjail mcp: {}",
+        ok(out, "uvx --from the wheel").trim()
+    );
     if ts_sdk.is_none() {
         crate::util::skip_unreachable(
             "the MCP TypeScript SDK is not installed: the configurations were launched with the Python SDK only",
