@@ -14,7 +14,8 @@
 
 use crate::hide_buffer::{HideBuffer, format_cut};
 use crate::{
-    Answer, Client, ClientError, HideCut, HideEntry, Lang, OnOversize, RunOptions, Source,
+    Answer, Client, ClientError, ErrorCode, HideCut, HideEntry, Lang, OnOversize, RunOptions,
+    Source,
 };
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -182,8 +183,11 @@ impl State {
                 self.run(query, Lang::Path, args, &crate::Args::default())
             }
             Tool::JsonShape => {
-                let source = source(args)?;
-                let shape = self.buffer.client().shape(source)?.output;
+                let document = document(args)?;
+                let shape = match self.buffer.client().shape(document.source()) {
+                    Ok(reply) => reply.output,
+                    Err(e) => return Err(document.explain(e)),
+                };
                 match self.cap {
                     Some(cap) if shape.len() > cap => Err(Failure::Tool(format!(
                         "OUTPUT_TOO_LARGE: the shape is {} bytes, over the {cap}-byte limit of one answer; narrow the document with jq or json_path first",
@@ -244,12 +248,12 @@ impl State {
             on_oversize: OnOversize::Hide,
             ..RunOptions::default()
         };
-        let source = source(args)?;
-        match self
+        let document = document(args)?;
+        let answer = self
             .buffer
             .client()
-            .run_with_args(filter, source, &options, named)?
-        {
+            .run_with_args(filter, document.source(), &options, named);
+        match answer.map_err(|e| document.explain(e))? {
             // Over the cap but under the daemon's limit: kept here, as the daemon would.
             Answer::Output(reply) if self.cap.is_some_and(|cap| reply.output.len() > cap) => {
                 let tool = match lang {
@@ -280,16 +284,59 @@ impl State {
     }
 }
 
-/// The document a tool works on: `input` (JSON text) or `hide_id`, exactly one.
-fn source(args: &Value) -> Result<Source<'_>, Failure> {
+/// The document a tool works on: `input` or `hide_id`, exactly one. `input` is JSON text, or
+/// the JSON value itself, as models often send it (seed 001's tool takes both). A string is
+/// always read as JSON text: a string value is given as its JSON text, quotes included.
+enum Document<'a> {
+    /// `input` as a string: JSON text.
+    Text(&'a [u8]),
+    /// `input` as any other JSON value, written out as JSON text.
+    Value(Vec<u8>),
+    /// `hide_id`.
+    Hide(&'a str),
+}
+
+impl Document<'_> {
+    fn source(&self) -> Source<'_> {
+        match self {
+            Document::Text(text) => Source::Inline(text),
+            Document::Value(text) => Source::Inline(text),
+            Document::Hide(id) => Source::Hide(id),
+        }
+    }
+
+    /// The daemon's answer for this document, with what was expected where `input` was a
+    /// string that is not JSON text (a model meant a string value, or sent broken text).
+    fn explain(&self, e: ClientError) -> Failure {
+        match (self, &e) {
+            (Document::Text(_), ClientError::Server(reply))
+                if reply.code == ErrorCode::InvalidJson =>
+            {
+                Failure::Tool(format!(
+                    "{}: {} (`input` was a string, which is read as JSON text: give the document's \
+                     text, or the JSON value itself; a string value is given as its JSON text, \
+                     quotes included)",
+                    reply.code.as_str(),
+                    reply.message
+                ))
+            }
+            _ => e.into(),
+        }
+    }
+}
+
+fn document(args: &Value) -> Result<Document<'_>, Failure> {
     match (args.get("input"), args.get("hide_id")) {
-        (Some(Value::String(text)), None) => Ok(Source::Inline(text.as_bytes())),
-        (None, Some(Value::String(id))) => Ok(Source::Hide(id)),
+        (Some(Value::String(text)), None) => Ok(Document::Text(text.as_bytes())),
+        (Some(value), None) => serde_json::to_vec(value)
+            .map(Document::Value)
+            .map_err(|e| usage(&format!("`input` cannot be written as JSON text: {e}"))),
+        (None, Some(Value::String(id))) => Ok(Document::Hide(id)),
         (Some(_), Some(_)) => Err(usage("give either `input` or `hide_id`, not both")),
         (None, None) => Err(usage(
-            "give the document as `input` (JSON text) or `hide_id`",
+            "give the document as `input` (JSON text or a JSON value) or `hide_id`",
         )),
-        _ => Err(usage("`input` and `hide_id` are strings")),
+        (None, Some(_)) => Err(usage("`hide_id` is a string, such as `github-1a2b3c4d`")),
     }
 }
 

@@ -99,7 +99,7 @@ impl Tool {
                 "type": "object",
                 "properties": {
                     "filter": {"type": "string", "description": "The jq filter, e.g. `.items[] | {id, name}`.", "maxLength": 65536},
-                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "input": {"description": "The JSON document: its text, or the JSON value itself (leave out when giving hide_id). A string is always read as JSON text, so a string value is given as its JSON text, quotes included."},
                     "hide_id": {"type": "string", "description": "The ID of a hide to filter instead of input, e.g. `github-1a2b3c4d`.", "maxLength": 97},
                     "args": {"type": "object", "description": "Values for the filter, bound as `$name` (and in `$ARGS.named`): pass values here rather than writing them into the filter text. Keys are jq variable names.", "additionalProperties": true}
                 },
@@ -110,7 +110,7 @@ impl Tool {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "The path, e.g. `data.items[*].name`.", "maxLength": 200},
-                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "input": {"description": "The JSON document: its text, or the JSON value itself (leave out when giving hide_id). A string is always read as JSON text, so a string value is given as its JSON text, quotes included."},
                     "hide_id": {"type": "string", "description": "The ID of a hide to query instead of input.", "maxLength": 97}
                 },
                 "required": ["query"],
@@ -119,7 +119,7 @@ impl Tool {
             Tool::JsonShape => json!({
                 "type": "object",
                 "properties": {
-                    "input": {"type": "string", "description": "The JSON document, as text (leave out when giving hide_id)."},
+                    "input": {"description": "The JSON document: its text, or the JSON value itself (leave out when giving hide_id). A string is always read as JSON text, so a string value is given as its JSON text, quotes included."},
                     "hide_id": {"type": "string", "description": "The ID of a hide to summarise instead of input.", "maxLength": 97}
                 },
                 "required": [],

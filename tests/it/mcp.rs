@@ -447,3 +447,64 @@ fn a_large_call_rmcp_drops_does_not_stop_the_session() {
     assert_eq!(answer["result"]["content"][0]["text"], "5", "{answer:.300}");
     assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
+
+/// Issue 37: the `jq` tool's `input` was JSON text only; a model that sent the document as a
+/// JSON value (as models often do, and as seed 001's tool takes) got ``INVALID_REQUEST:
+/// `input` and `hide_id` are strings``. A value is taken as itself now, by every tool that
+/// takes a document; a string is read as JSON text, and one that is not says so.
+#[test]
+fn the_tools_take_the_document_as_a_json_value_or_its_text() {
+    let d = Daemon::start();
+    let mut mcp = RawMcp::start(&d, &[]);
+    let calls: [(&str, &str, bool); 6] = [
+        (
+            r#"{"name":"jq","arguments":{"filter":".a[1].b","input":{"a":[1,{"b":"é"}]}}}"#,
+            r#""é""#,
+            false,
+        ),
+        (
+            r#"{"name":"jq","arguments":{"filter":"length","input":[1,2,3]}}"#,
+            "3",
+            false,
+        ),
+        (
+            r#"{"name":"jq","arguments":{"filter":".","input":7}}"#,
+            "7",
+            false,
+        ),
+        (
+            r#"{"name":"json_path","arguments":{"query":"a.b","input":{"a":{"b":true}}}}"#,
+            "true",
+            false,
+        ),
+        (
+            r#"{"name":"jq","arguments":{"filter":".","input":"\"text\""}}"#,
+            r#""text""#,
+            false,
+        ),
+        (
+            r#"{"name":"jq","arguments":{"filter":".","input":"plain words"}}"#,
+            "INVALID_JSON: ",
+            true,
+        ),
+    ];
+    for (id, (params, want, error)) in calls.into_iter().enumerate() {
+        let id = id as u64 + 1;
+        mcp.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+                .as_bytes(),
+        );
+        let (text, failed) = mcp.tool_answer(id);
+        assert_eq!(failed, error, "{params}: {text}");
+        assert!(text.starts_with(want), "{params}: {text}");
+        if error {
+            assert!(
+                text.contains("`input` was a string, which is read as JSON text"),
+                "{text}"
+            );
+        }
+    }
+    mcp.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"json_shape","arguments":{"input":{"k":[1,2]}}}}"#);
+    let (shape, failed) = mcp.tool_answer(9);
+    assert!(!failed && shape.contains("\"k\""), "{shape}");
+}
