@@ -62,6 +62,7 @@
 mod dir;
 pub mod id;
 mod index;
+pub mod json_page;
 pub mod page;
 mod sweep;
 mod writing;

@@ -1,0 +1,714 @@
+//! JSON pages (issue 37): a layout of one JSON document in pages that end between values, each
+//! named by the paths where it starts and ends, so a model reading page 7 knows which element
+//! of which array it holds.
+//!
+//! The rule, for any JSON document and any page size of at least [`MIN_PAGE_SIZE`]:
+//! - the pages, concatenated, are the document, byte for byte;
+//! - a page ends where a member or element begins, or at a closing bracket: the latest such
+//!   place within the page size, at whatever depth it is, so a value larger than a page is
+//!   split among its own children;
+//! - only where no such place is within reach (a string, a key or a number longer than a page)
+//!   is a token split: a string at a character, never inside an escape, and the page says at
+//!   which offset of the string it starts or ends;
+//! - the paths are jq's (`paths`): keys and indices from the document's root.
+//!
+//! Content that is not one JSON value (not JSON, several values, nested deeper than
+//! [`MAX_DEPTH`]) has no JSON layout: [`JsonLayout::new`] says why, and the caller pages bytes.
+//!
+//! The scanner holds one frame per open container and nothing per value, and reads each byte
+//! twice at most (a page's bytes once to find its end, once more to know the state there).
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use crate::page::MIN_PAGE_SIZE;
+
+/// The deepest nesting laid out; deeper content is paged as bytes.
+pub const MAX_DEPTH: usize = 10_000;
+
+/// Keys longer than this are shown cut, with `…`, in rendered paths.
+const MAX_SHOWN_KEY: usize = 256;
+
+/// One step of a path: an object's key or an array's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A member of an object, by its key (decoded).
+    Key(String),
+    /// An element of an array.
+    Index(u64),
+}
+
+/// A path from the document's root, as jq's `path(…)` gives it.
+pub type Path = Vec<Step>;
+
+/// Renders `path` for a reader: `$`, then `.key` (or `["key"]` where the key is not a plain
+/// name) and `[i]`.
+pub fn render(path: &[Step]) -> String {
+    let mut out = String::from("$");
+    for step in path {
+        match step {
+            Step::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
+            Step::Key(key) => {
+                let plain = !key.is_empty()
+                    && key.len() <= MAX_SHOWN_KEY
+                    && !key.starts_with(|c: char| c.is_ascii_digit())
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if plain {
+                    let _ = write!(out, ".{key}");
+                } else {
+                    let shown: String = match key.len() > MAX_SHOWN_KEY {
+                        true => {
+                            let mut cut = MAX_SHOWN_KEY;
+                            while !key.is_char_boundary(cut) {
+                                cut -= 1;
+                            }
+                            format!("{}…", &key[..cut])
+                        }
+                        false => key.clone(),
+                    };
+                    let _ = write!(out, "[{}]", serde_json::Value::String(shown));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The path as jq writes it: a JSON array of keys and indices.
+pub fn jq_path(path: &[Step]) -> serde_json::Value {
+    serde_json::Value::Array(
+        path.iter()
+            .map(|step| match step {
+                Step::Key(k) => serde_json::Value::String(k.clone()),
+                Step::Index(i) => serde_json::Value::from(*i),
+            })
+            .collect(),
+    )
+}
+
+/// One page of a JSON layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonPage {
+    /// Its bytes in the document.
+    pub range: Range<u64>,
+    /// The innermost value its first byte belongs to.
+    pub first: Path,
+    /// The innermost value its last byte belongs to.
+    pub last: Path,
+    /// Where the page starts inside a string (a string longer than a page): the byte offset
+    /// in the string's JSON text, after its opening quote.
+    pub starts_in_string: Option<u64>,
+    /// Where the page ends inside a string: the offset, as for `starts_in_string`.
+    pub ends_in_string: Option<u64>,
+    /// The innermost array around the page's first byte, and how many elements it has.
+    pub array: Option<(Path, u64)>,
+    /// How deep the page's first byte is: the containers open around it.
+    pub depth: usize,
+}
+
+/// Why content has no JSON layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not one JSON value at byte {at}: {why}")]
+pub struct NotJson {
+    /// Where the scanner stopped.
+    pub at: u64,
+    /// What it found there.
+    pub why: &'static str,
+}
+
+/// The pages of one JSON document at one page size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonLayout {
+    pages: Vec<JsonPage>,
+}
+
+impl JsonLayout {
+    /// Lays out `doc` in pages of at most `page_size` bytes (at least [`MIN_PAGE_SIZE`]).
+    pub fn new(doc: &[u8], page_size: u64) -> Result<JsonLayout, NotJson> {
+        let page_size = usize::try_from(page_size.max(MIN_PAGE_SIZE)).unwrap_or(usize::MAX);
+        // The whole document is checked first: a layout is never half made.
+        let mut check = Scanner::default();
+        for (at, &b) in doc.iter().enumerate() {
+            check.step(b, at)?;
+        }
+        check.finish(doc.len())?;
+
+        let mut pages = Vec::new();
+        // The offset of each page's innermost array's `[`, for its length below.
+        let mut arrays = Vec::new();
+        let mut at_start = Scanner::default();
+        let mut start = 0usize;
+        loop {
+            let nominal = start.saturating_add(page_size);
+            let end = if nominal >= doc.len() {
+                doc.len()
+            } else {
+                // The latest place in (start, nominal] where a page may end; else the latest
+                // between two tokens (a member's key and its value, say); else a token is
+                // longer than what is left of the page, and is split.
+                let mut scan = at_start.clone();
+                let (mut best, mut between) = (None, None);
+                for (at, &b) in doc.iter().enumerate().take(nominal + 1).skip(start) {
+                    if at > start && scan.may_end_before(b) {
+                        best = Some(at);
+                    }
+                    if at > start && scan.between_tokens(b) {
+                        between = Some(at);
+                    }
+                    if at == nominal {
+                        break;
+                    }
+                    scan.step(b, at)?;
+                }
+                match best.or(between) {
+                    Some(at) => at,
+                    None => split_token(doc, start, nominal, &scan),
+                }
+            };
+            let mut at_end = at_start.clone();
+            for (at, &b) in doc.iter().enumerate().take(end).skip(start) {
+                at_end.step(b, at)?;
+            }
+            let array = at_start.innermost_array();
+            arrays.push(array.as_ref().map(|(_, open)| *open));
+            pages.push(JsonPage {
+                range: start as u64..end as u64,
+                first: at_start.path_from(doc, start, end),
+                last: at_end.path_before(doc),
+                starts_in_string: at_start.string_offset(start),
+                ends_in_string: at_end.string_offset(end),
+                array: array.map(|(path, _)| (path, 0)),
+                depth: at_start.stack.len(),
+            });
+            if end >= doc.len() {
+                break;
+            }
+            at_start = at_end;
+            start = end;
+        }
+        let lengths = array_lengths(doc, arrays.iter().flatten().copied().collect())?;
+        for (page, open) in pages.iter_mut().zip(arrays) {
+            if let (Some((_, length)), Some(open)) = (page.array.as_mut(), open) {
+                *length = lengths.get(&open).copied().unwrap_or(0);
+            }
+        }
+        Ok(JsonLayout { pages })
+    }
+
+    /// The number of pages (at least 1).
+    pub fn total_pages(&self) -> u64 {
+        self.pages.len() as u64
+    }
+
+    /// 1-based `page`, or `None` when it is out of range.
+    pub fn page(&self, page: u64) -> Option<&JsonPage> {
+        self.pages.get(usize::try_from(page.checked_sub(1)?).ok()?)
+    }
+
+    /// Every page, in order.
+    pub fn pages(&self) -> &[JsonPage] {
+        &self.pages
+    }
+}
+
+/// Where to split a token longer than a page that starts at `start`, given the scanner's
+/// state at `nominal`: never inside an escape (`\x`, `\uXXXX`), never inside a UTF-8
+/// character.
+fn split_token(doc: &[u8], start: usize, nominal: usize, scan: &Scanner) -> usize {
+    // Bytes of the escape already read at `nominal`, backslash included.
+    let inside_escape = match scan.escape {
+        5 => 1,
+        4 => 2,
+        3 => 3,
+        2 => 4,
+        1 => 5,
+        _ => 0,
+    };
+    let mut end = nominal - inside_escape;
+    while end > start + 1 && doc[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    end.max(start + 1)
+}
+
+/// The lengths of the arrays that open at `wanted` offsets.
+fn array_lengths(
+    doc: &[u8],
+    wanted: std::collections::HashSet<usize>,
+) -> Result<std::collections::HashMap<usize, u64>, NotJson> {
+    let mut lengths = std::collections::HashMap::new();
+    if wanted.is_empty() {
+        return Ok(lengths);
+    }
+    let mut scan = Scanner::default();
+    for (at, &b) in doc.iter().enumerate() {
+        scan.step(b, at)?;
+        if let Some((open, count)) = scan.closed.take()
+            && wanted.contains(&open)
+        {
+            lengths.insert(open, count);
+        }
+    }
+    if let Some((open, count)) = scan.closed.take()
+        && wanted.contains(&open)
+    {
+        lengths.insert(open, count);
+    }
+    Ok(lengths)
+}
+
+/// One open container.
+#[derive(Debug, Clone)]
+struct Frame {
+    object: bool,
+    /// The offset of its `[` or `{`.
+    open: usize,
+    /// Members or elements begun so far.
+    count: u64,
+    /// The current member's key, decoded.
+    key: Option<String>,
+}
+
+/// What the scanner expects next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Expect {
+    /// A value (the document's, or a member's after its colon, or an element after a comma).
+    #[default]
+    Value,
+    /// After `[`: an element or `]`.
+    ElementOrClose,
+    /// After `{`: a key or `}`.
+    KeyOrClose,
+    /// After a comma in an object.
+    Key,
+    /// After a key.
+    Colon,
+    /// After a value inside a container: `,` or the closing bracket.
+    CommaOrClose,
+    /// After the document's value: only whitespace.
+    End,
+}
+
+/// A number, `true`, `false` or `null` being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Literal {
+    /// The rest of a keyword to read.
+    Word(&'static [u8]),
+    /// A number, in the state of JSON's grammar for it.
+    Number(Num),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    E,
+    ESign,
+    Exp,
+}
+
+impl Num {
+    fn next(self, b: u8) -> Option<Num> {
+        use Num::*;
+        Some(match (self, b) {
+            (Minus, b'0') => Zero,
+            (Minus, b'1'..=b'9') => Int,
+            (Int, b'0'..=b'9') => Int,
+            (Zero | Int, b'.') => Dot,
+            (Dot | Frac, b'0'..=b'9') => Frac,
+            (Zero | Int | Frac, b'e' | b'E') => E,
+            (E, b'+' | b'-') => ESign,
+            (E | ESign | Exp, b'0'..=b'9') => Exp,
+            _ => return None,
+        })
+    }
+
+    fn complete(self) -> bool {
+        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::Exp)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scanner {
+    stack: Vec<Frame>,
+    expect: Expect,
+    /// The offset of the open string's quote.
+    string_open: Option<usize>,
+    /// Whether the open string is a key.
+    string_is_key: bool,
+    /// Inside the open string: 5 right after `\`, 4 to 1 for the hex digits of `\u` left.
+    escape: u8,
+    /// The literal being read.
+    literal: Option<Literal>,
+    /// The key being read, raw, up to what is kept of it.
+    key_raw: Vec<u8>,
+    /// The array the last byte closed: its `[`'s offset and its length.
+    closed: Option<(usize, u64)>,
+}
+
+impl Scanner {
+    /// Whether a page may end before byte `b` (the next one): where a member or element
+    /// begins, or at a closing bracket, between tokens.
+    fn may_end_before(&self, b: u8) -> bool {
+        if self.string_open.is_some() || self.literal.is_some() {
+            return false;
+        }
+        match self.expect {
+            Expect::ElementOrClose => starts_value(b) || b == b']',
+            Expect::CommaOrClose => matches!(b, b']' | b'}'),
+            Expect::KeyOrClose => b == b'"' || b == b'}',
+            Expect::Key => b == b'"',
+            // An element after a comma; not a member's value after its colon, nor the
+            // document's own value.
+            Expect::Value => starts_value(b) && self.stack.last().is_some_and(|f| !f.object),
+            Expect::Colon | Expect::End => false,
+        }
+    }
+
+    /// Whether byte `b`, the next one, begins a token or a bracket (no token open).
+    fn between_tokens(&self, b: u8) -> bool {
+        self.string_open.is_none()
+            && self.literal.is_none()
+            && !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b',' | b':')
+    }
+
+    fn step(&mut self, b: u8, at: usize) -> Result<(), NotJson> {
+        let bad = |why| Err(NotJson { at: at as u64, why });
+        self.closed = None;
+        if self.string_open.is_some() {
+            if self.escape > 0 {
+                if self.escape == 5 {
+                    match b {
+                        b'u' => self.escape = 4,
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.escape = 0,
+                        _ => return bad("an unknown escape"),
+                    }
+                } else if b.is_ascii_hexdigit() {
+                    self.escape -= 1;
+                } else {
+                    return bad("a \\u escape without four hex digits");
+                }
+                self.keep_key_byte(b);
+                return Ok(());
+            }
+            match b {
+                b'"' => {
+                    self.string_open = None;
+                    if self.string_is_key {
+                        let key = key_text(&self.key_raw);
+                        if let Some(frame) = self.stack.last_mut() {
+                            frame.key = Some(key);
+                        }
+                        self.key_raw.clear();
+                        self.expect = Expect::Colon;
+                    } else {
+                        self.value_done();
+                    }
+                }
+                b'\\' => {
+                    self.escape = 5;
+                    self.keep_key_byte(b);
+                }
+                0..=0x1f => return bad("a control character in a string"),
+                _ => self.keep_key_byte(b),
+            }
+            return Ok(());
+        }
+        if let Some(literal) = self.literal {
+            let next = match literal {
+                Literal::Word([first, rest @ ..]) if b == *first => Some(Literal::Word(rest)),
+                Literal::Number(num) => num.next(b).map(Literal::Number),
+                _ => None,
+            };
+            match next {
+                Some(next) => {
+                    self.literal = Some(next);
+                    return Ok(());
+                }
+                None => self.end_literal(at)?,
+            }
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            return Ok(());
+        }
+        match self.expect {
+            Expect::ElementOrClose if b == b']' => self.close(b, at),
+            Expect::Value | Expect::ElementOrClose => self.begin_value(b, at),
+            Expect::KeyOrClose | Expect::Key => match b {
+                b'"' => {
+                    if let Some(frame) = self.stack.last_mut() {
+                        frame.count += 1;
+                        frame.key = None;
+                    }
+                    self.string_open = Some(at);
+                    self.string_is_key = true;
+                    Ok(())
+                }
+                b'}' if self.expect == Expect::KeyOrClose => self.close(b, at),
+                _ => bad("expected a key"),
+            },
+            Expect::Colon => match b {
+                b':' => {
+                    self.expect = Expect::Value;
+                    Ok(())
+                }
+                _ => bad("expected a colon"),
+            },
+            Expect::CommaOrClose => match (b, self.stack.last().map(|f| f.object)) {
+                (b',', Some(true)) => {
+                    self.expect = Expect::Key;
+                    Ok(())
+                }
+                (b',', Some(false)) => {
+                    self.expect = Expect::Value;
+                    Ok(())
+                }
+                (b']' | b'}', Some(_)) => self.close(b, at),
+                _ => bad("expected a comma or a closing bracket"),
+            },
+            Expect::End => bad("a second value after the document"),
+        }
+    }
+
+    fn end_literal(&mut self, at: usize) -> Result<(), NotJson> {
+        let complete = match self.literal.take() {
+            Some(Literal::Word(rest)) => rest.is_empty(),
+            Some(Literal::Number(num)) => num.complete(),
+            None => true,
+        };
+        if !complete {
+            return Err(NotJson {
+                at: at as u64,
+                why: "a number, true, false or null cut short",
+            });
+        }
+        self.value_done();
+        Ok(())
+    }
+
+    fn begin_value(&mut self, b: u8, at: usize) -> Result<(), NotJson> {
+        if let Some(frame) = self.stack.last_mut()
+            && !frame.object
+        {
+            frame.count += 1;
+        }
+        match b {
+            b'{' | b'[' => {
+                if self.stack.len() >= MAX_DEPTH {
+                    return Err(NotJson {
+                        at: at as u64,
+                        why: "nested deeper than a layout follows",
+                    });
+                }
+                self.stack.push(Frame {
+                    object: b == b'{',
+                    open: at,
+                    count: 0,
+                    key: None,
+                });
+                self.expect = match b {
+                    b'{' => Expect::KeyOrClose,
+                    _ => Expect::ElementOrClose,
+                };
+                Ok(())
+            }
+            b'"' => {
+                self.string_open = Some(at);
+                self.string_is_key = false;
+                Ok(())
+            }
+            b't' => self.start_literal(Literal::Word(b"rue")),
+            b'f' => self.start_literal(Literal::Word(b"alse")),
+            b'n' => self.start_literal(Literal::Word(b"ull")),
+            b'-' => self.start_literal(Literal::Number(Num::Minus)),
+            b'0' => self.start_literal(Literal::Number(Num::Zero)),
+            b'1'..=b'9' => self.start_literal(Literal::Number(Num::Int)),
+            _ => Err(NotJson {
+                at: at as u64,
+                why: "expected a value",
+            }),
+        }
+    }
+
+    fn start_literal(&mut self, literal: Literal) -> Result<(), NotJson> {
+        self.literal = Some(literal);
+        Ok(())
+    }
+
+    fn close(&mut self, b: u8, at: usize) -> Result<(), NotJson> {
+        match self.stack.last() {
+            Some(frame) if frame.object == (b == b'}') => {
+                if !frame.object {
+                    self.closed = Some((frame.open, frame.count));
+                }
+                self.stack.pop();
+                self.value_done();
+                Ok(())
+            }
+            _ => Err(NotJson {
+                at: at as u64,
+                why: "a closing bracket that matches nothing",
+            }),
+        }
+    }
+
+    fn value_done(&mut self) {
+        self.expect = match self.stack.is_empty() {
+            true => Expect::End,
+            false => Expect::CommaOrClose,
+        };
+    }
+
+    fn keep_key_byte(&mut self, b: u8) {
+        // Enough of a long key to show it, not all of it.
+        if self.string_is_key && self.key_raw.len() < 4 * MAX_SHOWN_KEY + 8 {
+            self.key_raw.push(b);
+        }
+    }
+
+    fn finish(&mut self, len: usize) -> Result<(), NotJson> {
+        if self.literal.is_some() {
+            self.end_literal(len)?;
+        }
+        match (self.expect, self.string_open) {
+            (Expect::End, None) => Ok(()),
+            _ => Err(NotJson {
+                at: len as u64,
+                why: "the document ends before its value does",
+            }),
+        }
+    }
+
+    /// The path of the containers in `frames`, each at its current member or element.
+    fn frames_path(frames: &[Frame]) -> Path {
+        frames
+            .iter()
+            .map(|f| match f.object {
+                true => Step::Key(f.key.clone().unwrap_or_default()),
+                false => Step::Index(f.count.saturating_sub(1)),
+            })
+            .collect()
+    }
+
+    /// The path of the container `self.stack[..n]` ends in: the path of the value that is
+    /// the `n`-th open container.
+    fn container_path(&self, n: usize) -> Path {
+        Self::frames_path(&self.stack[..n.saturating_sub(1)])
+    }
+
+    /// The path of the innermost value that the first significant byte of `doc[at..end]`
+    /// (not whitespace, a comma or a colon) belongs to.
+    fn path_from(&self, doc: &[u8], at: usize, end: usize) -> Path {
+        let mut scan = std::borrow::Cow::Borrowed(self);
+        let mut at = at;
+        while at < end
+            && scan.string_open.is_none()
+            && matches!(doc[at], b' ' | b'\t' | b'\n' | b'\r' | b',' | b':')
+        {
+            // Each ends a literal before it; a comma or colon moves the state on.
+            if scan.to_mut().step(doc[at], at).is_err() {
+                break;
+            }
+            at += 1;
+        }
+        scan.path_at(doc, at.min(end))
+    }
+
+    /// The path of the innermost value that the byte at `at` (the next one) belongs to.
+    fn path_at(&self, doc: &[u8], at: usize) -> Path {
+        let n = self.stack.len();
+        if let Some(path) = self.inside_key(doc) {
+            return path;
+        }
+        if self.string_open.is_some() || self.literal.is_some() {
+            return Self::frames_path(&self.stack);
+        }
+        let Some(&b) = doc.get(at) else {
+            return Self::frames_path(&self.stack);
+        };
+        match (self.expect, b) {
+            // A closing bracket is its container's.
+            (_, b']' | b'}') => self.container_path(n),
+            // An element about to begin.
+            (Expect::Value | Expect::ElementOrClose, _)
+                if self.stack.last().is_some_and(|f| !f.object) && starts_value(b) =>
+            {
+                let mut path = self.container_path(n);
+                path.push(Step::Index(self.stack[n - 1].count));
+                path
+            }
+            // A member about to begin: its key, read ahead.
+            (Expect::Key | Expect::KeyOrClose, b'"') => {
+                let mut path = self.container_path(n);
+                path.push(Step::Key(key_ahead(doc, at)));
+                path
+            }
+            _ => Self::frames_path(&self.stack),
+        }
+    }
+
+    /// The path of the innermost value the last byte read belongs to.
+    fn path_before(&self, doc: &[u8]) -> Path {
+        let n = self.stack.len();
+        if let Some(path) = self.inside_key(doc) {
+            return path;
+        }
+        match self.stack.last() {
+            // Right after `[` or `{` (and whitespace): the container itself.
+            Some(frame) if frame.count == 0 => self.container_path(n),
+            // After a key, before its value: the member.
+            _ => Self::frames_path(&self.stack),
+        }
+    }
+
+    /// Inside a key: its member's path (the key read so far is not all of it: read ahead).
+    fn inside_key(&self, doc: &[u8]) -> Option<Path> {
+        let open = self.string_open.filter(|_| self.string_is_key)?;
+        let mut path = self.container_path(self.stack.len());
+        path.push(Step::Key(key_ahead(doc, open)));
+        Some(path)
+    }
+
+    /// The offset inside the open string where `at` is, if a string is open.
+    fn string_offset(&self, at: usize) -> Option<u64> {
+        self.string_open.map(|open| (at - open - 1) as u64)
+    }
+
+    /// The innermost open array: its path and the offset of its `[`.
+    fn innermost_array(&self) -> Option<(Path, usize)> {
+        let i = self.stack.iter().rposition(|f| !f.object)?;
+        Some((Self::frames_path(&self.stack[..i]), self.stack[i].open))
+    }
+}
+
+/// The key of the member whose opening quote is at `at`, decoded (at most 4 KiB read).
+fn key_ahead(doc: &[u8], at: usize) -> String {
+    let mut end = at + 1;
+    let limit = (at + 4096).min(doc.len());
+    while end < limit && doc[end] != b'"' {
+        end += if doc[end] == b'\\' { 2 } else { 1 };
+    }
+    key_text(&doc[at + 1..end.min(limit)])
+}
+
+fn starts_value(b: u8) -> bool {
+    matches!(
+        b,
+        b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+    )
+}
+
+/// A key's text from its raw bytes (escapes decoded; a key cut short keeps what decodes).
+fn key_text(raw: &[u8]) -> String {
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    serde_json::from_slice::<String>(&quoted)
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+}
