@@ -15,8 +15,9 @@
 //! Content that is not one JSON value (not JSON, several values, nested deeper than
 //! [`MAX_DEPTH`]) has no JSON layout: [`JsonLayout::new`] says why, and the caller pages bytes.
 //!
-//! The scanner holds one frame per open container and nothing per value, and reads each byte
-//! twice at most (a page's bytes once to find its end, once more to know the state there).
+//! The scanner holds one frame per open container and nothing per value. The document is read
+//! four times: checked whole, then each page's bytes to find its end and again to know the
+//! state there, and once more for the lengths of the arrays the pages are in.
 
 use std::fmt::Write as _;
 use std::ops::Range;
