@@ -15,9 +15,10 @@
 //! Content that is not one JSON value (not JSON, several values, nested deeper than
 //! [`MAX_DEPTH`]) has no JSON layout: [`JsonLayout::new`] says why, and the caller pages bytes.
 //!
-//! The scanner holds one frame per open container and nothing per value. The document is read
-//! four times: checked whole, then each page's bytes to find its end and again to know the
-//! state there, and once more for the lengths of the arrays the pages are in.
+//! The scanner holds one frame per open container and nothing per value. Each byte is read a
+//! fixed number of times, at most five: the whole document's check; the search for a page's
+//! end, which reads up to a page and so may read a byte again for the next page; the step to
+//! the page's end; and a last pass for the lengths of the arrays the pages are in.
 
 use std::fmt::Write as _;
 use std::ops::Range;
