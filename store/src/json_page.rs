@@ -31,6 +31,9 @@ pub const MAX_DEPTH: usize = 10_000;
 /// Keys longer than this are shown cut, with `…`, in rendered paths.
 const MAX_SHOWN_KEY: usize = 256;
 
+/// Of a longer key, the bytes decoded for a path: enough to show it.
+const KEPT_KEY: usize = 4 * MAX_SHOWN_KEY + 8;
+
 /// One step of a path: an object's key or an array's index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -132,9 +135,7 @@ impl JsonLayout {
         let page_size = usize::try_from(page_size.max(MIN_PAGE_SIZE)).unwrap_or(usize::MAX);
         // The whole document is checked first: a layout is never half made.
         let mut check = Scanner::default();
-        for (at, &b) in doc.iter().enumerate() {
-            check.step(b, at)?;
-        }
+        check.run(doc, 0, doc.len(), true)?;
         check.finish(doc.len())?;
 
         let mut pages = Vec::new();
@@ -152,7 +153,15 @@ impl JsonLayout {
                 // longer than what is left of the page, and is split.
                 let mut scan = at_start.clone();
                 let (mut best, mut between) = (None, None);
-                for (at, &b) in doc.iter().enumerate().take(nominal + 1).skip(start) {
+                let mut at = start;
+                loop {
+                    // Inside a string no place is one: skip to its next quote or backslash.
+                    let skipped = scan.skip(doc, at, nominal, false)?;
+                    if skipped > at {
+                        at = skipped;
+                        continue;
+                    }
+                    let b = doc[at];
                     if at > start && scan.may_end_before(b) {
                         best = Some(at);
                     }
@@ -163,6 +172,7 @@ impl JsonLayout {
                         break;
                     }
                     scan.step(b, at)?;
+                    at += 1;
                 }
                 match best.or(between) {
                     Some(at) => at,
@@ -170,10 +180,8 @@ impl JsonLayout {
                 }
             };
             let mut at_end = at_start.clone();
-            for (at, &b) in doc.iter().enumerate().take(end).skip(start) {
-                at_end.step(b, at)?;
-            }
-            let array = at_start.innermost_array();
+            at_end.run(doc, start, end, false)?;
+            let array = at_start.innermost_array(doc);
             arrays.push(array.as_ref().map(|(_, open)| *open));
             pages.push(JsonPage {
                 range: start as u64..end as u64,
@@ -245,8 +253,15 @@ fn array_lengths(
         return Ok(lengths);
     }
     let mut scan = Scanner::default();
-    for (at, &b) in doc.iter().enumerate() {
-        scan.step(b, at)?;
+    let mut at = 0;
+    while at < doc.len() {
+        let skipped = scan.skip(doc, at, doc.len(), false)?;
+        if skipped > at {
+            at = skipped;
+            continue;
+        }
+        scan.step(doc[at], at)?;
+        at += 1;
         if let Some((open, count)) = scan.closed.take()
             && wanted.contains(&open)
         {
@@ -269,8 +284,8 @@ struct Frame {
     open: usize,
     /// Members or elements begun so far.
     count: u64,
-    /// The current member's key, decoded.
-    key: Option<String>,
+    /// The current member's key: its bytes in the document, between the quotes.
+    key: Option<Range<usize>>,
 }
 
 /// What the scanner expects next.
@@ -347,8 +362,6 @@ struct Scanner {
     escape: u8,
     /// The literal being read.
     literal: Option<Literal>,
-    /// The key being read, raw, up to what is kept of it.
-    key_raw: Vec<u8>,
     /// The array the last byte closed: its `[`'s offset and its length.
     closed: Option<(usize, u64)>,
 }
@@ -370,6 +383,52 @@ impl Scanner {
             Expect::Value => starts_value(b) && self.stack.last().is_some_and(|f| !f.object),
             Expect::Colon | Expect::End => false,
         }
+    }
+
+    /// Steps through `doc[from..to]`.
+    fn run(&mut self, doc: &[u8], from: usize, to: usize, validate: bool) -> Result<(), NotJson> {
+        let mut at = from;
+        while at < to {
+            let skipped = self.skip(doc, at, to, validate)?;
+            if skipped > at {
+                at = skipped;
+                continue;
+            }
+            self.step(doc[at], at)?;
+            at += 1;
+        }
+        Ok(())
+    }
+
+    /// Where the next byte that changes the state is, from `at` up to `to`: inside a string
+    /// (not in an escape), the next quote or backslash; between tokens, the next byte that is
+    /// not whitespace. `at` itself when the byte there may change the state. What is skipped
+    /// is checked when `validate` (no control character in a string).
+    fn skip(&mut self, doc: &[u8], at: usize, to: usize, validate: bool) -> Result<usize, NotJson> {
+        if self.string_open.is_some() {
+            if self.escape > 0 {
+                return Ok(at);
+            }
+            let run = &doc[at..to];
+            let n = memchr::memchr2(b'"', b'\\', run).unwrap_or(run.len());
+            let plain = &run[..n];
+            if validate && let Some(i) = plain.iter().position(|&b| b < 0x20) {
+                return Err(NotJson {
+                    at: (at + i) as u64,
+                    why: "a control character in a string",
+                });
+            }
+            return Ok(at + n);
+        }
+        if self.literal.is_some() || at >= to || !matches!(doc[at], b' ' | b'\t' | b'\n' | b'\r') {
+            return Ok(at);
+        }
+        let run = &doc[at..to];
+        let n = run
+            .iter()
+            .position(|&b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(run.len());
+        Ok(at + n)
     }
 
     /// Whether byte `b`, the next one, begins a token or a bracket (no token open).
@@ -395,29 +454,24 @@ impl Scanner {
                 } else {
                     return bad("a \\u escape without four hex digits");
                 }
-                self.keep_key_byte(b);
                 return Ok(());
             }
             match b {
                 b'"' => {
-                    self.string_open = None;
                     if self.string_is_key {
-                        let key = key_text(&self.key_raw);
+                        let open = self.string_open.take().unwrap_or(at);
                         if let Some(frame) = self.stack.last_mut() {
-                            frame.key = Some(key);
+                            frame.key = Some(open + 1..at);
                         }
-                        self.key_raw.clear();
                         self.expect = Expect::Colon;
                     } else {
+                        self.string_open = None;
                         self.value_done();
                     }
                 }
-                b'\\' => {
-                    self.escape = 5;
-                    self.keep_key_byte(b);
-                }
+                b'\\' => self.escape = 5,
                 0..=0x1f => return bad("a control character in a string"),
-                _ => self.keep_key_byte(b),
+                _ => {}
             }
             return Ok(());
         }
@@ -566,13 +620,6 @@ impl Scanner {
         };
     }
 
-    fn keep_key_byte(&mut self, b: u8) {
-        // Enough of a long key to show it, not all of it.
-        if self.string_is_key && self.key_raw.len() < 4 * MAX_SHOWN_KEY + 8 {
-            self.key_raw.push(b);
-        }
-    }
-
     fn finish(&mut self, len: usize) -> Result<(), NotJson> {
         if self.literal.is_some() {
             self.end_literal(len)?;
@@ -587,20 +634,23 @@ impl Scanner {
     }
 
     /// The path of the containers in `frames`, each at its current member or element.
-    fn frames_path(frames: &[Frame]) -> Path {
+    fn frames_path(doc: &[u8], frames: &[Frame]) -> Path {
         frames
             .iter()
-            .map(|f| match f.object {
-                true => Step::Key(f.key.clone().unwrap_or_default()),
-                false => Step::Index(f.count.saturating_sub(1)),
+            .map(|f| match (f.object, &f.key) {
+                (true, Some(key)) => {
+                    Step::Key(key_text(&doc[key.start..key.end.min(key.start + KEPT_KEY)]))
+                }
+                (true, None) => Step::Key(String::new()),
+                (false, _) => Step::Index(f.count.saturating_sub(1)),
             })
             .collect()
     }
 
     /// The path of the container `self.stack[..n]` ends in: the path of the value that is
     /// the `n`-th open container.
-    fn container_path(&self, n: usize) -> Path {
-        Self::frames_path(&self.stack[..n.saturating_sub(1)])
+    fn container_path(&self, doc: &[u8], n: usize) -> Path {
+        Self::frames_path(doc, &self.stack[..n.saturating_sub(1)])
     }
 
     /// The path of the innermost value that the first significant byte of `doc[at..end]`
@@ -628,29 +678,29 @@ impl Scanner {
             return path;
         }
         if self.string_open.is_some() || self.literal.is_some() {
-            return Self::frames_path(&self.stack);
+            return Self::frames_path(doc, &self.stack);
         }
         let Some(&b) = doc.get(at) else {
-            return Self::frames_path(&self.stack);
+            return Self::frames_path(doc, &self.stack);
         };
         match (self.expect, b) {
             // A closing bracket is its container's.
-            (_, b']' | b'}') => self.container_path(n),
+            (_, b']' | b'}') => self.container_path(doc, n),
             // An element about to begin.
             (Expect::Value | Expect::ElementOrClose, _)
                 if self.stack.last().is_some_and(|f| !f.object) && starts_value(b) =>
             {
-                let mut path = self.container_path(n);
+                let mut path = self.container_path(doc, n);
                 path.push(Step::Index(self.stack[n - 1].count));
                 path
             }
             // A member about to begin: its key, read ahead.
             (Expect::Key | Expect::KeyOrClose, b'"') => {
-                let mut path = self.container_path(n);
+                let mut path = self.container_path(doc, n);
                 path.push(Step::Key(key_ahead(doc, at)));
                 path
             }
-            _ => Self::frames_path(&self.stack),
+            _ => Self::frames_path(doc, &self.stack),
         }
     }
 
@@ -662,16 +712,16 @@ impl Scanner {
         }
         match self.stack.last() {
             // Right after `[` or `{` (and whitespace): the container itself.
-            Some(frame) if frame.count == 0 => self.container_path(n),
+            Some(frame) if frame.count == 0 => self.container_path(doc, n),
             // After a key, before its value: the member.
-            _ => Self::frames_path(&self.stack),
+            _ => Self::frames_path(doc, &self.stack),
         }
     }
 
     /// Inside a key: its member's path (the key read so far is not all of it: read ahead).
     fn inside_key(&self, doc: &[u8]) -> Option<Path> {
         let open = self.string_open.filter(|_| self.string_is_key)?;
-        let mut path = self.container_path(self.stack.len());
+        let mut path = self.container_path(doc, self.stack.len());
         path.push(Step::Key(key_ahead(doc, open)));
         Some(path)
     }
@@ -682,9 +732,9 @@ impl Scanner {
     }
 
     /// The innermost open array: its path and the offset of its `[`.
-    fn innermost_array(&self) -> Option<(Path, usize)> {
+    fn innermost_array(&self, doc: &[u8]) -> Option<(Path, usize)> {
         let i = self.stack.iter().rposition(|f| !f.object)?;
-        Some((Self::frames_path(&self.stack[..i]), self.stack[i].open))
+        Some((Self::frames_path(doc, &self.stack[..i]), self.stack[i].open))
     }
 }
 
