@@ -7,9 +7,10 @@
 //! daemon, root's, or a trusted uid's before anything is sent (`crate::trust`).
 //!
 //! Starting is race-free without the lock this module takes: a daemon opens its store
-//! (flock'd) before it binds, and never replaces a socket something listens on, so of two
-//! daemons started at once one serves and the other exits. The lock only keeps concurrent
-//! starters from starting daemons that would exit.
+//! (flock'd) before it binds, never replaces a socket something listens on, and stops at once
+//! when the store is held and its socket already answers, so of two daemons started at once
+//! one serves and the other exits. The lock only keeps concurrent starters from starting
+//! daemons that would exit.
 
 use crate::paths::{PrivateDir, SOCKET_ENV, SYSTEM_SOCKET};
 use crate::{Client, ClientError, ErrorCode};
@@ -102,12 +103,11 @@ pub fn picks_private(explicit: Option<&Path>, socket: &Path) -> bool {
 }
 
 /// For a call on a pipelined connection whose handshake failed as another version of the
-/// daemon fails it: the error naming that daemon and what to do.
-/// `private` says the socket is the user's private daemon's.
+/// daemon fails it: the error naming that daemon and what to do (`private`: the socket is the
+/// user's private daemon's).
 pub fn other_version_at(socket: &Path, e: &ClientError, private: bool) -> Option<Unavailable> {
-    matches!(e, ClientError::Handshake(_))
-        .then(|| refused_at_hello(e).then(|| other_version(socket, e, private)))
-        .flatten()
+    (matches!(e, ClientError::Handshake(_)) && refused_at_hello(e))
+        .then(|| other_version(socket, e, private))
 }
 
 /// Whether a connection failed at the handshake for a reason another version of the daemon
@@ -121,7 +121,7 @@ fn refused_at_hello(e: &ClientError) -> bool {
     }
 }
 
-/// The error for a private daemon of another version: which process it is, and what to do.
+/// The error for a daemon of another version: which process it is, and what to do.
 fn other_version(socket: &Path, e: &ClientError, private: bool) -> Unavailable {
     let who = std::os::unix::net::UnixStream::connect(socket)
         .ok()

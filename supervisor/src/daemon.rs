@@ -225,10 +225,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let program = Program::current_exe().context("resolving the worker executable")?;
     // Another daemon serves the socket this one would bind (never so for a socket the
     // service manager passes: it accepts before any daemon runs).
-    let activated = std::env::var("LISTEN_PID")
-        .ok()
-        .and_then(|pid| pid.parse::<u32>().ok())
-        == Some(std::process::id());
+    let activated = crate::systemd::socket_activated();
     let serving = || !activated && std::os::unix::net::UnixStream::connect(&args.socket).is_ok();
     let store = crate::server::store::StoreSlot::open(&args.store, &serving)
         .with_context(|| format!("opening the hide store {}", args.store.display()))?;

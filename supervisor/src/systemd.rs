@@ -9,12 +9,18 @@ use std::time::Duration;
 /// The first fd systemd passes.
 const LISTEN_FDS_START: RawFd = 3;
 
-/// The listening socket systemd passed, if this process is its intended receiver.
-pub fn listener_from_env() -> std::io::Result<Option<UnixListener>> {
-    let for_us = std::env::var("LISTEN_PID")
+/// Whether the service manager passed sockets to this process (`LISTEN_PID` is its pid): a
+/// `LISTEN_*` inherited from a parent that was activated is not this process's.
+pub fn socket_activated() -> bool {
+    std::env::var("LISTEN_PID")
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
-        .is_some_and(|p| p == std::process::id());
+        .is_some_and(|p| p == std::process::id())
+}
+
+/// The listening socket systemd passed, if this process is its intended receiver.
+pub fn listener_from_env() -> std::io::Result<Option<UnixListener>> {
+    let for_us = socket_activated();
     let count = std::env::var("LISTEN_FDS")
         .ok()
         .and_then(|n| n.parse::<i32>().ok())

@@ -106,8 +106,7 @@ fn listener_pid(socket: &std::path::Path) -> i32 {
 
 #[test]
 fn starts_a_private_daemon_when_none_is_running() {
-    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+    if !crate::util::no_system_daemon() {
         return;
     }
     let runtime = tempfile::tempdir().unwrap();
@@ -137,29 +136,12 @@ fn starts_a_private_daemon_when_none_is_running() {
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
-/// The pids of the processes running `exe` whose command line names `needle`.
-pub(crate) fn daemons_naming(exe: &str, needle: &std::path::Path) -> Vec<i32> {
-    let needle = needle.as_os_str().as_encoded_bytes();
-    let exe = std::fs::canonicalize(exe).unwrap();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
-        })
-        .collect()
-}
-
 /// Issue 36: clients racing on a machine with no daemon get one private daemon. Twelve CLIs
 /// start at once (the start logic is the Rust client library's, `discover`), each answers,
 /// and one `jqjaild` serves them all; none was left running beside it.
 #[test]
 fn clients_racing_to_start_the_private_daemon_get_one() {
-    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+    if !crate::util::no_system_daemon() {
         return;
     }
     let runtime = tempfile::tempdir().unwrap();
@@ -186,8 +168,8 @@ fn clients_racing_to_start_the_private_daemon_get_one() {
     }
     let socket = runtime.path().join("jqjail/jqjail.sock");
     let pid = listener_pid(&socket);
-    // A daemon that lost a race exits within its store wait (15 s); none is started at all.
-    assert_eq!(daemons_naming(DAEMON, runtime.path()), vec![pid]);
+    // Starters wait on the start lock and find the first one's daemon: no other was started.
+    assert_eq!(crate::util::daemons_in(runtime.path()), vec![pid]);
     signal(pid, libc::SIGTERM);
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
@@ -196,8 +178,7 @@ fn clients_racing_to_start_the_private_daemon_get_one() {
 /// without either says where it looked instead of failing obscurely.
 #[test]
 fn a_cli_without_a_daemon_beside_it_finds_one_on_path_or_says_where_it_looked() {
-    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+    if !crate::util::no_system_daemon() {
         return;
     }
     let alone = tempfile::tempdir().unwrap();
@@ -541,8 +522,7 @@ fn stats_in_the_prometheus_format_count_known_requests_and_pass_promtool() {
 /// directory or service manager's variables.
 #[test]
 fn the_private_daemon_inherits_no_descriptor_directory_or_activation_of_its_starter() {
-    if std::path::Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-        crate::util::skip("a system jqjail daemon is installed; the CLI would use it");
+    if !crate::util::no_system_daemon() {
         return;
     }
     use std::os::fd::AsRawFd;

@@ -6,7 +6,7 @@
 //! Where `target/dist` has not been built, these tests skip and say so (strict runs fail:
 //! `.ci/run` runs `packaging/dist` first).
 
-use crate::util::{repo_file, signal};
+use crate::util::{daemons_in, repo_file, signal};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -58,13 +58,7 @@ struct Runtime(tempfile::TempDir);
 
 impl Runtime {
     fn new() -> Option<Runtime> {
-        if Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists() {
-            crate::util::skip(
-                "a system jqjail daemon is installed here; every client would use it",
-            );
-            return None;
-        }
-        Some(Runtime(tempfile::tempdir().unwrap()))
+        crate::util::no_system_daemon().then(|| Runtime(tempfile::tempdir().unwrap()))
     }
 
     fn path(&self) -> &Path {
@@ -74,28 +68,10 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        for pid in daemons_named(self.path()) {
+        for pid in daemons_in(self.path()) {
             signal(pid, libc::SIGTERM);
         }
     }
-}
-
-/// Every running `jqjaild` (of any installation) whose command line names `dir`.
-fn daemons_named(dir: &Path) -> Vec<i32> {
-    let needle = dir.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                c.split(|&b| b == 0)
-                    .next()
-                    .is_some_and(|a| a.ends_with(b"jqjaild"))
-                    && c.windows(needle.len()).any(|w| w == needle)
-            })
-        })
-        .collect()
 }
 
 /// A command with only the environment a user's shell would pass: `PATH` as given (no cargo
@@ -190,7 +166,7 @@ fn the_wheel_installed_with_pip_answers_with_no_toolchain_and_no_daemon() {
         .unwrap();
     assert!(ok(version, "jqjail-mcp --version").contains(env!("CARGO_PKG_VERSION")));
     // The one daemon is the wheel's, in the runtime directory.
-    let daemons = daemons_named(runtime.path());
+    let daemons = daemons_in(runtime.path());
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let exe = std::fs::read_link(format!("/proc/{}/exe", daemons[0])).unwrap();
     assert_eq!(exe, venv.join("bin/jqjaild"));
@@ -263,7 +239,7 @@ fn the_npm_packages_answer_with_no_toolchain_and_no_daemon() {
         .output()
         .unwrap();
     assert_eq!(ok(client, "the TypeScript client"), "1\n");
-    let daemons = daemons_named(runtime.path());
+    let daemons = daemons_in(runtime.path());
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let exe = std::fs::read_link(format!("/proc/{}/exe", daemons[0])).unwrap();
     assert!(
@@ -395,40 +371,36 @@ fn readme_entries() -> Vec<Entry> {
         let rest = rest.strip_prefix("```").unwrap();
         let (lang, rest) = rest.split_once('\n').unwrap();
         let body = &rest[..rest.find("```").unwrap()];
-        let (command, args) = match lang {
-            "json" => {
-                let v: serde_json::Value = serde_json::from_str(body).unwrap();
-                let server = v
-                    .pointer("/mcpServers/jqjail")
-                    .or_else(|| v.pointer("/servers/jqjail"))
-                    .unwrap_or_else(|| panic!("no jqjail server in {body}"));
-                let args = server["args"].as_array().unwrap();
-                (
-                    server["command"].as_str().unwrap().to_string(),
-                    args.iter()
-                        .map(|a| a.as_str().unwrap().to_string())
-                        .collect(),
-                )
-            }
-            "toml" => {
-                let v: toml::Table = body.parse().unwrap();
-                let server = &v["mcp_servers"]["jqjail"];
-                let args = server["args"].as_array().unwrap();
-                (
-                    server["command"].as_str().unwrap().to_string(),
-                    args.iter()
-                        .map(|a| a.as_str().unwrap().to_string())
-                        .collect(),
-                )
-            }
+        // JSON and TOML read into one value; a shell line is the words after `--`.
+        let config: serde_json::Value = match lang {
+            "json" => serde_json::from_str(body).unwrap(),
+            "toml" => serde_json::to_value(body.parse::<toml::Table>().unwrap()).unwrap(),
             "sh" => {
                 let (add, words) = body.trim().split_once(" -- ").unwrap();
                 assert_eq!(add, "claude mcp add jqjail", "{body}");
-                let mut words = words.split_whitespace().map(str::to_string);
-                (words.next().unwrap(), words.collect())
+                let mut words = words.split_whitespace();
+                serde_json::json!({"mcpServers": {"jqjail": {
+                    "command": words.next().unwrap(),
+                    "args": words.collect::<Vec<_>>(),
+                }}})
             }
             other => panic!("an MCP configuration in {other}: {body}"),
         };
+        let server = [
+            "/mcpServers/jqjail",
+            "/servers/jqjail",
+            "/mcp_servers/jqjail",
+        ]
+        .iter()
+        .find_map(|at| config.pointer(at))
+        .unwrap_or_else(|| panic!("no jqjail server in {body}"));
+        let command = server["command"].as_str().unwrap().to_string();
+        let args = server["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
         entries.push(Entry {
             route: route.to_string(),
             clients: clients.to_string(),
@@ -442,7 +414,13 @@ fn readme_entries() -> Vec<Entry> {
 /// The `uvx` to run: `JQJAIL_TEST_UVX` (.ci/run installs uv from PyPI), else one on `PATH`.
 fn uvx() -> Option<PathBuf> {
     if let Some(named) = std::env::var_os("JQJAIL_TEST_UVX") {
-        return Some(PathBuf::from(named));
+        let named = PathBuf::from(named);
+        assert!(
+            named.is_file(),
+            "JQJAIL_TEST_UVX={} is not a file",
+            named.display()
+        );
+        return Some(named);
     }
     let out = Command::new("sh")
         .args(["-c", "command -v uvx"])
@@ -503,12 +481,10 @@ fn every_readme_mcp_configuration_launches_as_written() {
     );
     let uv_cache = tempfile::tempdir().unwrap();
     let dist_dir = dist.wheel.parent().unwrap();
+    let uv_path = format!("{}:/usr/bin:/bin", uvx.parent().unwrap().display());
     for entry in &entries {
         let (path, cwd) = match entry.route.as_str() {
-            "uvx" => (
-                format!("{}:/usr/bin:/bin", uvx.parent().unwrap().display()),
-                runtime.path().to_path_buf(),
-            ),
+            "uvx" => (uv_path.clone(), runtime.path().to_path_buf()),
             "npx" => ("/usr/bin:/bin".to_string(), project.to_path_buf()),
             "deb" => (
                 format!(
@@ -552,23 +528,19 @@ fn every_readme_mcp_configuration_launches_as_written() {
     }
     // The issue's own words: `uvx --offline --from WHEEL jqjail mcp`.
     let wheel = dist.wheel.to_str().unwrap();
-    let out = user_command(
-        &python,
-        &format!("{}:/usr/bin:/bin", uvx.parent().unwrap().display()),
-        &runtime,
-    )
-    .arg(repo_file("tests/mcp/launch_client.py"))
-    .args([
-        uvx.to_str().unwrap(),
-        "--offline",
-        "--from",
-        wheel,
-        "jqjail",
-        "mcp",
-    ])
-    .env("UV_CACHE_DIR", uv_cache.path())
-    .output()
-    .unwrap();
+    let out = user_command(&python, &uv_path, &runtime)
+        .arg(repo_file("tests/mcp/launch_client.py"))
+        .args([
+            uvx.to_str().unwrap(),
+            "--offline",
+            "--from",
+            wheel,
+            "jqjail",
+            "mcp",
+        ])
+        .env("UV_CACHE_DIR", uv_cache.path())
+        .output()
+        .unwrap();
     eprintln!(
         "uvx --offline --from {wheel} jqjail mcp: {}",
         ok(out, "uvx --from the wheel").trim()

@@ -604,3 +604,29 @@ pub fn rss(pid: i32) -> u64 {
         .unwrap();
     kib * 1024
 }
+
+/// Whether the machine has no system jqjail daemon's socket, so that a client run without
+/// `--socket` falls back to the private daemon; where one is, says so and skips (loudly).
+pub fn no_system_daemon() -> bool {
+    let none = !Path::new(jqjail_client::paths::SYSTEM_SOCKET).exists();
+    if !none {
+        skip("a system jqjail daemon is installed here; a client would use it, not a private one");
+    }
+    none
+}
+
+/// Every running `jqjaild` (of any build or installation) whose command line names `dir`.
+pub fn daemons_in(dir: &Path) -> Vec<i32> {
+    let needle = dir.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "jqjaild"))
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}

@@ -130,7 +130,7 @@ pub(super) enum Flag {
     SlurpFile = 3,
 }
 
-pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
+fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
         (ms, 0.001)
     } else if let Some(s) = text.strip_suffix('s') {
@@ -273,13 +273,13 @@ pub(super) fn quick_run(argv: &[OsString]) -> Option<(Args, Words)> {
 }
 
 /// What [`mark_words`] puts before a word so that clap takes it as a value.
-pub(super) const MARK: u8 = 0x01;
+const MARK: u8 = 0x01;
 
 /// jq 1.6 takes a word for an option only if it starts with `--`, or with `-` and a letter:
 /// `-1`, `-.5 | floor` and `-(1)` are a filter, a file or an option's value (`--arg x -5`).
 /// clap would take them for options, so each is marked for clap with a leading [`MARK`], as
 /// is any word that already starts with one; [`Args::unmark`] takes one off again.
-pub(super) fn mark_words(argv: Vec<OsString>) -> Vec<OsString> {
+fn mark_words(argv: Vec<OsString>) -> Vec<OsString> {
     // jq takes the two words after a named value's flag whatever they look like (`--arg x -y`).
     let mut values = 0u8;
     argv.into_iter()
@@ -304,13 +304,13 @@ pub(super) fn mark_words(argv: Vec<OsString>) -> Vec<OsString> {
         .collect()
 }
 
-pub(super) fn unmark(word: &mut String) {
+fn unmark(word: &mut String) {
     if word.as_bytes().first() == Some(&MARK) {
         word.remove(0);
     }
 }
 
-pub(super) fn unmark_os(word: &mut OsString) {
+fn unmark_os(word: &mut OsString) {
     use std::os::unix::ffi::OsStrExt;
     if let Some(rest) = word.as_bytes().strip_prefix(&[MARK]) {
         *word = std::ffi::OsStr::from_bytes(rest).to_owned();

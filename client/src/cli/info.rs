@@ -15,15 +15,15 @@ use std::path::PathBuf;
 pub(super) struct StatsArgs {
     /// The daemon's socket (default as for running a filter).
     #[arg(long)]
-    pub(super) socket: Option<PathBuf>,
+    socket: Option<PathBuf>,
     /// `json`, or `prometheus` (the text exposition format, for node_exporter's textfile
     /// collector).
     #[arg(long, value_enum, default_value = "json")]
-    pub(super) format: StatsFormat,
+    format: StatsFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(super) enum StatsFormat {
+enum StatsFormat {
     Json,
     Prometheus,
 }
@@ -34,14 +34,14 @@ pub(super) enum StatsFormat {
 pub(super) struct ToolsArgs {
     /// The form: a neutral list, OpenAI's function tools, or Anthropic's tools.
     #[arg(value_enum, default_value = "neutral")]
-    pub(super) format: ToolsFormat,
+    format: ToolsFormat,
     /// Accepted as every subcommand accepts it; no daemon is asked.
     #[arg(long, hide = true)]
-    pub(super) socket: Option<PathBuf>,
+    socket: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(super) enum ToolsFormat {
+enum ToolsFormat {
     Neutral,
     Openai,
     Anthropic,
@@ -65,16 +65,16 @@ pub(super) fn tools(args: ToolsArgs) -> Exit {
 pub(super) struct ShapeArgs {
     /// The JSON file; standard input if absent or `-`.
     #[arg(conflicts_with = "hide")]
-    pub(super) file: Option<OsString>,
+    file: Option<OsString>,
     /// Summarize a hide of the store instead (the daemon reads it off its disk).
     #[arg(long, value_name = "ID")]
-    pub(super) hide: Option<String>,
+    hide: Option<String>,
     /// The daemon's socket (default as for running a filter).
     #[arg(long)]
-    pub(super) socket: Option<PathBuf>,
+    socket: Option<PathBuf>,
     /// Compact output.
     #[arg(short = 'c', long = "compact-output")]
-    pub(super) compact: bool,
+    compact: bool,
 }
 
 /// Prints the shape summary of a file, stdin or a hide: keys and types, array lengths, how

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Inputs read without the daemon's limit in hand: regular files of at most this many bytes
 /// in all (a tail this small is read whole by the daemon).
-pub(super) const SMALL_FILES: u64 = 256 * 1024;
+const SMALL_FILES: u64 = 256 * 1024;
 
 /// `Some(SMALL_FILES)` when every input is a regular file and they hold at most that many
 /// bytes: then a read that finds more (a file grew) can be done again. Never with stdin (`-`,

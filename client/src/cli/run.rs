@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 
 /// The input's JSON values as one array, each value as spelled (`-s`). The values are cut as
 /// a stream is ([`jqjail_protocol::values::split_values`]) and checked by the worker, which parses the array strictly.
-pub(super) fn slurp(input: &[u8]) -> Vec<u8> {
+fn slurp(input: &[u8]) -> Vec<u8> {
     let mut array = vec![b'['];
     for (i, value) in jqjail_protocol::values::split_values(input)
         .into_iter()
@@ -27,7 +27,7 @@ pub(super) fn slurp(input: &[u8]) -> Vec<u8> {
 
 /// The named arguments of `--arg`, `--argjson`, `--rawfile` and `--slurpfile`, each value as
 /// the JSON text the daemon takes. JSON texts keep their own spelling (big numbers stay exact).
-pub(super) fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::Args, String> {
+fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::Args, String> {
     let mut out = crate::Args::default();
     let pair = |list: &[String], i: usize| -> (String, String) {
         let name = list.get(2 * i).cloned().unwrap_or_default();
@@ -71,7 +71,7 @@ pub(super) fn named_args(args: &Args, order: &[(usize, Flag)]) -> Result<crate::
 }
 
 /// Where the answers of a run go, and what `-e` and the exit status need to know of them.
-pub(super) struct Printer<W: Write> {
+struct Printer<W: Write> {
     out: W,
     style: print::Style,
     /// Whether the last output was truthy (for `-e`); `None` before the first.
@@ -213,7 +213,7 @@ pub(super) fn print_failed(e: print::PrintError) -> Exit {
 /// The filter text a run's command line names: `-f`'s file, the word, or `.` where there is
 /// none and stdin or stdout is not a terminal (as jq 1.6). `--stream` wraps it so that each
 /// input becomes its `[path, leaf]` events. An error is a usage error's message.
-pub(super) fn filter_text(args: &Args) -> Result<String, String> {
+fn filter_text(args: &Args) -> Result<String, String> {
     use std::io::IsTerminal;
     if !args.library_path.is_empty() {
         return Err("-L names a module directory, but modules are disabled in jqjail".into());
@@ -257,7 +257,7 @@ pub(super) fn filter_text(args: &Args) -> Result<String, String> {
 
 /// The input as `-R` and `--seq` read it: lines as JSON strings (the whole text as one with
 /// `-s`), or RS separators as whitespace.
-pub(super) fn reshape_input(input: Vec<u8>, args: &Args) -> Vec<u8> {
+fn reshape_input(input: Vec<u8>, args: &Args) -> Vec<u8> {
     if args.raw_input {
         let text = String::from_utf8_lossy(&input);
         let string = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
@@ -422,7 +422,7 @@ pub(super) fn run(args: Args, words: Words) -> Exit {
 /// Whether `filter` may call `input` or `inputs`: either word, not part of a longer name.
 /// Where the word is only text (a string, a field), the stream still runs as jq runs it,
 /// in one worker.
-pub(super) fn calls_input(filter: &str) -> bool {
+fn calls_input(filter: &str) -> bool {
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let b = filter.as_bytes();
     filter.match_indices("input").any(|(at, _)| {

@@ -29,19 +29,26 @@ def found_by_this_client(env):
     return out.stdout.strip()
 
 
+def plant(tmp):
+    """Makes `tmp` a shared temp dir (sticky, open to all) in which another user made the
+    service account's jqjail-UID first; returns a home the service account may not write in."""
+    os.chmod(tmp, 0o1777)
+    planted = os.path.join(tmp, f"jqjail-{SERVICE}")
+    os.mkdir(planted)
+    os.chown(planted, PLANTER, PLANTER)
+    os.chmod(planted, 0o755)
+    locked = os.path.join(tmp, "locked-home")
+    os.mkdir(locked, 0o755)
+    return locked
+
+
 def test_the_private_socket_is_where_the_cli_puts_its_daemon():
     if os.getuid() != 0:
         pytest.skip("needs root, to act as a service account and as the user who planted its directory")
     daemon = os.environ.get("JQJAIL_DAEMON") or str(REPO / "target" / "debug" / "jqjaild")
     cli = os.path.join(os.path.dirname(daemon), "jqjail")
     with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o1777)
-        planted = os.path.join(tmp, f"jqjail-{SERVICE}")
-        os.mkdir(planted)
-        os.chown(planted, PLANTER, PLANTER)
-        os.chmod(planted, 0o755)
-        locked = os.path.join(tmp, "locked-home")
-        os.mkdir(locked, 0o755)
+        locked = plant(tmp)
         home = os.path.join(tmp, "home")
         os.mkdir(home, 0o700)
         os.chown(home, SERVICE, SERVICE)
@@ -70,13 +77,7 @@ def test_a_service_account_whose_temp_dir_was_planted_starts_its_daemon_in_its_o
         pytest.skip("needs root, to act as a service account and as the user who planted its directory")
     daemon = os.environ.get("JQJAIL_DAEMON") or str(REPO / "target" / "debug" / "jqjaild")
     with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o1777)
-        planted = os.path.join(tmp, f"jqjail-{SERVICE}")
-        os.mkdir(planted)
-        os.chown(planted, PLANTER, PLANTER)
-        os.chmod(planted, 0o755)
-        locked = os.path.join(tmp, "locked-home")
-        os.mkdir(locked, 0o755)
+        locked = plant(tmp)
         env = {
             "HOME": locked,
             "TMPDIR": tmp,

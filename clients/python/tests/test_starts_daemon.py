@@ -103,7 +103,7 @@ def test_with_no_daemon_to_start_the_error_says_where_it_looked(runtime):
     )
     assert out.returncode != 0
     assert "jqjaild is neither in this Python's scripts" in out.stderr, out.stderr
-    assert "nor named by $JQJAIL_DAEMON" in out.stderr and "pip install jqjail" in out.stderr, out.stderr
+    assert "nor named by $JQJAIL_DAEMON" in out.stderr and "pip install the jqjail wheel" in out.stderr, out.stderr
 
 
 def test_a_daemon_of_another_version_is_named_with_what_to_do(runtime, monkeypatch):

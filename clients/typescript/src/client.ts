@@ -3,7 +3,7 @@ import { connect as netConnect, Socket } from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import {
   Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
-  MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
+  MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, NotListening, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
 } from "./wire.js";
 import { otherVersion, startPrivate } from "./private.js";
 
@@ -58,7 +58,7 @@ export function checkSocketFile(path: string): { dev: number; ino: number } {
   try {
     st = lstatSync(path);
   } catch (e) {
-    throw unavailable(`cannot connect to ${path}: ${(e as Error).message}`);
+    throw new NotListening(`cannot connect to ${path}: ${(e as Error).message}`);
   }
   if (!st.isSocket()) throw unavailable(`${path} is not a socket`);
   if (!trusted.includes(st.uid)) {
@@ -309,7 +309,7 @@ export class Client {
     try {
       return await Client.open(socket, options, true);
     } catch (e) {
-      if (!(e instanceof JqjailError && e.code === "UNAVAILABLE" && e.message.includes(`cannot connect to ${socket}`))) throw e;
+      if (!(e instanceof NotListening)) throw e;
     }
     return Client.open(await startPrivate(socket), options, true);
   }
@@ -328,7 +328,7 @@ export class Client {
         signal?.removeEventListener("abort", abort);
         resolve(s);
       });
-      s.once("error", (e) => reject(unavailable(`cannot connect to ${path}: ${e.message}`)));
+      s.once("error", (e) => reject(new NotListening(`cannot connect to ${path}: ${e.message}`)));
     });
     const c = new Client(path, sock, options.timeoutMs);
     try {

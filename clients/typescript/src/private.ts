@@ -91,7 +91,7 @@ export function executable(name: string, env?: string): string {
   if (named) return named;
   throw unavailable(
     `${name} is neither in the ${PLATFORM_PACKAGE} package (${platform.looked.join(", ")}) nor on $PATH${env ? `, nor named by $${env}` : ""}: ` +
-      "install jqjail with npm (npm install jqjail), or the .deb",
+      "npm install the jqjail package with jqjail-linux-x64 (packaging/dist builds both), or the .deb",
   );
 }
 

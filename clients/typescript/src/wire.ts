@@ -36,6 +36,15 @@ export function unavailable(message: string): JqjailError {
   return new JqjailError(UNAVAILABLE, message);
 }
 
+/** Nothing accepts connections at a socket (no file there, or no daemon behind it): where the
+ * private daemon is, the client starts one. */
+export class NotListening extends JqjailError {
+  constructor(message: string) {
+    super(UNAVAILABLE, message);
+    this.name = "NotListening";
+  }
+}
+
 /** A socket served, or placed, by someone the client does not trust: never fallen back from. */
 export class UntrustedSocket extends JqjailError {
   constructor(message: string) {

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import List, Optional
 
-from ._wire import ConnectionFailed, _usable, temp_dir
+from ._wire import CLIENT_NAME, ConnectionFailed, JqjailError, Limits, _usable, check_hello, own_temp_dir, temp_dir
 
 DAEMON_EXECUTABLE = "jqjaild"
 DAEMON_ENV = "JQJAIL_DAEMON"
@@ -51,7 +51,7 @@ def executable(name: str, env: Optional[str] = None) -> str:
     also = f", nor named by ${env}" if env else ""
     raise ConnectionFailed(
         f"{name} is neither in this Python's scripts ({', '.join(places)}) nor on $PATH{also}: "
-        "install the jqjail wheel (pip install jqjail), or the .deb"
+        "pip install the jqjail wheel (which carries it; packaging/dist builds it), or the .deb"
     )
 
 
@@ -60,22 +60,14 @@ SERVICE_MANAGER_ENV = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOC
 
 
 def _own_temp_dir(temp: str, uid: int) -> str:
-    """The first (by name) temp/jqjail-UID-* of the user's own, else a new one (mkdtemp),
-    as the command line picks when no other directory is usable."""
-    prefix = f"jqjail-{uid}-"
-
-    def first() -> Optional[str]:
-        for name in sorted(os.listdir(temp)):
-            d = os.path.join(temp, name)
-            if name.startswith(prefix) and os.path.lexists(d) and _usable(d, uid):
-                return d
-        return None
-
-    found = first()
+    """The user's own temp/jqjail-UID-* directory, else a new one (mkdtemp), as the command
+    line picks when no other directory is usable."""
+    found = own_temp_dir(temp, uid)
     if found:
         return found
-    made = tempfile.mkdtemp(prefix=prefix, dir=temp)
-    chosen = first() or made
+    made = tempfile.mkdtemp(prefix=f"jqjail-{uid}-", dir=temp)
+    # Two starters that made one each both take the first by name.
+    chosen = own_temp_dir(temp, uid) or made
     if chosen != made:
         os.rmdir(made)
     return chosen
@@ -165,8 +157,6 @@ def other_version(path: str, pid: int, message: str, private: bool) -> Connectio
         exe = f" ({os.readlink(f'/proc/{pid}/exe')})"
     except OSError:
         exe = ""
-    from ._wire import CLIENT_NAME
-
     todo = (
         f"It is your private daemon: stop it (`kill {pid}`: it finishes what it runs and keeps its "
         "hides), and the next call starts this version's"
@@ -177,3 +167,14 @@ def other_version(path: str, pid: int, message: str, private: bool) -> Connectio
         f"the daemon at {path} (pid {pid}{exe}) is another version of jqjaild: {message}; "
         f"this client is {CLIENT_NAME}. {todo}"
     )
+
+
+def hello_limits(variant: str, fields: object, path: str, pid: int, private: bool) -> Limits:
+    """The hello reply's limits; a refusal of this client's protocol is named as another
+    version's daemon (`private`: the socket is the user's private daemon's)."""
+    try:
+        return check_hello(variant, fields)
+    except JqjailError as e:
+        if e.code != "UNSUPPORTED_VERSION":
+            raise
+        raise other_version(path, pid, e.message, private) from None

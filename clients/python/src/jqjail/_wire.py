@@ -385,6 +385,12 @@ def private_socket() -> str:
     for d in candidates:
         if _usable(d, uid):
             return os.path.join(d, "jqjail.sock")
+    own = own_temp_dir(temp, uid)
+    return os.path.join(own or candidates[-1], "jqjail.sock")
+
+
+def own_temp_dir(temp: str, uid: int) -> Optional[str]:
+    """The first (by name) temp/jqjail-UID-* directory of the user's own, if any."""
     prefix = f"jqjail-{uid}-"
     try:
         names = sorted(os.listdir(temp))
@@ -393,8 +399,8 @@ def private_socket() -> str:
     for name in names:
         d = os.path.join(temp, name)
         if name.startswith(prefix) and os.path.lexists(d) and _usable(d, uid):
-            return os.path.join(d, "jqjail.sock")
-    return os.path.join(candidates[-1], "jqjail.sock")
+            return d
+    return None
 
 
 def temp_dir() -> str:

@@ -11,7 +11,6 @@ from . import _requests as req
 from ._wire import (
     SOCKET_ENV,
     ConnectionFailed,
-    JqjailError,
     HideContent,
     HideCut,
     HideEntry,
@@ -20,7 +19,6 @@ from ._wire import (
     Request,
     RunReply,
     answer,
-    check_hello,
     check_peer,
     decode,
     candidate_sockets,
@@ -69,12 +67,7 @@ class AsyncClient:
             pid = check_peer(writer.get_extra_info("socket"), path)
             writer.write(hello())
             variant, fields = decode(await client._read_frame())
-            try:
-                client.limits = check_hello(variant, fields)
-            except JqjailError as e:
-                if e.code != "UNSUPPORTED_VERSION":
-                    raise
-                raise _private.other_version(path, pid, e.message, startable and last) from None
+            client.limits = _private.hello_limits(variant, fields, path, pid, startable and last)
             client.server = str(fields.get("server", ""))
         except BaseException:
             await client.close()

@@ -11,7 +11,6 @@ from . import _requests as req
 from ._wire import (
     SOCKET_ENV,
     ConnectionFailed,
-    JqjailError,
     HideContent,
     HideCut,
     HideEntry,
@@ -20,7 +19,6 @@ from ._wire import (
     Request,
     RunReply,
     answer,
-    check_hello,
     check_peer,
     decode,
     candidate_sockets,
@@ -64,12 +62,7 @@ class Client:
             pid = check_peer(self._sock, self.socket_path)
             self._sock.sendall(hello())
             variant, fields = decode(self._read_frame())
-            try:
-                self.limits: Limits = check_hello(variant, fields)
-            except JqjailError as e:
-                if e.code != "UNSUPPORTED_VERSION":
-                    raise
-                raise _private.other_version(path, pid, e.message, startable and last) from None
+            self.limits: Limits = _private.hello_limits(variant, fields, path, pid, startable and last)
             self.server: str = str(fields.get("server", ""))
         except BaseException:
             self._sock.close()
