@@ -123,7 +123,8 @@ pub struct NotJson {
     pub why: &'static str,
 }
 
-/// The pages of one JSON document at one page size.
+/// The pages of one JSON document at one page size, each described in full: what
+/// [`JsonIndex`] serves, for every page at once (for tests and small documents).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonLayout {
     pages: Vec<JsonPage>,
@@ -132,18 +133,106 @@ pub struct JsonLayout {
 impl JsonLayout {
     /// Lays out `doc` in pages of at most `page_size` bytes (at least [`MIN_PAGE_SIZE`]).
     pub fn new(doc: &[u8], page_size: u64) -> Result<JsonLayout, NotJson> {
+        Self::with_marks(doc, page_size, 0)
+    }
+
+    /// As [`JsonLayout::new`], each page served by a [`JsonIndex`] with marks `mark_every`
+    /// bytes apart (so a test can check that where the marks are does not change a page).
+    pub fn with_marks(doc: &[u8], page_size: u64, mark_every: u64) -> Result<JsonLayout, NotJson> {
+        let index = JsonIndex::with_marks(doc, page_size, mark_every)?;
+        let pages = (1..=index.total_pages())
+            .map(|page| {
+                let window = index.window(page).expect("a page of the index");
+                let bytes = &doc[window.start as usize..window.end as usize];
+                index.page(page, bytes).expect("the index's own document")
+            })
+            .collect();
+        Ok(JsonLayout { pages })
+    }
+
+    /// The number of pages (at least 1).
+    pub fn total_pages(&self) -> u64 {
+        self.pages.len() as u64
+    }
+
+    /// 1-based `page`, or `None` when it is out of range.
+    pub fn page(&self, page: u64) -> Option<&JsonPage> {
+        self.pages.get(usize::try_from(page.checked_sub(1)?).ok()?)
+    }
+
+    /// Every page, in order.
+    pub fn pages(&self) -> &[JsonPage] {
+        &self.pages
+    }
+}
+
+/// Marks are at least this far apart in a [`JsonIndex::new`]: a page is described after
+/// reading at most this much of the document before it (about 0.1 ms).
+pub const MARK_EVERY: u64 = 64 * 1024;
+
+/// Bytes of page `n`'s window read past its end, for a key that begins on the page.
+const KEY_AHEAD: u64 = 4096 + 4;
+
+/// Where the pages of one JSON document start at one page size, compactly: about 16 bytes a
+/// page and a mark (the reader's state at a page's start) every [`MARK_EVERY`] bytes or more,
+/// so a page is described by reading from its mark to its end ([`JsonIndex::window`]) rather
+/// than the whole document.
+///
+/// A mark costs its nesting (a frame and at most [`KEPT_KEY`] bytes of key for each level); a
+/// mark is only taken where the document since the last one is at least four times the most
+/// it can cost, so the marks of any document take at most a quarter of its size, however deep
+/// it nests, and deciding where they go costs nothing per page.
+#[derive(Debug, Clone)]
+pub struct JsonIndex {
+    len: u64,
+    starts: Vec<u64>,
+    /// The length of the innermost array around each page's first byte ([`NO_ARRAY`]: none).
+    arrays: Vec<u64>,
+    /// The reader at the start of some pages, by page index, ascending; page 1's is first.
+    marks: Vec<(usize, Scanner)>,
+    /// Bytes the marks hold.
+    mark_bytes: usize,
+}
+
+const NO_ARRAY: u64 = u64::MAX;
+
+/// A frame's own bytes, in a mark.
+const FRAME_BYTES: usize = std::mem::size_of::<Frame>();
+
+impl JsonIndex {
+    /// Lays out `doc` in pages of at most `page_size` bytes (at least [`MIN_PAGE_SIZE`]),
+    /// with marks [`MARK_EVERY`] bytes apart or more.
+    pub fn new(doc: &[u8], page_size: u64) -> Result<JsonIndex, NotJson> {
+        Self::with_marks(doc, page_size, MARK_EVERY)
+    }
+
+    /// As [`JsonIndex::new`], with marks at least `mark_every` bytes apart.
+    pub fn with_marks(doc: &[u8], page_size: u64, mark_every: u64) -> Result<JsonIndex, NotJson> {
         let page_size = usize::try_from(page_size.max(MIN_PAGE_SIZE)).unwrap_or(usize::MAX);
         // The whole document is checked first: a layout is never half made.
         let mut check = Scanner::default();
         check.run(doc, 0, doc.len(), true)?;
         check.finish(doc.len())?;
 
-        let mut pages = Vec::new();
+        let mut starts = Vec::new();
         // The offset of each page's innermost array's `[`, for its length below.
         let mut arrays = Vec::new();
+        let mut marks = vec![(0, Scanner::default())];
+        let (mut mark_bytes, mut last_mark) = (0, 0usize);
         let mut at_start = Scanner::default();
         let mut start = 0usize;
         loop {
+            if start > 0
+                && (start - last_mark) as u64 >= mark_every
+                && at_start.string_open.is_none()
+                && at_start.literal.is_none()
+                && start - last_mark >= 4 * at_start.stack.len() * (FRAME_BYTES + KEPT_KEY)
+            {
+                let mark = at_start.kept(doc);
+                mark_bytes += mark.kept_bytes();
+                marks.push((starts.len(), mark));
+                last_mark = start;
+            }
             let nominal = start.saturating_add(page_size);
             let end = if nominal >= doc.len() {
                 doc.len()
@@ -179,47 +268,112 @@ impl JsonLayout {
                     None => split_token(doc, start, nominal, &scan),
                 }
             };
-            let mut at_end = at_start.clone();
-            at_end.run(doc, start, end, false)?;
-            let array = at_start.innermost_array(doc);
-            arrays.push(array.as_ref().map(|(_, open)| *open));
-            pages.push(JsonPage {
-                range: start as u64..end as u64,
-                first: at_start.path_from(doc, start, end),
-                last: at_end.path_before(doc),
-                starts_in_string: at_start.string_offset(start),
-                ends_in_string: at_end.string_offset(end),
-                array: array.map(|(path, _)| (path, 0)),
-                depth: at_start.stack.len(),
-            });
+            starts.push(start as u64);
+            arrays.push(at_start.innermost_open_array());
             if end >= doc.len() {
                 break;
             }
-            at_start = at_end;
+            at_start.run(doc, start, end, false)?;
             start = end;
         }
         let lengths = array_lengths(doc, arrays.iter().flatten().copied().collect())?;
-        for (page, open) in pages.iter_mut().zip(arrays) {
-            if let (Some((_, length)), Some(open)) = (page.array.as_mut(), open) {
-                *length = lengths.get(&open).copied().unwrap_or(0);
-            }
-        }
-        Ok(JsonLayout { pages })
+        let arrays = arrays
+            .into_iter()
+            .map(|open| {
+                open.and_then(|open| lengths.get(&open).copied())
+                    .unwrap_or(NO_ARRAY)
+            })
+            .collect();
+        Ok(JsonIndex {
+            len: doc.len() as u64,
+            starts,
+            arrays,
+            marks,
+            mark_bytes,
+        })
     }
 
     /// The number of pages (at least 1).
     pub fn total_pages(&self) -> u64 {
-        self.pages.len() as u64
+        self.starts.len() as u64
     }
 
-    /// 1-based `page`, or `None` when it is out of range.
-    pub fn page(&self, page: u64) -> Option<&JsonPage> {
-        self.pages.get(usize::try_from(page.checked_sub(1)?).ok()?)
+    /// The document's size.
+    pub fn len(&self) -> u64 {
+        self.len
     }
 
-    /// Every page, in order.
-    pub fn pages(&self) -> &[JsonPage] {
-        &self.pages
+    /// Whether the document is empty (never: an empty text is not JSON).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes of 1-based `page`, or `None` when it is out of range.
+    pub fn range(&self, page: u64) -> Option<Range<u64>> {
+        let i = usize::try_from(page.checked_sub(1)?).ok()?;
+        let start = *self.starts.get(i)?;
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.len);
+        Some(start..end)
+    }
+
+    /// The 1-based page that holds byte `offset`.
+    pub fn page_of(&self, offset: u64) -> u64 {
+        self.starts.partition_point(|&s| s <= offset).max(1) as u64
+    }
+
+    /// The bytes of the document that [`JsonIndex::page`] needs for `page`: from the page's
+    /// mark to a little past its end.
+    pub fn window(&self, page: u64) -> Option<Range<u64>> {
+        let range = self.range(page)?;
+        let (mark, _) = self.mark_for(page)?;
+        Some(self.starts[mark]..range.end.saturating_add(KEY_AHEAD).min(self.len))
+    }
+
+    /// 1-based `page` described, read from `window`: the document's bytes in
+    /// [`JsonIndex::window`]`(page)`. `None` when the page is out of range or the window is
+    /// not the document's.
+    pub fn page(&self, page: u64, window: &[u8]) -> Option<JsonPage> {
+        let range = self.range(page)?;
+        let (mark, at_mark) = self.mark_for(page)?;
+        let base = self.starts[mark];
+        let start = usize::try_from(range.start - base).ok()?;
+        let end = usize::try_from(range.end - base).ok()?;
+        if window.len() < end {
+            return None;
+        }
+        let mut at_start = at_mark.clone();
+        at_start.run(window, 0, start, false).ok()?;
+        let mut at_end = at_start.clone();
+        at_end.run(window, start, end, false).ok()?;
+        let length = self.arrays[usize::try_from(page - 1).ok()?];
+        Some(JsonPage {
+            first: at_start.path_from(window, start, end),
+            last: at_end.path_before(window),
+            starts_in_string: at_start.string_offset(start),
+            ends_in_string: at_end.string_offset(end),
+            array: at_start
+                .innermost_array(window)
+                .filter(|_| length != NO_ARRAY)
+                .map(|(path, _)| (path, length)),
+            depth: at_start.stack.len(),
+            range,
+        })
+    }
+
+    /// The heap this index holds, for a cache's budget.
+    pub fn heap_bytes(&self) -> usize {
+        self.starts.capacity() * 8
+            + self.arrays.capacity() * 8
+            + self.marks.capacity() * std::mem::size_of::<(usize, Scanner)>()
+            + self.mark_bytes
+    }
+
+    /// The last mark at or before `page`'s start: its page index and its reader.
+    fn mark_for(&self, page: u64) -> Option<(usize, &Scanner)> {
+        let i = usize::try_from(page.checked_sub(1)?).ok()?;
+        let at = self.marks.partition_point(|(p, _)| *p <= i);
+        let (p, scan) = self.marks.get(at.checked_sub(1)?)?;
+        Some((*p, scan))
     }
 }
 
@@ -284,8 +438,18 @@ struct Frame {
     open: usize,
     /// Members or elements begun so far.
     count: u64,
-    /// The current member's key: its bytes in the document, between the quotes.
-    key: Option<Range<usize>>,
+    /// The current member's key.
+    key: Option<KeyAt>,
+}
+
+/// Where a member's key is: in the document, or kept (raw, at most [`KEPT_KEY`] bytes) by a
+/// mark for pages read from a window that does not reach back to it.
+#[derive(Debug, Clone)]
+enum KeyAt {
+    /// Its bytes in the document, between the quotes.
+    Doc(Range<usize>),
+    /// Its raw bytes, between the quotes.
+    Kept(Box<[u8]>),
 }
 
 /// What the scanner expects next.
@@ -461,7 +625,7 @@ impl Scanner {
                     if self.string_is_key {
                         let open = self.string_open.take().unwrap_or(at);
                         if let Some(frame) = self.stack.last_mut() {
-                            frame.key = Some(open + 1..at);
+                            frame.key = Some(KeyAt::Doc(open + 1..at));
                         }
                         self.expect = Expect::Colon;
                     } else {
@@ -638,9 +802,10 @@ impl Scanner {
         frames
             .iter()
             .map(|f| match (f.object, &f.key) {
-                (true, Some(key)) => {
+                (true, Some(KeyAt::Doc(key))) => {
                     Step::Key(key_text(&doc[key.start..key.end.min(key.start + KEPT_KEY)]))
                 }
+                (true, Some(KeyAt::Kept(raw))) => Step::Key(key_text(raw)),
                 (true, None) => Step::Key(String::new()),
                 (false, _) => Step::Index(f.count.saturating_sub(1)),
             })
@@ -731,6 +896,53 @@ impl Scanner {
         self.string_open.map(|open| (at - open - 1) as u64)
     }
 
+    /// This reader as a mark: its keys kept (at most [`KEPT_KEY`] bytes each) rather than
+    /// found in `doc`, for a window that starts here. Only taken outside a string or literal.
+    fn kept(&self, doc: &[u8]) -> Scanner {
+        let stack = self
+            .stack
+            .iter()
+            .map(|f| Frame {
+                object: f.object,
+                // Offsets before a window mean nothing in it; a mark's are never read.
+                open: 0,
+                count: f.count,
+                key: f.key.as_ref().map(|key| match key {
+                    KeyAt::Doc(r) => {
+                        KeyAt::Kept(doc[r.start..r.end.min(r.start + KEPT_KEY)].into())
+                    }
+                    KeyAt::Kept(raw) => KeyAt::Kept(raw.clone()),
+                }),
+            })
+            .collect();
+        Scanner {
+            stack,
+            expect: self.expect,
+            ..Scanner::default()
+        }
+    }
+
+    /// What this reader would cost as a mark: its frames and at most [`KEPT_KEY`] bytes of
+    /// each key.
+    fn kept_bytes(&self) -> usize {
+        self.stack
+            .iter()
+            .map(|f| {
+                FRAME_BYTES
+                    + match &f.key {
+                        Some(KeyAt::Doc(r)) => r.len().min(KEPT_KEY),
+                        Some(KeyAt::Kept(raw)) => raw.len(),
+                        None => 0,
+                    }
+            })
+            .sum()
+    }
+
+    /// The offset of the innermost open array's `[`.
+    fn innermost_open_array(&self) -> Option<usize> {
+        self.stack.iter().rev().find(|f| !f.object).map(|f| f.open)
+    }
+
     /// The innermost open array: its path and the offset of its `[`.
     fn innermost_array(&self, doc: &[u8]) -> Option<(Path, usize)> {
         let i = self.stack.iter().rposition(|f| !f.object)?;
@@ -763,4 +975,159 @@ fn key_text(raw: &[u8]) -> String {
     quoted.push(b'"');
     serde_json::from_slice::<String>(&quoted)
         .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+}
+
+/// Reads a path as [`render`] writes it (`$[130].labels`, `$["a b"]`), as a jq path
+/// expression of keys and indices (`.[130].labels`, `.a."b c"`, `.["a"]`, `.`), or as jq's
+/// array form (`[130,"labels"]`). A key cut short by [`render`] (ending in `…`) names no key.
+pub fn parse_path(text: &str) -> Result<Path, String> {
+    let text = text.trim();
+    // `[130,"labels"]` as jq writes a path; `[0]` and `["a"]` read the same either way.
+    if let Ok(steps) = serde_json::from_str::<Vec<serde_json::Value>>(text) {
+        return array_form(steps);
+    }
+    let mut rest = text.strip_prefix('$').unwrap_or(text);
+    let mut path = Path::new();
+    if rest == "." {
+        return Ok(path);
+    }
+    while !rest.is_empty() {
+        let dotted = rest.starts_with('.');
+        if dotted {
+            rest = &rest[1..];
+        }
+        if let Some(inner) = rest.strip_prefix('[') {
+            let close = match inner.strip_prefix('"') {
+                Some(s) => 1 + string_end(s).ok_or("a key in `[\"…\"]` is not closed")? + 1,
+                None => inner.find(']').ok_or("a `[` is not closed")?,
+            };
+            let step = inner[..close].trim();
+            if inner.get(close..close + 1) != Some("]") {
+                return Err(format!("expected `]` after `{step}`"));
+            }
+            path.push(match step.starts_with('"') {
+                true => Step::Key(
+                    serde_json::from_str(step).map_err(|e| format!("the key {step}: {e}"))?,
+                ),
+                false => Step::Index(step.parse().map_err(|_| {
+                    format!("`[{step}]`: an index is a whole number of at least 0")
+                })?),
+            });
+            rest = &inner[close + 1..];
+        } else if dotted && rest.starts_with('"') {
+            let end = 1 + string_end(&rest[1..]).ok_or("a quoted key is not closed")? + 1;
+            path.push(Step::Key(
+                serde_json::from_str(&rest[..end])
+                    .map_err(|e| format!("the key {}: {e}", &rest[..end]))?,
+            ));
+            rest = &rest[end..];
+        } else if dotted {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if end == 0 {
+                return Err(format!("expected a key after `.` at `{rest}`"));
+            }
+            path.push(Step::Key(rest[..end].to_string()));
+            rest = &rest[end..];
+        } else {
+            return Err(format!(
+                "expected `.key`, `[index]` or `[\"key\"]` at `{rest}` (paths read like `$[130].labels` or `.[130].labels`)"
+            ));
+        }
+    }
+    Ok(path)
+}
+
+/// The offset of the quote that closes a string whose text starts `s` (after its opening
+/// quote).
+fn string_end(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return Some(i),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+fn array_form(steps: Vec<serde_json::Value>) -> Result<Path, String> {
+    steps
+        .into_iter()
+        .map(|step| match step {
+            serde_json::Value::String(key) => Ok(Step::Key(key)),
+            serde_json::Value::Number(n) if n.as_u64().is_some() => {
+                Ok(Step::Index(n.as_u64().unwrap_or_default()))
+            }
+            other => Err(format!(
+                "a path's steps are keys (strings) and indices (whole numbers of at least 0), not {other}"
+            )),
+        })
+        .collect()
+}
+
+/// The offset of the first byte of the value at `path` in `doc` (one JSON value), or `None`
+/// when the document has no value there. Reads the document once, up to the value.
+pub fn find(doc: &[u8], path: &[Step]) -> Option<u64> {
+    let mut scan = Scanner::default();
+    let mut at = 0;
+    while at < doc.len() {
+        let skipped = scan.skip(doc, at, doc.len(), false).ok()?;
+        if skipped > at {
+            at = skipped;
+            continue;
+        }
+        let b = doc[at];
+        if scan.stack.len() == path.len()
+            && scan.string_open.is_none()
+            && scan.literal.is_none()
+            && matches!(scan.expect, Expect::Value | Expect::ElementOrClose)
+            && starts_value(b)
+            && scan.about_to_begin(doc, path)
+        {
+            return Some(at as u64);
+        }
+        scan.step(b, at).ok()?;
+        at += 1;
+    }
+    None
+}
+
+impl Scanner {
+    /// Whether the value about to begin (the reader at its first byte, at `path`'s depth) is
+    /// the one at `path`.
+    fn about_to_begin(&self, doc: &[u8], path: &[Step]) -> bool {
+        let last = self.stack.len().wrapping_sub(1);
+        self.stack
+            .iter()
+            .zip(path)
+            .enumerate()
+            .all(|(i, (f, step))| {
+                match (f.object, step, &f.key) {
+                    // The innermost array's element about to begin is its `count`-th; an outer
+                    // one's is the one begun last.
+                    (false, Step::Index(want), _) => {
+                        *want
+                            == if i == last {
+                                f.count
+                            } else {
+                                f.count.wrapping_sub(1)
+                            }
+                    }
+                    (true, Step::Key(want), Some(KeyAt::Doc(r))) => {
+                        let raw = &doc[r.clone()];
+                        // Unescaped keys compare as bytes; only an escaped one is decoded.
+                        match raw.contains(&b'\\') {
+                            false => raw == want.as_bytes(),
+                            true => key_text(raw) == *want,
+                        }
+                    }
+                    (true, Step::Key(want), Some(KeyAt::Kept(raw))) => key_text(raw) == *want,
+                    _ => false,
+                }
+            })
+    }
 }

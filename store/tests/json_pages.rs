@@ -4,7 +4,7 @@
 //! token only where the token began at or before the page's start, and each page's first and
 //! last paths are those an independent reader gives for its first and last significant bytes.
 
-use jqjail_store::json_page::{JsonLayout, Path, Step, render};
+use jqjail_store::json_page::{JsonLayout, Path, Step, find, parse_path, render};
 use proptest::prelude::*;
 
 /// A JSON value to write out.
@@ -107,6 +107,8 @@ fn write(v: &Json, indent: Option<usize>, depth: usize, out: &mut String) {
 struct Oracle {
     owner: Vec<Option<Path>>,
     tokens: Vec<std::ops::Range<usize>>,
+    /// Where each value begins, with its path, in document order.
+    values: Vec<(usize, Path)>,
 }
 
 impl Oracle {
@@ -114,6 +116,7 @@ impl Oracle {
         let mut o = Oracle {
             owner: vec![None; doc.len()],
             tokens: Vec::new(),
+            values: Vec::new(),
         };
         let mut at = 0;
         o.value(doc, &mut at, &mut Vec::new());
@@ -142,6 +145,7 @@ impl Oracle {
 
     fn value(&mut self, doc: &[u8], at: &mut usize, path: &mut Path) {
         Self::ws(doc, at);
+        self.values.push((*at, path.clone()));
         match doc[*at] {
             b'[' => {
                 self.mark(*at..*at + 1, path);
@@ -281,6 +285,41 @@ proptest! {
         check(doc.as_bytes(), size);
     }
 
+    /// Every value is found at its path, and every path reads back from how it is shown.
+    #[test]
+    fn a_path_finds_its_value(v in json(), indent in prop::option::of(0usize..4)) {
+        let mut doc = String::new();
+        write(&v, indent, 0, &mut doc);
+        let oracle = Oracle::read(doc.as_bytes());
+        let mut seen = std::collections::HashSet::new();
+        for (start, path) in &oracle.values {
+            // With a key given twice, the first member is the one found.
+            if !seen.insert(render(path)) {
+                continue;
+            }
+            prop_assert_eq!(find(doc.as_bytes(), path), Some(*start as u64), "{}", render(path));
+            if path.iter().all(|s| !matches!(s, Step::Key(k) if k.len() > 256)) {
+                prop_assert_eq!(&parse_path(&render(path)).unwrap(), path);
+                let jq = serde_json::to_string(&jqjail_store::json_page::jq_path(path)).unwrap();
+                prop_assert_eq!(&parse_path(&jq).unwrap(), path);
+            }
+            let mut past = path.clone();
+            past.push(Step::Index(1 << 40));
+            prop_assert_eq!(find(doc.as_bytes(), &past), None);
+        }
+    }
+
+    /// A page is the same whether its reader starts at its own start (a mark on every page),
+    /// at a mark some pages before, or at the document's start: the marks keep what a window
+    /// does not reach back to (the keys of the members the page is inside).
+    #[test]
+    fn where_the_marks_are_does_not_change_a_page(v in json(), indent in prop::option::of(0usize..4), size in 64u64..600, every in prop::sample::select(vec![1u64, 300, 5000, u64::MAX])) {
+        let mut doc = String::new();
+        write(&v, indent, 0, &mut doc);
+        let each = JsonLayout::new(doc.as_bytes(), size).unwrap();
+        let spaced = JsonLayout::with_marks(doc.as_bytes(), size, every).unwrap();
+        prop_assert_eq!(each, spaced);
+    }
 }
 
 proptest! {
@@ -387,5 +426,29 @@ fn a_string_longer_than_a_page_is_split_at_characters_with_its_offset() {
         let before = &text.as_bytes()[..start];
         let backslashes = before.iter().rev().take_while(|&&b| b == b'\\').count();
         assert_eq!(backslashes % 2, 0, "a page starts right after a backslash");
+    }
+}
+
+#[test]
+fn paths_read_as_shown_as_jq_writes_them_and_as_arrays() {
+    let want = vec![
+        Step::Index(130),
+        Step::Key("labels".into()),
+        Step::Key("a b".into()),
+    ];
+    for text in [
+        r#"$[130].labels["a b"]"#,
+        r#".[130].labels."a b""#,
+        r#".[130].labels.["a b"]"#,
+        r#"[130,"labels","a b"]"#,
+        r#" $[130]["labels"]["a b"] "#,
+    ] {
+        assert_eq!(parse_path(text).unwrap(), want, "{text}");
+    }
+    for root in ["$", ".", "[]", ""] {
+        assert_eq!(parse_path(root).unwrap(), Vec::<Step>::new(), "{root:?}");
+    }
+    for bad in ["$[-1]", ".a[", "$..a", "[1.5]", "a.b", "$[\"x]", ".[true]"] {
+        assert!(parse_path(bad).is_err(), "{bad} was read");
     }
 }
