@@ -277,13 +277,17 @@ impl JsonIndex {
             start = end;
         }
         let lengths = array_lengths(doc, arrays.iter().flatten().copied().collect())?;
-        let arrays = arrays
+        let mut arrays: Vec<u64> = arrays
             .into_iter()
             .map(|open| {
                 open.and_then(|open| lengths.get(&open).copied())
                     .unwrap_or(NO_ARRAY)
             })
             .collect();
+        // Kept in a cache: no room to grow (collecting in place keeps the source's room).
+        starts.shrink_to_fit();
+        arrays.shrink_to_fit();
+        marks.shrink_to_fit();
         Ok(JsonIndex {
             len: doc.len() as u64,
             starts,

@@ -623,3 +623,82 @@ fn a_put_that_cannot_fit_evicts_nothing() {
     assert!(matches!(err, StoreError::QuotaExceeded { .. }), "{err}");
     assert_eq!(store.list("t").unwrap().len(), 1);
 }
+
+/// JSON pages through the store (issue 37): each page is the layout's, read back from disk
+/// through the kept index; a page by path holds the value; text has byte pages; a path not
+/// in the hide, a page out of range and a path into text are told apart.
+#[test]
+fn json_pages_by_number_and_by_path() {
+    use jqjail_store::PageAt;
+    use jqjail_store::json_page::{JsonLayout, parse_path};
+    let (_dir, store) = store();
+    let doc = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/issues.json"
+    ))
+    .unwrap();
+    let id = store
+        .put("t", "k", "gh", &doc, &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    let layout = JsonLayout::new(&doc, 600).unwrap();
+    // Twice: laid out on the first read, from the kept index on the second.
+    for _ in 0..2 {
+        for (n, want) in layout.pages().iter().enumerate() {
+            let got = store
+                .json_page("t", &id, PageAt::Number(n as u64 + 1), 600)
+                .unwrap();
+            assert_eq!(got.json.as_ref().unwrap(), want);
+            assert_eq!(
+                got.cut.content,
+                &doc[want.range.start as usize..want.range.end as usize]
+            );
+            assert_eq!(got.cut.total_pages, layout.total_pages());
+        }
+    }
+    for text in ["$[1].labels", ".[2].user.login", "[0]", "$"] {
+        let path = parse_path(text).unwrap();
+        let got = store
+            .json_page("t", &id, PageAt::Path(path.clone()), 600)
+            .unwrap();
+        let at = jqjail_store::json_page::find(&doc, &path).unwrap();
+        assert!(
+            got.cut.offset <= at && at < got.cut.offset + got.cut.content.len() as u64,
+            "{text}"
+        );
+    }
+    let missing = store.json_page(
+        "t",
+        &id,
+        PageAt::Path(parse_path("$[1].nope").unwrap()),
+        600,
+    );
+    match missing {
+        Err(StoreError::NoValueAt { path, .. }) => assert_eq!(path, "$[1].nope"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.json_page("t", &id, PageAt::Number(10_000), 600),
+        Err(StoreError::PageOutOfRange { .. })
+    ));
+    // Another tenant's hide is not found, by number or by path.
+    assert!(matches!(
+        store.json_page("u", &id, PageAt::Number(1), 600),
+        Err(StoreError::NotFound(_))
+    ));
+    // Text: byte pages, the same as `cut`, and no paths.
+    let text = "not json ".repeat(200);
+    let tid = store
+        .put("t", "k", "txt", text.as_bytes(), &[], &ROOMY)
+        .unwrap()
+        .entry
+        .id;
+    let got = store.json_page("t", &tid, PageAt::Number(2), 64).unwrap();
+    assert!(got.json.is_err());
+    assert_eq!(got.cut, store.cut("t", &tid, 2, 64).unwrap());
+    assert!(matches!(
+        store.json_page("t", &tid, PageAt::Path(vec![]), 64),
+        Err(StoreError::Invalid(_))
+    ));
+}
