@@ -1,8 +1,9 @@
 //! The blocking client.
 
 use crate::{
-    Answer, Args, Call, ClientError, MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls,
-    decode_response, fill, max_tail, no_server_yet, only_output,
+    Answer, Args, Call, ClientError, HidePage, HidePageRequest, MAX_RESPONSE_FRAME_BYTES,
+    RunOptions, RunReply, Source, calls, decode_response, fill, max_tail, no_server_yet,
+    only_output,
 };
 use jqjail_protocol::frame::read_frame;
 use jqjail_protocol::{
@@ -205,6 +206,12 @@ impl Client {
         hint: bool,
     ) -> Result<HideCut, ClientError> {
         self.call(calls::cut(id, page, page_size, hint))
+    }
+
+    /// One page of a hide by number or by a path in it, in JSON pages (pages that end
+    /// between values and name their paths; the default) or byte pages (protocol 3).
+    pub fn hide_page(&mut self, request: HidePageRequest) -> Result<HidePage, ClientError> {
+        self.call(calls::page(request))
     }
 
     /// Every occurrence of a string in a hide (empty matches: not found).

@@ -20,10 +20,11 @@ pub mod trust;
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
 pub use hide_buffer::HideBuffer;
+pub use jqjail_protocol::hide::{ArrayPlace, JsonPlace, PageAt, Pages};
 pub use jqjail_protocol::{
     Args, Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
-    HideMatch, HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply, Lang,
-    LimitOverrides, Limits, OnOversize, Outputs, StatsReply, Tail,
+    HideMatch, HidePage, HidePageRequest, HidePutReply, HideSearchReply, HideSearchRequest,
+    HideUsageReply, Lang, LimitOverrides, Limits, OnOversize, Outputs, StatsReply, Tail,
 };
 
 use jqjail_protocol::{
@@ -410,6 +411,16 @@ pub(crate) mod calls {
             }),
             expect: Expect {
                 pick: pick!(Response::HideCut),
+                what: "a page",
+            },
+        }
+    }
+
+    pub(crate) fn page(request: HidePageRequest) -> Call<'static, HidePage> {
+        Call {
+            request: Request::HidePage(request),
+            expect: Expect {
+                pick: pick!(Response::HidePage),
                 what: "a page",
             },
         }

@@ -181,6 +181,117 @@ pub struct HideCut {
     pub preface: Option<String>,
 }
 
+/// v3: one page of a hide, by number or by a path in it, in JSON pages (the default) or
+/// byte pages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HidePageRequest {
+    /// The hide's ID.
+    pub id: String,
+    /// Which page.
+    pub at: PageAt,
+    /// Bytes per page at most (64 to 1,048,576); `None` means 16,384.
+    #[serde(default)]
+    pub page_size: Option<u64>,
+    /// Add the reflection-hint preface for a model.
+    #[serde(default)]
+    pub hint: bool,
+    /// How pages are cut; JSON pages fall back to byte pages for content that is not one JSON
+    /// value, and say so.
+    #[serde(default)]
+    pub pages: Pages,
+}
+
+/// Most bytes of a path a page is asked for by.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// v3: which page of a hide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageAt {
+    /// 1-based page number.
+    Page(u64),
+    /// The page that holds the first byte of the value at this path: `$[130].labels`, a jq
+    /// path expression of keys and indices (`.[130].labels`) or jq's array form
+    /// (`[130,"labels"]`); at most [`MAX_PATH_BYTES`]. JSON pages only.
+    Path(String),
+}
+
+/// v3: how a hide is cut into pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pages {
+    /// Pages end between JSON values and name their paths (content that is not one JSON value
+    /// is cut in bytes).
+    #[default]
+    Json,
+    /// Pages are byte windows ending at a character boundary (as `hide_cut`).
+    Bytes,
+}
+
+/// v3: a page of a hide with where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HidePage {
+    /// The hide.
+    pub hide_id: String,
+    /// 1-based page number.
+    pub page: u64,
+    /// Pages at this page size, cut as `pages` says.
+    pub total_pages: u64,
+    /// The page size used.
+    pub page_size: u64,
+    /// Byte offset of the page in the hide.
+    pub offset: u64,
+    /// Size of the whole hide.
+    pub size: u64,
+    /// How this hide's pages are cut: `json`, or `bytes` (asked for, or the content is not
+    /// one JSON value: `not_json` says why).
+    pub pages: Pages,
+    /// Where a JSON page is in the document.
+    #[serde(default)]
+    pub json: Option<JsonPlace>,
+    /// Why JSON pages were asked for and byte pages given.
+    #[serde(default)]
+    pub not_json: Option<String>,
+    /// The page's bytes: the message's tail, `content_bytes` on the wire.
+    #[serde(rename = "content_bytes")]
+    pub content: Tail<'static>,
+    /// The reflection hint, when asked for.
+    #[serde(default)]
+    pub preface: Option<String>,
+}
+
+/// v3: where a JSON page is. Paths are written `$`, then `.key` (`["key"]` for a key that is
+/// not letters, digits and `_` not starting with a digit, or over 256 bytes: then cut, with
+/// `…`) and `[index]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonPlace {
+    /// The innermost value the page's first significant byte belongs to.
+    pub first: String,
+    /// The innermost value its last byte belongs to.
+    pub last: String,
+    /// The innermost array around the page's first byte.
+    #[serde(default)]
+    pub array: Option<ArrayPlace>,
+    /// Containers open around the page's first byte.
+    pub depth: u64,
+    /// The page starts inside a string longer than a page (the one at `first`): at this byte
+    /// offset of its JSON text, after the opening quote.
+    #[serde(default)]
+    pub starts_in_string: Option<u64>,
+    /// The page ends inside a string (the one at `last`), at this offset.
+    #[serde(default)]
+    pub ends_in_string: Option<u64>,
+}
+
+/// v3: an array a page is in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayPlace {
+    /// Its path.
+    pub path: String,
+    /// Its elements.
+    pub length: u64,
+}
+
 /// v1: one occurrence found by a search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HideMatch {

@@ -29,8 +29,8 @@ pub use error::ErrorCode;
 pub use frame::{FrameError, MAX_FRAME_BYTES};
 pub use hide::{
     HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
-    HideMatch, HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply,
-    OnOversize,
+    HideMatch, HidePage, HidePageRequest, HidePut, HidePutReply, HideRef, HideSearchReply,
+    HideSearchRequest, HideUsageReply, OnOversize,
 };
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
@@ -41,8 +41,9 @@ pub use tail::Tail;
 
 /// The protocol version this build speaks. Version 2 replaced version 1 (inputs, contents
 /// and outputs inside frames) with small frames and raw tails; nothing speaks version 1 any
-/// more.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// more. Version 3 added `hide_page` (JSON pages, a page by path) and changed nothing else,
+/// so a version-2 peer is served as before.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest protocol version this build still accepts from a peer.
 pub const MIN_PROTOCOL_VERSION: u32 = 2;

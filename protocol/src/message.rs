@@ -8,7 +8,8 @@
 use crate::error::ErrorCode;
 use crate::hide::{
     HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
-    HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
+    HidePage, HidePageRequest, HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest,
+    HideUsageReply, OnOversize,
 };
 use crate::limits::{LimitOverrides, Limits};
 use crate::tail::Tail;
@@ -40,6 +41,9 @@ pub enum Request<'a> {
     HideDelete(HideRef),
     /// v1: what the tenant holds and may hold → [`Response::HideUsage`].
     HideUsage,
+    /// v3: one page of a hide, by number or path, in JSON or byte pages →
+    /// [`Response::HidePage`].
+    HidePage(HidePageRequest),
 }
 
 /// A message from the supervisor. Every request gets exactly one response.
@@ -71,6 +75,8 @@ pub enum Response {
     /// v1 (its first page's content a tail: v2): answer to a run with `on_oversize: hide`
     /// whose output was over the output limit.
     Hidden(HiddenReply),
+    /// v3: answer to [`Request::HidePage`].
+    HidePage(HidePage),
 }
 
 /// v1: the daemon's counters. A tenant sees the totals and its own row; the daemon's own
@@ -505,6 +511,13 @@ impl<'a> Request<'a> {
             }
             Request::HideGet(r) | Request::HideDelete(r) => string_bytes(&r.id),
             Request::HideCut(r) => string_bytes(&r.id),
+            Request::HidePage(r) => {
+                string_bytes(&r.id)
+                    + match &r.at {
+                        crate::hide::PageAt::Path(path) => string_bytes(path),
+                        crate::hide::PageAt::Page(_) => 0,
+                    }
+            }
             Request::HideSearch(r) => string_bytes(&r.id) + string_bytes(&r.query),
             Request::Stats | Request::HideList(_) | Request::HideUsage => 0,
         }
@@ -527,6 +540,7 @@ impl<'a> Request<'a> {
             | Request::Stats
             | Request::HideGet(_)
             | Request::HideCut(_)
+            | Request::HidePage(_)
             | Request::HideSearch(_)
             | Request::HideList(_)
             | Request::HideDelete(_)
@@ -550,6 +564,7 @@ impl<'a> Request<'a> {
             | Request::Stats
             | Request::HideGet(_)
             | Request::HideCut(_)
+            | Request::HidePage(_)
             | Request::HideSearch(_)
             | Request::HideList(_)
             | Request::HideDelete(_)
@@ -568,6 +583,7 @@ impl Response {
             Response::HideContent(content) => Some(&content.content),
             Response::HideCut(cut) => Some(&cut.content),
             Response::Hidden(hidden) => Some(&hidden.first.content),
+            Response::HidePage(page) => Some(&page.content),
             Response::Hello(_)
             | Response::Error(_)
             | Response::Stats(_)
@@ -586,6 +602,7 @@ impl Response {
             Response::HideContent(content) => Some(&mut content.content),
             Response::HideCut(cut) => Some(&mut cut.content),
             Response::Hidden(hidden) => Some(&mut hidden.first.content),
+            Response::HidePage(page) => Some(&mut page.content),
             Response::Hello(_)
             | Response::Error(_)
             | Response::Stats(_)

@@ -13,7 +13,7 @@
 //! | evaluation slots | a worker running | the tenant's `max_concurrent`, at most all but one | `max_concurrent` (fair queue: [`crate::fair`]) |
 //! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
-//! | supervisor CPU (search over a hide, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | supervisor CPU (search over a hide, a JSON page, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
 //! | reads of the hide store (a lookup, a page, a list, a search's lookup, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
 //! | writes to the hide store (a put's start, its commit, a delete) | a call | 1 per uid | [`STORE_WRITES`] |
 //! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
@@ -129,6 +129,9 @@ impl Costs {
             // small put's hashing (tens of microseconds) is done in its store turn: waiting
             // for a CPU turn behind other uids' searches cost it more than the work (issue 34).
             Request::HideSearch(_) => (false, true, Some(Read)),
+            // A JSON page is described by reading from its mark (64 KiB or more) and, the
+            // first time a hide is paged at a page size, by laying out the whole hide.
+            Request::HidePage(_) => (true, true, Some(Read)),
             Request::HidePut(put) => {
                 let whole = put.content.len() <= READ_WHOLE_TAIL;
                 let small = put.content.len() <= SMALL_PUT;

@@ -3,7 +3,8 @@
 
 use crate::util::{CLI, Daemon};
 use jqjail_client::{
-    Answer, ClientError, ErrorCode, HideBuffer, HideSearchRequest, OnOversize, RunOptions, Source,
+    Answer, ClientError, ErrorCode, HideBuffer, HidePageRequest, HideSearchRequest, OnOversize,
+    PageAt, Pages, RunOptions, Source,
 };
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
@@ -553,4 +554,119 @@ fn a_reload_applies_a_new_age_limit_to_idle_tenants_at_once() {
         std::time::Duration::from_secs(5),
         || d.log().contains("hides past the age limit deleted")
     ));
+}
+
+fn json_page(id: &str, at: PageAt, page_size: u64, pages: Pages) -> HidePageRequest {
+    HidePageRequest {
+        id: id.into(),
+        at,
+        page_size: Some(page_size),
+        hint: true,
+        pages,
+    }
+}
+
+/// Issue 37's first done-when, through the daemon: `examples/issues.json` in 600-byte JSON
+/// pages; every page starts and ends between values and names its first and last paths as
+/// the store's layout does (which is property-tested against an independent reader); a page by
+/// path holds the value; text falls back to byte pages and says so; byte pages stay.
+#[test]
+fn json_pages_name_their_paths_and_a_path_finds_its_page() {
+    use jqjail_store::json_page::{JsonLayout, find, parse_path, render};
+    let d = Daemon::start();
+    let mut c = d.client();
+    let doc = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/issues.json")).unwrap();
+    let id = c
+        .hide_put("k", "gh", &doc, &BTreeMap::new())
+        .unwrap()
+        .entry
+        .id;
+    let layout = JsonLayout::new(&doc, 600).unwrap();
+    let mut all = Vec::new();
+    for (n, want) in layout.pages().iter().enumerate() {
+        let page = c
+            .hide_page(json_page(&id, PageAt::Page(n as u64 + 1), 600, Pages::Json))
+            .unwrap();
+        assert_eq!(page.pages, Pages::Json);
+        assert_eq!(page.total_pages, layout.total_pages());
+        let place = page.json.as_ref().unwrap();
+        assert_eq!(place.first, render(&want.first), "page {}", n + 1);
+        assert_eq!(place.last, render(&want.last), "page {}", n + 1);
+        let preface = page.preface.as_deref().unwrap();
+        assert!(
+            preface.contains(&format!("It holds {} through {}", place.first, place.last)),
+            "{preface}"
+        );
+        if let Some(array) = &place.array {
+            assert!(preface.contains(&format!("an array of {} elements", array.length)));
+        }
+        all.extend_from_slice(page.content.as_bytes());
+    }
+    assert_eq!(all, doc, "the pages are the document");
+    let second = c
+        .hide_page(json_page(&id, PageAt::Page(2), 600, Pages::Json))
+        .unwrap();
+    let array = second.json.unwrap().array.unwrap();
+    assert_eq!(
+        (array.path.as_str(), array.length),
+        ("$", 20),
+        "the example's 20 issues"
+    );
+
+    for path in ["$[17].labels[0].name", ".[19].user.login", "[3,\"title\"]"] {
+        let page = c
+            .hide_page(json_page(&id, PageAt::Path(path.into()), 600, Pages::Json))
+            .unwrap();
+        let at = find(&doc, &parse_path(path).unwrap()).unwrap();
+        let end = page.offset + page.content.as_bytes().len() as u64;
+        assert!(
+            page.offset <= at && at < end,
+            "{path}: {at} not in {}..{end}",
+            page.offset
+        );
+    }
+    let e = c
+        .hide_page(json_page(
+            &id,
+            PageAt::Path("$[20]".into()),
+            600,
+            Pages::Json,
+        ))
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::NotFound);
+    for bad in ["$[-1]", ".a[", &"x".repeat(5000)] {
+        let e = c
+            .hide_page(json_page(&id, PageAt::Path(bad.into()), 600, Pages::Json))
+            .unwrap_err();
+        assert_eq!(code(e), ErrorCode::InvalidRequest, "{bad}");
+    }
+    let e = c
+        .hide_page(json_page(&id, PageAt::Page(10_000), 600, Pages::Json))
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::PageOutOfRange);
+
+    // Byte pages are hide_cut's.
+    let bytes = c
+        .hide_page(json_page(&id, PageAt::Page(2), 600, Pages::Bytes))
+        .unwrap();
+    let cut = c.hide_cut(&id, 2, Some(600), false).unwrap();
+    assert_eq!((bytes.pages, bytes.json), (Pages::Bytes, None));
+    assert_eq!(bytes.content.as_bytes(), cut.content.as_bytes());
+    // Text: byte pages, saying why.
+    let text = c
+        .hide_put(
+            "k",
+            "txt",
+            "plain text, ".repeat(100).as_bytes(),
+            &BTreeMap::new(),
+        )
+        .unwrap()
+        .entry
+        .id;
+    let page = c
+        .hide_page(json_page(&text, PageAt::Page(1), 64, Pages::Json))
+        .unwrap();
+    assert_eq!(page.pages, Pages::Bytes);
+    assert!(page.not_json.unwrap().contains("not one JSON value"));
+    assert!(page.preface.unwrap().contains("byte windows"));
 }

@@ -47,6 +47,7 @@ pub(crate) fn check_head(
         | Request::Stats
         | Request::HideGet(_)
         | Request::HideCut(_)
+        | Request::HidePage(_)
         | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)

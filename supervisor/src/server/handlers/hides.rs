@@ -13,13 +13,18 @@ use super::super::reply::Reply;
 use crate::arriving::Arriving;
 use crate::config::TenantOf;
 use crate::tenant::StoreCall;
-use jqjail_protocol::hide::{DEFAULT_LIST_PAGE, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE};
+use jqjail_protocol::hide::{
+    ArrayPlace, DEFAULT_LIST_PAGE, JsonPlace, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE, MAX_PATH_BYTES,
+    PageAt, Pages,
+};
 use jqjail_protocol::{
-    ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePut,
-    HidePutReply, HideSearchReply, HideUsageReply, Request, Response, Tail,
+    ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePage,
+    HidePageRequest, HidePut, HidePutReply, HideSearchReply, HideUsageReply, Request, Response,
+    Tail,
 };
 use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
-use jqjail_store::{Store, StoreError};
+use jqjail_store::{Store, StoreError, json_page};
+use std::fmt::Write as _;
 use std::time::Instant;
 
 /// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`, in the store turn
@@ -54,6 +59,7 @@ pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> 
             let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
             Ok(Response::HideCut(cut(store, tenant, &r.id, r.page, page_size, r.hint)?).into())
         }
+        Request::HidePage(r) => Ok(Response::HidePage(page(store, tenant, r)?).into()),
         Request::HideSearch(r) => {
             let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
             let opts = SearchOptions {
@@ -341,6 +347,138 @@ fn cut(
     })
 }
 
+/// A `hide_page`: a JSON page by number or path, or a byte page.
+fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage, StoreError> {
+    let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    let at = match (r.at, r.pages) {
+        (PageAt::Page(page), Pages::Bytes) => {
+            let c = store.cut(&tenant.name, &r.id, page, page_size)?;
+            let preface = r.hint.then(|| preface(&c));
+            return Ok(HidePage {
+                hide_id: c.hide_id,
+                page: c.page,
+                total_pages: c.total_pages,
+                page_size,
+                offset: c.offset,
+                size: c.size,
+                pages: Pages::Bytes,
+                json: None,
+                not_json: None,
+                content: Tail::from(c.content),
+                preface,
+            });
+        }
+        (PageAt::Path(_), Pages::Bytes) => {
+            return Err(StoreError::Invalid(
+                "a page by path is a JSON page: ask for `pages: json`".into(),
+            ));
+        }
+        (PageAt::Page(page), Pages::Json) => jqjail_store::PageAt::Number(page),
+        (PageAt::Path(path), Pages::Json) => {
+            if path.len() > MAX_PATH_BYTES {
+                return Err(StoreError::Invalid(format!(
+                    "the path is {} bytes, over the {MAX_PATH_BYTES}-byte limit",
+                    path.len()
+                )));
+            }
+            jqjail_store::PageAt::Path(
+                json_page::parse_path(&path)
+                    .map_err(|why| StoreError::Invalid(format!("the path `{path}`: {why}")))?,
+            )
+        }
+    };
+    let paged = store.json_page(&tenant.name, &r.id, at, page_size)?;
+    Ok(json_reply(paged, page_size, r.hint))
+}
+
+/// A JSON page (or the byte page of a hide that is not JSON) as its answer.
+fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool) -> HidePage {
+    let c = paged.cut;
+    let (json, not_json) = match paged.json {
+        Ok(p) => (
+            Some(JsonPlace {
+                first: json_page::render(&p.first),
+                last: json_page::render(&p.last),
+                array: p.array.map(|(path, length)| ArrayPlace {
+                    path: json_page::render(&path),
+                    length,
+                }),
+                depth: p.depth as u64,
+                starts_in_string: p.starts_in_string,
+                ends_in_string: p.ends_in_string,
+            }),
+            None,
+        ),
+        Err(why) => (None, Some(why.to_string())),
+    };
+    let preface = hint.then(|| match &json {
+        Some(place) => json_preface(&c, place),
+        None => format!(
+            "{} (It is not one JSON value, so its pages are byte windows.)",
+            preface(&c)
+        ),
+    });
+    HidePage {
+        hide_id: c.hide_id,
+        page: c.page,
+        total_pages: c.total_pages,
+        page_size,
+        offset: c.offset,
+        size: c.size,
+        pages: if json.is_some() {
+            Pages::Json
+        } else {
+            Pages::Bytes
+        },
+        json,
+        not_json,
+        content: Tail::from(c.content),
+        preface,
+    }
+}
+
+/// The reflection hint of a JSON page: where it is, by path, and that it is a fragment.
+fn json_preface(c: &jqjail_store::Cut, place: &JsonPlace) -> String {
+    let mut out = format!(
+        "[HIDE id={} page={}/{} bytes={} pages=json] This output is too large to read at once; this is page {} of {}. \
+         It holds {} through {}",
+        c.hide_id, c.page, c.total_pages, c.size, c.page, c.total_pages, place.first, place.last
+    );
+    if let Some(array) = &place.array {
+        let _ = write!(
+            out,
+            ", inside {} (an array of {} elements)",
+            array.path, array.length
+        );
+    }
+    out.push('.');
+    if let Some(at) = place.starts_in_string {
+        let _ = write!(
+            out,
+            " It begins {at} bytes into the string at {}.",
+            place.first
+        );
+    }
+    if let Some(at) = place.ends_in_string {
+        let _ = write!(
+            out,
+            " It stops {at} bytes into the string at {}.",
+            place.last
+        );
+    }
+    if c.total_pages > 1 {
+        out.push_str(
+            " It starts and ends between JSON values: a fragment of the whole, not one value.",
+        );
+    }
+    out.push_str(
+        " Summarise what you need from this page before paging further, and do not infer what unseen pages hold. \
+         Read on with hide_next, hide_jump (a page number, or a path such as the ones above) or hide_search, \
+         or narrow the whole output with jq over the hide.",
+    );
+    out
+}
+
 /// The reflection hint: tells a model where it is and to summarise before paging.
 fn preface(c: &jqjail_store::Cut) -> String {
     format!(
@@ -374,7 +512,9 @@ fn entry(e: jqjail_store::Entry) -> HideEntry {
 fn error_reply(e: StoreError) -> ErrorReply {
     let message = e.to_string();
     match e {
-        StoreError::NotFound(_) => ErrorReply::new(ErrorCode::NotFound, message),
+        StoreError::NotFound(_) | StoreError::NoValueAt { .. } => {
+            ErrorReply::new(ErrorCode::NotFound, message)
+        }
         StoreError::PageOutOfRange { page, total, .. } => {
             ErrorReply::new(ErrorCode::PageOutOfRange, message).with_limit(total, page)
         }

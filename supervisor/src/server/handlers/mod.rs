@@ -74,6 +74,7 @@ async fn answer_kind(
         request @ (Request::HidePut(_)
         | Request::HideGet(_)
         | Request::HideCut(_)
+        | Request::HidePage(_)
         | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)
