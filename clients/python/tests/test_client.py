@@ -40,7 +40,7 @@ def test_arguments_are_data_never_code(socket_path):
 def test_non_ascii_is_sent_raw(socket_path):
     # The frame carries the filter; if it were escaped its byte length would differ, which the
     # daemon cannot see. So check the encoder itself, then a round trip through the daemon.
-    from jqjail import _wire
+    from jqjail import _requests, _wire
 
     body = _wire.run_request('"é"', "null", None).body
     assert "é".encode() in body and b"\\u00e9" not in body
@@ -84,6 +84,32 @@ def test_hides_put_get_cut_search_list_delete_usage(socket_path):
         with pytest.raises(jqjail.JqjailError) as e:
             c.hide_get(entry.id)
         assert e.value.code == "NOT_FOUND"
+
+
+def test_json_pages_by_number_and_by_path(socket_path):
+    with jqjail.Client(socket_path) as c:
+        hide_id = c.hide_put(ISSUES, source="github")["entry"].id
+        first = c.hide_page(hide_id, 1, page_size=300, hint=True)
+        assert first.pages == "json" and first.json.first == "$"
+        pages = [first] + [c.hide_page(hide_id, n, page_size=300) for n in range(2, first.total_pages + 1)]
+        assert b"".join(p.content for p in pages) == ISSUES.encode()
+        assert pages[1].json.array == {"path": "$", "length": 50}
+        assert f"It holds {first.json.first} through {first.json.last}" in first.preface
+        at = c.hide_page(hide_id, path=".[49].title", page_size=300)
+        value = ISSUES.encode().index(b'"issue 49 ')
+        assert at.offset <= value < at.offset + len(at.content)
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.hide_page(hide_id, path="$[50]")
+        assert e.value.code == "NOT_FOUND"
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.hide_page(hide_id, path="$[-1]")
+        assert e.value.code == "INVALID_REQUEST"
+        with pytest.raises(TypeError):
+            c.hide_page(hide_id)
+        assert c.hide_page(hide_id, 2, page_size=100, pages="bytes").content == c.hide_cut(hide_id, 2, 100).content
+        text_id = c.hide_put("plain text " * 50, source="notes")["entry"].id
+        text = c.hide_page(text_id, 1, page_size=64)
+        assert text.pages == "bytes" and "not one JSON value" in text.not_json
 
 
 def test_an_oversized_output_becomes_a_hide_and_the_buffer_pages_it(socket_path):

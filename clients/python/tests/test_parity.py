@@ -15,7 +15,7 @@ import pytest
 
 import jqjail
 from conftest import _accepts
-from jqjail import _wire
+from jqjail import _requests, _wire
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 VECTORS = REPO / "protocol" / "vectors"
@@ -57,6 +57,9 @@ def test_the_requests_written_mean_the_vectors_and_every_response_decodes():
         "run over values": _wire.values_request("[inputs]", '1 2\n{"a":3}', True),
         "run in the path language": _wire.run_request("items[*].name", '{"items":[]}', None, lang="path"),
         "shape of a hide": _wire.run_request("", None, "github-1a2b3c4d", lang="shape"),
+        "hide_page by number": _requests.hide_page("github-1a2b3c4d", 2, None, 600, True, "json"),
+        "hide_page by path": _requests.hide_page("github-1a2b3c4d", None, "$[17].labels", None, False, "json"),
+        "hide_page in bytes": _requests.hide_page("github-1a2b3c4d", 1, None, None, False, "bytes"),
     }
     for name, request in ours.items():
         assert normal(json.loads(request.body)) == normal(json.loads(requests[name]["json"])), name

@@ -1,6 +1,6 @@
 """jqjail: run untrusted jq filters over large JSON in the jqjail daemon's confined workers.
 
-Standard library only. `Client` (blocking) and `AsyncClient` (asyncio) speak protocol v2 in
+Standard library only. `Client` (blocking) and `AsyncClient` (asyncio) speak protocol v3 in
 its JSON encoding; errors are `JqjailError` with the daemon's stable `code`."""
 
 from ._wire import (
@@ -10,8 +10,10 @@ from ._wire import (
     HideContent,
     HideCut,
     HideEntry,
+    HidePage,
     Hidden,
     JqjailError,
+    JsonPlace,
     Limits,
     RunReply,
 )
@@ -33,8 +35,10 @@ __all__ = [
     "HideContent",
     "HideCut",
     "HideEntry",
+    "HidePage",
     "Hidden",
     "JqjailError",
+    "JsonPlace",
     "Limits",
     "RunReply",
     "definitions",

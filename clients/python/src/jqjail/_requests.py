@@ -26,6 +26,18 @@ def hide_cut(hide_id: str, page: int, page_size: Optional[int], hint: bool) -> R
     return Request(encode({"hide_cut": body}), b"", ("hide_cut",))
 
 
+def hide_page(
+    hide_id: str, page: Optional[int], path: Optional[str], page_size: Optional[int], hint: bool, pages: str
+) -> Request:
+    if (page is None) == (path is None):
+        raise TypeError("give a page number or a path, one of the two")
+    if pages not in ("json", "bytes"):
+        raise ValueError(f"pages is 'json' or 'bytes', not {pages!r}")
+    at: Dict[str, Any] = {"page": page} if path is None else {"path": path}
+    body = {"id": hide_id, "at": at, "page_size": page_size, "hint": hint, "pages": pages}
+    return Request(encode({"hide_page": body}), b"", ("hide_page",))
+
+
 def hide_search(
     hide_id: str, query: str, ignore_case: bool, page_size: Optional[int], max_matches: Optional[int]
 ) -> Request:

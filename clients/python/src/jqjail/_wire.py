@@ -1,4 +1,4 @@
-"""The jqjail protocol v2 in its JSON encoding (PROTOCOL.md): frames, tails, and the one
+"""The jqjail protocol v3 in its JSON encoding (PROTOCOL.md): frames, tails, and the one
 response each request gets. Shared by the blocking and the asyncio clients, which only move
 bytes; everything here is pure."""
 
@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 CLIENT_NAME = "jqjail-python/0.1.0"
 SYSTEM_SOCKET = "/run/jqjail/jqjail.sock"
 SOCKET_ENV = "JQJAIL_SOCKET"
@@ -108,6 +108,42 @@ class HideCut:
 
 
 @dataclass(frozen=True)
+class JsonPlace:
+    """Where a JSON page is: the paths of its first and last values (`$[1].labels[0]`), the
+    innermost array around its start (`{"path", "length"}`, or None), its depth, and the offsets
+    into a string longer than a page where it starts or stops (or None)."""
+
+    first: str
+    last: str
+    array: Optional[Dict[str, Any]]
+    depth: int
+    starts_in_string: Optional[int] = None
+    ends_in_string: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class HidePage:
+    """A page of a hide (protocol v3): `pages` is "json" (then `json` says where it is) or
+    "bytes" (asked for, or the hide is not one JSON value: `not_json` says why)."""
+
+    hide_id: str
+    page: int
+    total_pages: int
+    page_size: int
+    offset: int
+    size: int
+    pages: str
+    json: Optional[JsonPlace]
+    not_json: Optional[str]
+    content: bytes
+    preface: Optional[str] = None
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
 class Hidden:
     """A run's output over the output limit, kept as a hide: its entry and page 1."""
 
@@ -176,7 +212,7 @@ def tail_length(variant: str, fields: Any, limits: Optional[Limits]) -> int:
     """How many raw bytes follow this response's frame (PROTOCOL.md, "Tails")."""
     if variant == "run":
         n = fields.get("output_bytes", 0)
-    elif variant in ("hide_content", "hide_cut"):
+    elif variant in ("hide_content", "hide_cut", "hide_page"):
         n = fields.get("content_bytes", 0)
     elif variant == "hidden":
         n = fields.get("first", {}).get("content_bytes", 0)
@@ -248,6 +284,32 @@ def cut_of(c: Any, content: bytes) -> HideCut:
     )
 
 
+def page_of(c: Any, content: bytes) -> HidePage:
+    place = c.get("json")
+    return HidePage(
+        hide_id=c["hide_id"],
+        page=int(c["page"]),
+        total_pages=int(c["total_pages"]),
+        page_size=int(c["page_size"]),
+        offset=int(c["offset"]),
+        size=int(c["size"]),
+        pages=str(c["pages"]),
+        json=None
+        if place is None
+        else JsonPlace(
+            first=place["first"],
+            last=place["last"],
+            array=place.get("array"),
+            depth=int(place["depth"]),
+            starts_in_string=place.get("starts_in_string"),
+            ends_in_string=place.get("ends_in_string"),
+        ),
+        not_json=c.get("not_json"),
+        content=content,
+        preface=c.get("preface"),
+    )
+
+
 def answer(request: Request, variant: str, fields: Any, tail: bytes) -> Any:
     """The Python value of a response, or the error it carries."""
     if variant == "error":
@@ -266,6 +328,8 @@ def answer(request: Request, variant: str, fields: Any, tail: bytes) -> Any:
         return HideContent(entry_of(fields["entry"]), tail)
     if variant == "hide_cut":
         return cut_of(fields, tail)
+    if variant == "hide_page":
+        return page_of(fields, tail)
     if variant == "hide_put":
         return {
             "entry": entry_of(fields["entry"]),

@@ -13,6 +13,7 @@ from ._wire import (
     ConnectionFailed,
     HideContent,
     HideCut,
+    HidePage,
     HideEntry,
     Hidden,
     Limits,
@@ -184,6 +185,21 @@ class Client:
 
     def hide_cut(self, hide_id: str, page: int, page_size: Optional[int] = None, hint: bool = False) -> HideCut:
         return self._call(req.hide_cut(hide_id, page, page_size, hint))
+
+    def hide_page(
+        self,
+        hide_id: str,
+        page: Optional[int] = None,
+        *,
+        path: Optional[str] = None,
+        page_size: Optional[int] = None,
+        hint: bool = False,
+        pages: str = "json",
+    ) -> HidePage:
+        """One page of a hide, by number or by a path in it (`$[17].labels`, `.[17].labels`),
+        in JSON pages (pages end between values and name their paths; text falls back to byte
+        pages and says why) or `pages="bytes"`. Needs a daemon of protocol 3."""
+        return self._call(req.hide_page(hide_id, page, path, page_size, hint, pages))
 
     def hide_search(
         self, hide_id: str, query: str, *, ignore_case: bool = False, page_size: Optional[int] = None, max_matches: Optional[int] = None
