@@ -142,6 +142,9 @@ func TestConformanceVectors(t *testing.T) {
 		"hide_put of bytes that are not UTF-8": putRequest("", "bin", 3, nil),
 		"hide_get":                             idRequest("hide_get", "github-1a2b3c4d"),
 		"hide_cut":                             cutRequest("github-1a2b3c4d", 2, 64, true),
+		"hide_page by number":                  pageRequest("github-1a2b3c4d", map[string]any{"page": 2}, PageOptions{PageSize: 600, Hint: true}),
+		"hide_page by path":                    pageRequest("github-1a2b3c4d", map[string]any{"path": "$[17].labels"}, PageOptions{}),
+		"hide_page in bytes":                   pageRequest("github-1a2b3c4d", map[string]any{"page": 1}, PageOptions{Bytes: true}),
 		"hide_search":                          searchRequest("github-1a2b3c4d", "needle", SearchOptions{IgnoreCase: true, MaxMatches: 10}),
 		"hide_list":                            listRequest(100, 50),
 		"hide_delete":                          idRequest("hide_delete", "github-1a2b3c4d"),
@@ -386,6 +389,39 @@ func TestHidesThroughTheClient(t *testing.T) {
 	}
 	if _, err := c.HideCut(ctx, id, 9, 64, false); codeOf(err) != "PAGE_OUT_OF_RANGE" {
 		t.Fatal(err)
+	}
+	// JSON pages: by number and by path; text falls back to byte pages.
+	doc := []byte(`[{"id":0,"labels":["bug"]},{"id":1,"labels":["p1","p2"]},{"id":2,"labels":[]}]`)
+	jput, err := c.HidePut(ctx, "k", "json", doc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var joined []byte
+	for n := uint64(1); ; n++ {
+		p, err := c.HidePage(ctx, jput.Entry.ID, n, PageOptions{PageSize: 64, Hint: true})
+		if err != nil || p.Pages != "json" || p.JSON == nil {
+			t.Fatalf("json page %d: %+v %v", n, p, err)
+		}
+		joined = append(joined, p.Content...)
+		if n == 2 && (p.JSON.Array == nil || p.JSON.Array.Path != "$" || p.JSON.Array.Length != 3) {
+			t.Fatalf("page 2 is not placed in $'s 3 elements: %+v", p.JSON)
+		}
+		if n == p.TotalPages {
+			break
+		}
+	}
+	if !bytes.Equal(joined, doc) {
+		t.Fatalf("the JSON pages are not the document: %s", joined)
+	}
+	at, err := c.HidePageAt(ctx, jput.Entry.ID, ".[2].labels", PageOptions{PageSize: 64})
+	if value := uint64(bytes.Index(doc, []byte(`[]}`))); err != nil || at.Offset > value || value >= at.Offset+uint64(len(at.Content)) {
+		t.Fatalf("page at .[2].labels: %+v %v", at, err)
+	}
+	if _, err := c.HidePageAt(ctx, jput.Entry.ID, "$[3]", PageOptions{}); codeOf(err) != "NOT_FOUND" {
+		t.Fatal(err)
+	}
+	if text, err := c.HidePage(ctx, id, 1, PageOptions{PageSize: 64}); err != nil || text.Pages != "bytes" || text.NotJSON == "" {
+		t.Fatalf("text page %+v %v", text, err)
 	}
 	// An output over the limit kept as a hide, then filtered by its ID.
 	r, err := c.Run(ctx, "[range(3000)]", []byte("null"), &RunOptions{Hide: true, MaxOutputBytes: 1000})

@@ -231,6 +231,52 @@ func cutRequest(id string, page, pageSize uint64, hint bool) any {
 	}}
 }
 
+// PageOptions tune HidePage; the zero value is a JSON page of at most 16,384 bytes with no
+// reflection hint.
+type PageOptions struct {
+	PageSize uint64
+	Hint     bool
+	// Bytes asks for byte pages (as HideCut cuts them) instead of JSON pages.
+	Bytes bool
+}
+
+// HidePage is page `page` (from 1) of a hide in JSON pages: pages that end between values and
+// name their paths (a hide that is not one JSON value is cut in bytes, and the answer says so).
+// Protocol 3.
+func (c *Client) HidePage(ctx context.Context, id string, page uint64, opts PageOptions) (*HidePage, error) {
+	return c.hidePage(ctx, pageRequest(id, map[string]any{"page": page}, opts))
+}
+
+// HidePageAt is the JSON page that holds the value at path: "$[130].labels", a jq path
+// expression of keys and indices (".[130].labels") or jq's array form (`[130,"labels"]`).
+// A path the hide has no value at is NOT_FOUND.
+func (c *Client) HidePageAt(ctx context.Context, id, path string, opts PageOptions) (*HidePage, error) {
+	return c.hidePage(ctx, pageRequest(id, map[string]any{"path": path}, opts))
+}
+
+func (c *Client) hidePage(ctx context.Context, request any) (*HidePage, error) {
+	r, tail, err := c.call(ctx, request, nil, "hide_page")
+	if err != nil {
+		return nil, err
+	}
+	var page HidePage
+	if err := json.Unmarshal(r.fields, &page); err != nil {
+		return nil, unavailable("the daemon's hide_page answer does not decode: %v", err)
+	}
+	page.Content = tail
+	return &page, nil
+}
+
+func pageRequest(id string, at map[string]any, opts PageOptions) any {
+	pages := "json"
+	if opts.Bytes {
+		pages = "bytes"
+	}
+	return map[string]any{"hide_page": map[string]any{
+		"id": id, "at": at, "page_size": optional(opts.PageSize), "hint": opts.Hint, "pages": pages,
+	}}
+}
+
 // SearchOptions tune HideSearch; the zero value is case-sensitive, 16,384-byte pages, at
 // most 100 matches.
 type SearchOptions struct {

@@ -17,7 +17,7 @@ import (
 
 const (
 	// ProtocolVersion is the protocol this client speaks.
-	ProtocolVersion = 2
+	ProtocolVersion = 3
 	// Version is this client's version.
 	Version = "0.1.0"
 	// MaxResponseFrameBytes bounds every response frame (the daemon's never pass 8 MiB).
@@ -106,6 +106,40 @@ type HideCut struct {
 	Preface    string `json:"preface"`
 }
 
+// HidePage is a page of a hide (protocol 3). Pages is "json" (then JSON says where the page is)
+// or "bytes" (asked for, or the hide is not one JSON value: NotJSON says why).
+type HidePage struct {
+	HideID     string     `json:"hide_id"`
+	Page       uint64     `json:"page"`
+	TotalPages uint64     `json:"total_pages"`
+	PageSize   uint64     `json:"page_size"`
+	Offset     uint64     `json:"offset"`
+	Size       uint64     `json:"size"`
+	Pages      string     `json:"pages"`
+	JSON       *JSONPlace `json:"json"`
+	NotJSON    string     `json:"not_json"`
+	Content    []byte     `json:"-"`
+	Preface    string     `json:"preface"`
+}
+
+// JSONPlace is where a JSON page is: the paths of its first and last values ("$[1].labels[0]"),
+// the innermost array open around its start, its depth, and the offsets into a string longer
+// than a page where it starts or stops.
+type JSONPlace struct {
+	First          string      `json:"first"`
+	Last           string      `json:"last"`
+	Array          *ArrayPlace `json:"array"`
+	Depth          uint64      `json:"depth"`
+	StartsInString *uint64     `json:"starts_in_string"`
+	EndsInString   *uint64     `json:"ends_in_string"`
+}
+
+// ArrayPlace is an array a JSON page is in: its path and its number of elements.
+type ArrayPlace struct {
+	Path   string `json:"path"`
+	Length uint64 `json:"length"`
+}
+
 // Hidden is a run's output over the output limit, kept as a hide: its entry and page 1.
 type Hidden struct {
 	Entry HideEntry `json:"entry"`
@@ -156,7 +190,7 @@ func tailLength(r response, bound uint64) (uint64, error) {
 		} `json:"first"`
 	}
 	switch r.kind {
-	case "run", "hide_content", "hide_cut", "hidden":
+	case "run", "hide_content", "hide_cut", "hide_page", "hidden":
 	default:
 		return 0, nil
 	}
@@ -167,7 +201,7 @@ func tailLength(r response, bound uint64) (uint64, error) {
 	switch r.kind {
 	case "run":
 		announced = n.OutputBytes
-	case "hide_content", "hide_cut":
+	case "hide_content", "hide_cut", "hide_page":
 		announced = n.ContentBytes
 	case "hidden":
 		if n.First != nil {

@@ -156,7 +156,7 @@ fn requests() -> Vec<Value> {
         request(
             "hello",
             Request::Hello(Hello {
-                protocol: 2,
+                protocol: jqjail_protocol::PROTOCOL_VERSION,
                 client: "my-agent/2.3".into(),
             }),
         ),
@@ -277,7 +277,7 @@ fn responses() -> Vec<Value> {
         response(
             "hello",
             Response::Hello(HelloReply {
-                protocol: 2,
+                protocol: jqjail_protocol::PROTOCOL_VERSION,
                 server: "jqjaild/0.1.0".into(),
                 limits: Limits::default(),
             }),
