@@ -2,7 +2,7 @@ import { accessSync, constants as fsConstants, existsSync, lstatSync, readdirSyn
 import { connect as netConnect, Socket } from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import {
-  Cost, decodeResponse, errorOf, cutOf, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
+  Cost, decodeResponse, errorOf, cutOf, pageOf, HidePage, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
   MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, NotListening, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
 } from "./wire.js";
 import { otherVersion, startPrivate } from "./private.js";
@@ -500,6 +500,22 @@ export class Client {
   async hideCut(id: string, page: number, options: { pageSize?: number; hint?: boolean } = {}): Promise<HideCut> {
     const r = await this.call({ hide_cut: { id, page, page_size: options.pageSize ?? null, hint: options.hint ?? false } }, undefined, ["hide_cut"]);
     return cutOf(r.response.fields, r.tail);
+  }
+
+  /**
+   * One page of a hide (protocol 3), by number (`{ page }`) or by a path in it (`{ path }`: `$[17].labels`,
+   * `.[17].labels` or `[17,"labels"]`), in JSON pages (pages end between values and name their paths; a hide
+   * that is not one JSON value is cut in bytes, and the answer says so) or `pages: "bytes"`.
+   */
+  async hidePage(
+    id: string,
+    at: { page: number } | { path: string },
+    options: { pageSize?: number; hint?: boolean; pages?: "json" | "bytes" } = {},
+  ): Promise<HidePage> {
+    const where = "path" in at ? { path: at.path } : { page: at.page };
+    const request = { hide_page: { id, at: where, page_size: options.pageSize ?? null, hint: options.hint ?? false, pages: options.pages ?? "json" } };
+    const r = await this.call(request, undefined, ["hide_page"]);
+    return pageOf(r.response.fields, r.tail);
   }
 
   async hideSearch(id: string, query: string, options: { ignoreCase?: boolean; pageSize?: number; maxMatches?: number } = {}): Promise<{ hide_id: string; matches: { page: number; offset: number }[]; truncated: boolean; total_pages: number; page_size: number }> {

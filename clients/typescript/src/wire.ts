@@ -1,7 +1,7 @@
 // The jqjail protocol v2 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
 // Everything here is pure; the client moves the bytes.
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 export const VERSION = "0.1.0";
 /** Response frames longer than this are refused (the daemon's never are). */
 export const MAX_RESPONSE_FRAME_BYTES = 8 << 20;
@@ -92,6 +92,23 @@ export interface HideCut {
   preface: string | null;
 }
 
+/** Where a JSON page is: the paths of its first and last values (`$[1].labels[0]`), the innermost array open around its start, its depth, and the offsets into a string longer than a page where it starts or stops. */
+export interface JsonPlace {
+  first: string;
+  last: string;
+  array: { path: string; length: number } | null;
+  depth: number;
+  starts_in_string: number | null;
+  ends_in_string: number | null;
+}
+
+/** A page of a hide (protocol 3): `pages` is "json" (then `json` says where it is) or "bytes" (asked for, or the hide is not one JSON value: `not_json` says why). */
+export interface HidePage extends HideCut {
+  pages: "json" | "bytes";
+  json: JsonPlace | null;
+  not_json: string | null;
+}
+
 /** A run's output over the output limit, kept as a hide: its entry and page 1. */
 export interface Hidden {
   entry: HideEntry;
@@ -139,6 +156,7 @@ export function tailLength(r: Response, bound: number): number {
       break;
     case "hide_content":
     case "hide_cut":
+    case "hide_page":
       n = r.fields?.content_bytes;
       break;
     case "hidden":
@@ -157,6 +175,23 @@ export function tailLength(r: Response, bound: number): number {
 export function errorOf(fields: any): JqjailError {
   if (typeof fields?.code !== "string") return unavailable("the daemon's error answer does not decode");
   return new JqjailError(fields.code, String(fields.message ?? ""), fields.limit ?? null, fields.actual ?? null, fields.detail ?? null);
+}
+
+export function pageOf(fields: any, content: Buffer): HidePage {
+  const json = fields.json ?? null;
+  return {
+    ...cutOf(fields, content),
+    pages: fields.pages === "bytes" ? "bytes" : "json",
+    json: json === null ? null : {
+      first: json.first,
+      last: json.last,
+      array: json.array ?? null,
+      depth: json.depth,
+      starts_in_string: json.starts_in_string ?? null,
+      ends_in_string: json.ends_in_string ?? null,
+    },
+    not_json: fields.not_json ?? null,
+  };
 }
 
 export function cutOf(fields: any, content: Buffer): HideCut {

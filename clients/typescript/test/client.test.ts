@@ -46,6 +46,10 @@ test("the requests it writes mean what the conformance vectors' do, and every re
     "run in the path language": runRequest("items[*].name", { inline: 12 }, { lang: "path" }),
     "shape of a hide": runRequest("", { hide: "github-1a2b3c4d" }, { lang: "shape" }),
   };
+  const page = { id: "github-1a2b3c4d", page_size: null, hint: false, pages: "json" };
+  ours["hide_page by number"] = { hide_page: { ...page, at: { page: 2 }, page_size: 600, hint: true } };
+  ours["hide_page by path"] = { hide_page: { ...page, at: { path: "$[17].labels" } } };
+  ours["hide_page in bytes"] = { hide_page: { ...page, at: { page: 1 }, pages: "bytes" } };
   for (const [name, request] of Object.entries(ours)) {
     assert.deepEqual(normal(request), normal(JSON.parse(requests.get(name).json)), name);
   }
@@ -143,6 +147,20 @@ test("runs, their options, and the whole protocol", async () => {
     const found = await c.hideSearch(put.entry.id, "BA", { ignoreCase: true, maxMatches: 2 });
     assert.deepEqual(found.matches, [{ page: 1, offset: 1 }, { page: 1, offset: 3 }]);
     await assert.rejects(c.hideCut(put.entry.id, 9, { pageSize: 64 }), (e: JqjailError) => e.code === "PAGE_OUT_OF_RANGE" && e.limit === 4 && e.actual === 9);
+    // JSON pages, by number and by path; text in byte pages, saying why.
+    const doc = '[{"id":0,"labels":["bug"]},{"id":1,"labels":["p1","p2"]},{"id":2,"labels":[]}]';
+    const jid = (await c.hidePut(doc, { source: "json" })).entry.id;
+    const pages = [await c.hidePage(jid, { page: 1 }, { pageSize: 64, hint: true })];
+    while (pages.length < pages[0].total_pages) pages.push(await c.hidePage(jid, { page: pages.length + 1 }, { pageSize: 64 }));
+    assert.equal(Buffer.concat(pages.map((p) => p.content)).toString(), doc);
+    assert.deepEqual(pages[1].json?.array, { path: "$", length: 3 });
+    assert.match(pages[0].preface!, /It holds \$ through/);
+    const at = await c.hidePage(jid, { path: ".[2].labels" }, { pageSize: 64 });
+    const value = doc.indexOf("[]}");
+    assert.ok(at.offset <= value && value < at.offset + at.content.length, JSON.stringify(at));
+    await assert.rejects(c.hidePage(jid, { path: "$[3]" }), (e: JqjailError) => e.code === "NOT_FOUND");
+    const text = await c.hidePage(put.entry.id, { page: 1 }, { pageSize: 64 });
+    assert.ok(text.pages === "bytes" && text.not_json !== null);
     const hidden = await c.run("[range(5000)]", "null", { onOversize: "hide", maxOutputBytes: 1000 });
     assert.ok(hidden.hidden && hidden.hidden.first.content.toString().startsWith("[0,1,2"));
     assert.equal((await c.runHide("length", hidden.hidden.entry.id)).output, "5000");
