@@ -144,6 +144,7 @@ func TestConformanceVectors(t *testing.T) {
 		"hide_cut":                             cutRequest("github-1a2b3c4d", 2, 64, true),
 		"hide_page by number":                  pageRequest("github-1a2b3c4d", map[string]any{"page": 2}, PageOptions{PageSize: 600, Hint: true}),
 		"hide_page by path":                    pageRequest("github-1a2b3c4d", map[string]any{"path": "$[17].labels"}, PageOptions{}),
+		"hide_page by offset":                  pageRequest("github-1a2b3c4d", map[string]any{"offset": 70}, PageOptions{PageSize: 64}),
 		"hide_page in bytes":                   pageRequest("github-1a2b3c4d", map[string]any{"page": 1}, PageOptions{Bytes: true}),
 		"hide_search":                          searchRequest("github-1a2b3c4d", "needle", SearchOptions{IgnoreCase: true, MaxMatches: 10}),
 		"hide_list":                            listRequest(100, 50),
@@ -416,6 +417,9 @@ func TestHidesThroughTheClient(t *testing.T) {
 	at, err := c.HidePageAt(ctx, jput.Entry.ID, ".[2].labels", PageOptions{PageSize: 64})
 	if value := uint64(bytes.Index(doc, []byte(`[]}`))); err != nil || at.Offset > value || value >= at.Offset+uint64(len(at.Content)) {
 		t.Fatalf("page at .[2].labels: %+v %v", at, err)
+	}
+	if held, err := c.HidePageHolding(ctx, jput.Entry.ID, uint64(bytes.Index(doc, []byte(`[]}`))), PageOptions{PageSize: 64}); err != nil || held.Page != at.Page {
+		t.Fatalf("page holding the offset: %+v %v", held, err)
 	}
 	if _, err := c.HidePageAt(ctx, jput.Entry.ID, "$[3]", PageOptions{}); codeOf(err) != "NOT_FOUND" {
 		t.Fatal(err)

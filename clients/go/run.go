@@ -254,6 +254,12 @@ func (c *Client) HidePageAt(ctx context.Context, id, path string, opts PageOptio
 	return c.hidePage(ctx, pageRequest(id, map[string]any{"path": path}, opts))
 }
 
+// HidePageHolding is the page that holds byte offset of the hide (a search match's, say), in
+// JSON pages or, with opts.Bytes, byte pages.
+func (c *Client) HidePageHolding(ctx context.Context, id string, offset uint64, opts PageOptions) (*HidePage, error) {
+	return c.hidePage(ctx, pageRequest(id, map[string]any{"offset": offset}, opts))
+}
+
 func (c *Client) hidePage(ctx context.Context, request any) (*HidePage, error) {
 	r, tail, err := c.call(ctx, request, nil, "hide_page")
 	if err != nil {

@@ -214,6 +214,8 @@ pub enum PageAt {
     /// path expression of keys and indices (`.[130].labels`) or jq's array form
     /// (`[130,"labels"]`); at most [`MAX_PATH_BYTES`]. JSON pages only.
     Path(String),
+    /// The page that holds this byte offset of the hide (a search match's, say).
+    Offset(u64),
 }
 
 /// v3: how a hide is cut into pages.

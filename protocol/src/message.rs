@@ -515,7 +515,7 @@ impl<'a> Request<'a> {
                 string_bytes(&r.id)
                     + match &r.at {
                         crate::hide::PageAt::Path(path) => string_bytes(path),
-                        crate::hide::PageAt::Page(_) => 0,
+                        crate::hide::PageAt::Page(_) | crate::hide::PageAt::Offset(_) => 0,
                     }
             }
             Request::HideSearch(r) => string_bytes(&r.id) + string_bytes(&r.query),

@@ -236,6 +236,16 @@ fn requests() -> Vec<Value> {
             }),
         ),
         request(
+            "hide_page by offset",
+            Request::HidePage(HidePageRequest {
+                id: "github-1a2b3c4d".into(),
+                at: PageAt::Offset(70),
+                page_size: Some(64),
+                hint: false,
+                pages: Pages::Json,
+            }),
+        ),
+        request(
             "hide_page in bytes",
             Request::HidePage(HidePageRequest {
                 id: "github-1a2b3c4d".into(),

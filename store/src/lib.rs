@@ -173,6 +173,8 @@ pub enum PageAt {
     Number(u64),
     /// The page holding the first byte of the value at this path.
     Path(json_page::Path),
+    /// The page holding this byte.
+    Offset(u64),
 }
 
 /// A page of a hide in JSON pages ([`json_page`]), or in byte pages where the hide is not one
@@ -661,6 +663,25 @@ impl Store {
         cut_file(entry, &file, page, page_size)
     }
 
+    /// One byte page of a hide, by number or by a byte it holds (a path names no byte page).
+    pub fn byte_page(&self, tenant: &str, id: &str, at: PageAt, page_size: u64) -> Result<Cut> {
+        check_page_size(page_size)?;
+        let (entry, file) = self.open_hide(tenant, id)?;
+        let page = match at {
+            PageAt::Number(page) => page,
+            PageAt::Offset(offset) => {
+                check_offset(&entry, offset)?;
+                Layout::new(&file, entry.size, page_size)?.page_of(offset)
+            }
+            PageAt::Path(_) => {
+                return Err(StoreError::Invalid(
+                    "a page by path is a JSON page: ask for JSON pages".into(),
+                ));
+            }
+        };
+        cut_file(entry, &file, page, page_size)
+    }
+
     /// One page of a hide in JSON pages, by number or by a path in it; a hide that is not one
     /// JSON value is paged in bytes, as [`Store::cut`] pages it (and has no paths).
     ///
@@ -685,11 +706,18 @@ impl Store {
         let index = match &*laid {
             Ok(index) => index,
             Err(not_json) => {
-                let PageAt::Number(page) = at else {
-                    return Err(StoreError::Invalid(format!(
-                        "hide `{}` is not one JSON value ({not_json}): it has byte pages, and no value has a path",
-                        entry.id
-                    )));
+                let page = match at {
+                    PageAt::Number(page) => page,
+                    PageAt::Offset(offset) => {
+                        check_offset(&entry, offset)?;
+                        Layout::new(&file, entry.size, page_size)?.page_of(offset)
+                    }
+                    PageAt::Path(_) => {
+                        return Err(StoreError::Invalid(format!(
+                            "hide `{}` is not one JSON value ({not_json}): it has byte pages, and no value has a path",
+                            entry.id
+                        )));
+                    }
                 };
                 return Ok(Paged {
                     cut: cut_file(entry, &file, page, page_size)?,
@@ -699,6 +727,10 @@ impl Store {
         };
         let page = match at {
             PageAt::Number(page) => page,
+            PageAt::Offset(offset) => {
+                check_offset(&entry, offset)?;
+                index.page_of(offset)
+            }
             PageAt::Path(path) => {
                 let doc = match whole.take() {
                     Some(doc) => doc,
@@ -1065,6 +1097,17 @@ pub fn check_labels(kind: &str, source: &str, meta: &[(String, String)]) -> Resu
         )));
     }
     Ok(())
+}
+
+/// Refuses an offset past the end of the hide.
+fn check_offset(entry: &Entry, offset: u64) -> Result<()> {
+    match offset < entry.size {
+        true => Ok(()),
+        false => Err(StoreError::Invalid(format!(
+            "offset {offset} is past the end of hide `{}` ({} bytes)",
+            entry.id, entry.size
+        ))),
+    }
 }
 
 /// Byte page `page` of the hide `entry` whose file is `file`.

@@ -645,6 +645,20 @@ fn json_pages_name_their_paths_and_a_path_finds_its_page() {
         .unwrap_err();
     assert_eq!(code(e), ErrorCode::PageOutOfRange);
 
+    // By offset, in both kinds of page: the page holding that byte.
+    for pages in [Pages::Json, Pages::Bytes] {
+        for offset in [0, 1234, doc.len() as u64 - 1] {
+            let page = c
+                .hide_page(json_page(&id, PageAt::Offset(offset), 600, pages))
+                .unwrap();
+            let end = page.offset + page.content.as_bytes().len() as u64;
+            assert!(page.offset <= offset && offset < end, "{pages:?} {offset}");
+        }
+        let e = c
+            .hide_page(json_page(&id, PageAt::Offset(doc.len() as u64), 600, pages))
+            .unwrap_err();
+        assert_eq!(code(e), ErrorCode::InvalidRequest);
+    }
     // Byte pages are hide_cut's.
     let bytes = c
         .hide_page(json_page(&id, PageAt::Page(2), 600, Pages::Bytes))

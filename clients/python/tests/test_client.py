@@ -98,6 +98,7 @@ def test_json_pages_by_number_and_by_path(socket_path):
         at = c.hide_page(hide_id, path=".[49].title", page_size=300)
         value = ISSUES.encode().index(b'"issue 49 ')
         assert at.offset <= value < at.offset + len(at.content)
+        assert c.hide_page(hide_id, offset=value, page_size=300).page == at.page
         with pytest.raises(jqjail.JqjailError) as e:
             c.hide_page(hide_id, path="$[50]")
         assert e.value.code == "NOT_FOUND"

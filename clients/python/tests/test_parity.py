@@ -59,6 +59,7 @@ def test_the_requests_written_mean_the_vectors_and_every_response_decodes():
         "shape of a hide": _wire.run_request("", None, "github-1a2b3c4d", lang="shape"),
         "hide_page by number": _requests.hide_page("github-1a2b3c4d", 2, None, 600, True, "json"),
         "hide_page by path": _requests.hide_page("github-1a2b3c4d", None, "$[17].labels", None, False, "json"),
+        "hide_page by offset": _requests.hide_page("github-1a2b3c4d", None, None, 64, False, "json", 70),
         "hide_page in bytes": _requests.hide_page("github-1a2b3c4d", 1, None, None, False, "bytes"),
     }
     for name, request in ours.items():

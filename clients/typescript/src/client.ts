@@ -503,16 +503,16 @@ export class Client {
   }
 
   /**
-   * One page of a hide (protocol 3), by number (`{ page }`) or by a path in it (`{ path }`: `$[17].labels`,
-   * `.[17].labels` or `[17,"labels"]`), in JSON pages (pages end between values and name their paths; a hide
+   * One page of a hide (protocol 3), by number (`{ page }`), by a path in it (`{ path }`: `$[17].labels`,
+   * `.[17].labels` or `[17,"labels"]`) or by a byte it holds (`{ offset }`, a search match's), in JSON pages (pages end between values and name their paths; a hide
    * that is not one JSON value is cut in bytes, and the answer says so) or `pages: "bytes"`.
    */
   async hidePage(
     id: string,
-    at: { page: number } | { path: string },
+    at: { page: number } | { path: string } | { offset: number },
     options: { pageSize?: number; hint?: boolean; pages?: "json" | "bytes" } = {},
   ): Promise<HidePage> {
-    const where = "path" in at ? { path: at.path } : { page: at.page };
+    const where = "path" in at ? { path: at.path } : "offset" in at ? { offset: at.offset } : { page: at.page };
     const request = { hide_page: { id, at: where, page_size: options.pageSize ?? null, hint: options.hint ?? false, pages: options.pages ?? "json" } };
     const r = await this.call(request, undefined, ["hide_page"]);
     return pageOf(r.response.fields, r.tail);

@@ -49,6 +49,7 @@ test("the requests it writes mean what the conformance vectors' do, and every re
   const page = { id: "github-1a2b3c4d", page_size: null, hint: false, pages: "json" };
   ours["hide_page by number"] = { hide_page: { ...page, at: { page: 2 }, page_size: 600, hint: true } };
   ours["hide_page by path"] = { hide_page: { ...page, at: { path: "$[17].labels" } } };
+  ours["hide_page by offset"] = { hide_page: { ...page, at: { offset: 70 }, page_size: 64 } };
   ours["hide_page in bytes"] = { hide_page: { ...page, at: { page: 1 }, pages: "bytes" } };
   for (const [name, request] of Object.entries(ours)) {
     assert.deepEqual(normal(request), normal(JSON.parse(requests.get(name).json)), name);
@@ -158,6 +159,7 @@ test("runs, their options, and the whole protocol", async () => {
     const at = await c.hidePage(jid, { path: ".[2].labels" }, { pageSize: 64 });
     const value = doc.indexOf("[]}");
     assert.ok(at.offset <= value && value < at.offset + at.content.length, JSON.stringify(at));
+    assert.equal((await c.hidePage(jid, { offset: value }, { pageSize: 64 })).page, at.page);
     await assert.rejects(c.hidePage(jid, { path: "$[3]" }), (e: JqjailError) => e.code === "NOT_FOUND");
     const text = await c.hidePage(put.entry.id, { page: 1 }, { pageSize: 64 });
     assert.ok(text.pages === "bytes" && text.not_json !== null);

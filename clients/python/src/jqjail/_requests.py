@@ -27,13 +27,20 @@ def hide_cut(hide_id: str, page: int, page_size: Optional[int], hint: bool) -> R
 
 
 def hide_page(
-    hide_id: str, page: Optional[int], path: Optional[str], page_size: Optional[int], hint: bool, pages: str
+    hide_id: str,
+    page: Optional[int],
+    path: Optional[str],
+    page_size: Optional[int],
+    hint: bool,
+    pages: str,
+    offset: Optional[int] = None,
 ) -> Request:
-    if (page is None) == (path is None):
-        raise TypeError("give a page number or a path, one of the two")
+    given = {k: v for k, v in (("page", page), ("path", path), ("offset", offset)) if v is not None}
+    if len(given) != 1:
+        raise TypeError("give one of a page number, a path or a byte offset")
     if pages not in ("json", "bytes"):
         raise ValueError(f"pages is 'json' or 'bytes', not {pages!r}")
-    at: Dict[str, Any] = {"page": page} if path is None else {"path": path}
+    at: Dict[str, Any] = given
     body = {"id": hide_id, "at": at, "page_size": page_size, "hint": hint, "pages": pages}
     return Request(encode({"hide_page": body}), b"", ("hide_page",))
 

@@ -185,11 +185,12 @@ class AsyncClient:
         page_size: Optional[int] = None,
         hint: bool = False,
         pages: str = "json",
+        offset: Optional[int] = None,
     ) -> HidePage:
-        """One page of a hide, by number or by a path in it (`$[17].labels`, `.[17].labels`),
-        in JSON pages (pages end between values and name their paths; text falls back to byte
+        """One page of a hide, by number, by a path in it (`$[17].labels`, `.[17].labels`) or by
+        a byte `offset` it holds (a search match's), in JSON pages (pages end between values and name their paths; text falls back to byte
         pages and says why) or `pages="bytes"`. Needs a daemon of protocol 3."""
-        return await self._call(req.hide_page(hide_id, page, path, page_size, hint, pages))
+        return await self._call(req.hide_page(hide_id, page, path, page_size, hint, pages, offset))
 
     async def hide_search(
         self, hide_id: str, query: str, *, ignore_case: bool = False, page_size: Optional[int] = None, max_matches: Optional[int] = None

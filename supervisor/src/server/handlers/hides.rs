@@ -350,31 +350,10 @@ fn cut(
 /// A `hide_page`: a JSON page by number or path, or a byte page.
 fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage, StoreError> {
     let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-    let at = match (r.at, r.pages) {
-        (PageAt::Page(page), Pages::Bytes) => {
-            let c = store.cut(&tenant.name, &r.id, page, page_size)?;
-            let preface = r.hint.then(|| preface(&c));
-            return Ok(HidePage {
-                hide_id: c.hide_id,
-                page: c.page,
-                total_pages: c.total_pages,
-                page_size,
-                offset: c.offset,
-                size: c.size,
-                pages: Pages::Bytes,
-                json: None,
-                not_json: None,
-                content: Tail::from(c.content),
-                preface,
-            });
-        }
-        (PageAt::Path(_), Pages::Bytes) => {
-            return Err(StoreError::Invalid(
-                "a page by path is a JSON page: ask for `pages: json`".into(),
-            ));
-        }
-        (PageAt::Page(page), Pages::Json) => jqjail_store::PageAt::Number(page),
-        (PageAt::Path(path), Pages::Json) => {
+    let at = match r.at {
+        PageAt::Page(page) => jqjail_store::PageAt::Number(page),
+        PageAt::Offset(offset) => jqjail_store::PageAt::Offset(offset),
+        PageAt::Path(path) => {
             if path.len() > MAX_PATH_BYTES {
                 return Err(StoreError::Invalid(format!(
                     "the path is {} bytes, over the {MAX_PATH_BYTES}-byte limit",
@@ -387,6 +366,23 @@ fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage
             )
         }
     };
+    if r.pages == Pages::Bytes {
+        let c = store.byte_page(&tenant.name, &r.id, at, page_size)?;
+        let preface = r.hint.then(|| preface(&c));
+        return Ok(HidePage {
+            hide_id: c.hide_id,
+            page: c.page,
+            total_pages: c.total_pages,
+            page_size,
+            offset: c.offset,
+            size: c.size,
+            pages: Pages::Bytes,
+            json: None,
+            not_json: None,
+            content: Tail::from(c.content),
+            preface,
+        });
+    }
     let paged = store.json_page(&tenant.name, &r.id, at, page_size)?;
     Ok(json_reply(paged, page_size, r.hint))
 }
