@@ -6,11 +6,23 @@
 //! which [`HideBuffer::call_tool`] answers. The buffer remembers, per hide, the last page it
 //! served, so `hide_next` is the page after that one. The pages themselves stay on the
 //! daemon's disk; the buffer holds only IDs, sizes and cursors.
+//!
+//! Pages are JSON pages (protocol 3's `hide_page`): a JSON hide's pages end between values and
+//! each says which paths it holds, so the model knows which element of which array it reads;
+//! a hide that is not JSON is paged in bytes. [`HideBuffer::with_pages`] picks byte pages.
 
-use crate::{Client, ClientError, HideContent, HideCut, HideEntry, HideSearchRequest};
+use crate::{
+    Client, ClientError, HideContent, HideCut, HideEntry, HidePage, HidePageRequest,
+    HideSearchRequest, PageAt, Pages,
+};
 use serde_json::Value;
 use std::borrow::BorrowMut;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+/// The most paths a served page shows: five in the daemon's preface (first, last, the array,
+/// and first and last again for a page inside a string) and three in [`format_page`]'s header.
+pub const PATHS_SHOWN: usize = 8;
 
 /// The `kind` recorded for hides stored through a buffer.
 pub const TOOL_OUTPUT_KIND: &str = "tool_output";
@@ -26,6 +38,10 @@ pub struct HideBuffer<C: BorrowMut<Client>> {
     latest: Option<(String, u64)>,
     /// The last page served, per hide.
     cursors: HashMap<String, u64>,
+    /// JSON or byte pages.
+    pages: Pages,
+    /// The most bytes of a path shown (`None`: the daemon's 1,024).
+    max_path_bytes: Option<u32>,
 }
 
 impl<C: BorrowMut<Client>> HideBuffer<C> {
@@ -36,16 +52,35 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
             page_size,
             latest: None,
             cursors: HashMap::new(),
+            pages: Pages::Json,
+            max_path_bytes: None,
         }
+    }
+
+    /// The same buffer, showing at most `max` bytes of any path (a JSON page shows up to
+    /// [`PATHS_SHOWN`] paths between its preface and its header; keys are content).
+    pub fn with_max_path_bytes(mut self, max: u32) -> Self {
+        self.max_path_bytes = Some(max);
+        self
+    }
+
+    /// The same buffer, paging in `pages` (JSON pages unless told).
+    pub fn with_pages(mut self, pages: Pages) -> Self {
+        self.pages = pages;
+        self
     }
 
     /// A buffer holding one hide already in the store (the seed's `LoadIntoBuffer`).
     pub fn load(client: C, id: &str, page_size: u64) -> Result<Self, ClientError> {
         let mut buffer = Self::new(client, page_size);
-        let first = buffer
-            .client
-            .borrow_mut()
-            .hide_cut(id, 1, Some(page_size), false)?;
+        let first = buffer.client.borrow_mut().hide_page(HidePageRequest {
+            id: id.into(),
+            at: PageAt::Page(1),
+            page_size: Some(page_size),
+            hint: false,
+            pages: Pages::Bytes,
+            max_path_bytes: None,
+        })?;
         buffer.latest = Some((first.hide_id, first.size));
         Ok(buffer)
     }
@@ -79,8 +114,14 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
     }
 
     /// One page (1-based); it becomes that hide's cursor.
-    pub fn cut(&mut self, id: &str, page: u64) -> Result<HideCut, ClientError> {
-        self.serve(id, page, false)
+    pub fn cut(&mut self, id: &str, page: u64) -> Result<HidePage, ClientError> {
+        self.serve(id, PageAt::Page(page), false)
+    }
+
+    /// The JSON page holding the value at `path` (`$[17].labels`, `.[17].labels`); it becomes
+    /// that hide's cursor.
+    pub fn jump(&mut self, id: &str, path: &str) -> Result<HidePage, ClientError> {
+        self.serve(id, PageAt::Path(path.into()), false)
     }
 
     /// The page holding the first occurrence of `query`, or `None`: not found (never page 1).
@@ -89,7 +130,7 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         id: &str,
         query: &str,
         ignore_case: bool,
-    ) -> Result<Option<HideCut>, ClientError> {
+    ) -> Result<Option<HidePage>, ClientError> {
         let found = self.client.borrow_mut().hide_search(HideSearchRequest {
             id: id.into(),
             query: query.into(),
@@ -98,7 +139,8 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
             max_matches: Some(1),
         })?;
         match found.matches.first() {
-            Some(m) => self.serve(id, m.page, false).map(Some),
+            // The search's page numbers are byte pages': the page is found by the offset.
+            Some(m) => self.serve(id, PageAt::Offset(m.offset), false).map(Some),
             None => Ok(None),
         }
     }
@@ -111,17 +153,17 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
     }
 
     /// Page 1 of the latest hide, with the reflection hint.
-    pub fn first_cut(&mut self) -> Result<HideCut, ClientError> {
+    pub fn first_cut(&mut self) -> Result<HidePage, ClientError> {
         let id = self.latest_id()?;
-        self.serve(&id, 1, true)
+        self.serve(&id, PageAt::Page(1), true)
     }
 
     /// The page after the last one served of `id` (default: the latest hide); page 1 when none
     /// was served yet.
-    pub fn next(&mut self, id: Option<&str>) -> Result<HideCut, ClientError> {
+    pub fn next(&mut self, id: Option<&str>) -> Result<HidePage, ClientError> {
         let id = self.pick(id)?;
         let page = self.cursors.get(&id).map_or(1, |p| p + 1);
-        self.serve(&id, page, false)
+        self.serve(&id, PageAt::Page(page), false)
     }
 
     /// Answers a `hide_next`, `hide_jump` or `hide_search` tool call with the text for the
@@ -137,13 +179,25 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         let id = args.get("hide_id").and_then(Value::as_str);
         use crate::tools::Tool;
         let result = match Tool::named(name) {
-            Some(Tool::HideNext) => self.next(id).map(|c| format_cut(&c)),
-            Some(Tool::HideJump) => match args.get("page").and_then(Value::as_u64) {
-                Some(page) => self
+            Some(Tool::HideNext) => self.next(id).map(|p| format_page(&p)),
+            Some(Tool::HideJump) => match (
+                args.get("page").and_then(Value::as_u64),
+                args.get("path").and_then(Value::as_str),
+            ) {
+                (Some(page), None) => self
                     .pick(id)
                     .and_then(|id| self.cut(&id, page))
-                    .map(|c| format_cut(&c)),
-                None => return Err("hide_jump needs a positive integer `page`".into()),
+                    .map(|p| format_page(&p)),
+                (None, Some(path)) => self
+                    .pick(id)
+                    .and_then(|id| self.jump(&id, path))
+                    .map(|p| format_page(&p)),
+                _ => {
+                    return Err(
+                        "hide_jump needs a positive integer `page` or a string `path`, one of the two"
+                            .into(),
+                    );
+                }
             },
             Some(Tool::HideSearch) => match args.get("query").and_then(Value::as_str) {
                 Some(query) => {
@@ -153,10 +207,10 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
                         .unwrap_or(false);
                     self.pick(id).and_then(|id| {
                         Ok(match self.search(&id, query, ignore_case)? {
-                            Some(cut) => format!(
+                            Some(page) => format!(
                                 "Found {query:?} on page {}:\n{}",
-                                cut.page,
-                                format_cut(&cut)
+                                page.page,
+                                format_page(&page)
                             ),
                             None => format!("Not found: {query:?} does not occur in hide {id}."),
                         })
@@ -173,11 +227,21 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         result.map_err(|e| e.to_string())
     }
 
-    /// Makes `cut`'s hide the latest, with `cut` as the last page served of it: for a page
-    /// that came from elsewhere, such as the first page of a run's output kept as a hide.
-    pub fn served(&mut self, cut: &HideCut) {
-        self.latest = Some((cut.hide_id.clone(), cut.size));
-        self.cursors.insert(cut.hide_id.clone(), cut.page);
+    /// Makes `page`'s hide the latest, with `page` as the last page served of it: for a page
+    /// that came from elsewhere, such as the first page of a run's output kept as a hide
+    /// (which must be cut as this buffer cuts pages, for `hide_next` to go on from it).
+    pub fn served(&mut self, page: &HidePage) {
+        self.latest = Some((page.hide_id.clone(), page.size));
+        self.cursors.insert(page.hide_id.clone(), page.page);
+    }
+
+    /// Page `page` of `id` with the reflection hint, cut as this buffer cuts pages; the hide
+    /// becomes the latest, with this page its cursor (for a hide kept elsewhere, such as a
+    /// run's output).
+    pub fn hinted(&mut self, id: &str, page: u64) -> Result<HidePage, ClientError> {
+        let served = self.serve(id, PageAt::Page(page), true)?;
+        self.served(&served);
+        Ok(served)
     }
 
     /// The client the buffer pages with, for other requests in the same session (or to
@@ -186,13 +250,17 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         self.client.borrow_mut()
     }
 
-    fn serve(&mut self, id: &str, page: u64, hint: bool) -> Result<HideCut, ClientError> {
-        let cut = self
-            .client
-            .borrow_mut()
-            .hide_cut(id, page, Some(self.page_size), hint)?;
-        self.cursors.insert(cut.hide_id.clone(), cut.page);
-        Ok(cut)
+    fn serve(&mut self, id: &str, at: PageAt, hint: bool) -> Result<HidePage, ClientError> {
+        let page = self.client.borrow_mut().hide_page(HidePageRequest {
+            id: id.into(),
+            at,
+            page_size: Some(self.page_size),
+            hint,
+            pages: self.pages,
+            max_path_bytes: self.max_path_bytes,
+        })?;
+        self.cursors.insert(page.hide_id.clone(), page.page);
+        Ok(page)
     }
 
     fn latest_id(&self) -> Result<String, ClientError> {
@@ -210,8 +278,33 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
     }
 }
 
-/// A page as the model reads it: the preface (when there is one), a header, the text and an
-/// end marker, so the model knows where it is.
+/// A page as the model reads it: the preface (when there is one), a header with the paths a
+/// JSON page holds, the text and an end marker, so the model knows where it is.
+pub fn format_page(page: &HidePage) -> String {
+    let mut out = String::new();
+    if let Some(preface) = &page.preface {
+        out.push_str(preface);
+        out.push('\n');
+    }
+    let end = page.offset + page.content.as_bytes().len() as u64;
+    let _ = write!(
+        out,
+        "[HIDE id={} page={}/{} bytes {}..{end} of {}",
+        page.hide_id, page.page, page.total_pages, page.offset, page.size
+    );
+    if let Some(place) = &page.json {
+        let _ = write!(out, " · {} … {}", place.first, place.last);
+        if let Some(array) = &place.array {
+            let _ = write!(out, " · in {} ({} elements)", array.path, array.length);
+        }
+    }
+    out.push_str("]\n");
+    out.push_str(&String::from_utf8_lossy(page.content.as_bytes()));
+    let _ = write!(out, "\n[END page {}/{}]", page.page, page.total_pages);
+    out
+}
+
+/// A byte page (`hide_cut`) as the model reads it, as [`format_page`] writes one.
 pub fn format_cut(cut: &HideCut) -> String {
     let mut out = String::new();
     if let Some(preface) = &cut.preface {

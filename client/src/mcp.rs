@@ -12,9 +12,9 @@
 //! it. Every jqjail error is a tool error (`isError: true`) whose text is `CODE: message`, so
 //! the model can act on it; the server itself never stops on a bad call.
 
-use crate::hide_buffer::{HideBuffer, format_cut};
+use crate::hide_buffer::{HideBuffer, format_page};
 use crate::{
-    Answer, Client, ClientError, ErrorCode, HideCut, HideEntry, Lang, OnOversize, RunOptions,
+    Answer, Client, ClientError, ErrorCode, HideEntry, HidePage, Lang, OnOversize, RunOptions,
     Source,
 };
 use rmcp::ErrorData;
@@ -42,6 +42,13 @@ pub fn page_bytes(cap: Option<usize>) -> u64 {
         None => PAGE_BYTES,
         Some(cap) => (cap as u64 - cap as u64 / 4).clamp(MIN_PAGE_BYTES, PAGE_BYTES),
     }
+}
+
+/// The most bytes of a path shown under a cap: half of what a page leaves of it, shared among
+/// the paths a page shows.
+fn path_bytes(cap: usize) -> u32 {
+    let left = (cap as u64).saturating_sub(page_bytes(Some(cap)));
+    (left / 2 / crate::hide_buffer::PATHS_SHOWN as u64).min(1024) as u32
 }
 
 /// The server: one daemon connection and one hide buffer for the whole session.
@@ -77,7 +84,13 @@ impl Server {
         Server {
             state: Arc::new(Mutex::new(State {
                 max_message,
-                buffer: HideBuffer::new(client, page_bytes(cap)),
+                buffer: match cap {
+                    // What a page leaves of the cap, half for the paths shown and half for
+                    // the shape: keys in a path are the content's bytes too.
+                    Some(cap) => HideBuffer::new(client, page_bytes(Some(cap)))
+                        .with_max_path_bytes(path_bytes(cap)),
+                    None => HideBuffer::new(client, page_bytes(cap)),
+                },
                 socket,
                 cap,
             })),
@@ -210,11 +223,12 @@ impl State {
 
     /// The answer for a hide kept in place of a result: what it was, its ID, its shape (when
     /// it is JSON: pages and search work on any text) and page 1 with the hint.
-    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HideCut) -> Result<String, Failure> {
+    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HidePage) -> Result<String, Failure> {
         // Under a cap, the shape gets what page 1 leaves of it.
-        let room = self
-            .cap
-            .map(|cap| cap.saturating_sub(first.content.as_bytes().len()));
+        let room = self.cap.map(|cap| {
+            let paths = crate::hide_buffer::PATHS_SHOWN * path_bytes(cap) as usize;
+            cap.saturating_sub(first.content.as_bytes().len() + paths)
+        });
         let shape = match self.buffer.client().shape(Source::Hide(&entry.id)) {
             Ok(reply) if room.is_some_and(|room| reply.output.len() > room) => format!(
                 "Shape: not shown ({} bytes, more than this answer has room for)\n",
@@ -229,7 +243,7 @@ impl State {
              Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
              hide_jump and hide_search.\n{shape}\n{}",
             entry.size,
-            format_cut(first),
+            format_page(first),
             id = entry.id,
         ))
     }
@@ -266,18 +280,9 @@ impl State {
             }
             Answer::Output(reply) => Ok(reply.output),
             Answer::Hidden(hidden) => {
-                // The daemon cuts page 1 at its own page size; under a cap, at this server's.
-                let first =
-                    match hidden.first.content.as_bytes().len() as u64 > self.buffer.page_size() {
-                        true => {
-                            let page = self.buffer.page_size();
-                            self.buffer
-                                .client()
-                                .hide_cut(&hidden.entry.id, 1, Some(page), true)?
-                        }
-                        false => hidden.first,
-                    };
-                self.buffer.served(&first);
+                // The daemon's page 1 is a byte page at its own page size; the model reads
+                // this server's pages (JSON pages, at its page size), from page 1.
+                let first = self.buffer.hinted(&hidden.entry.id, 1)?;
                 self.kept("The output", &hidden.entry, &first)
             }
         }

@@ -81,10 +81,10 @@ impl Tool {
                 "Summarise the structure of a JSON document without reading it: its keys and their types, array lengths, which keys only some elements have (and how many), and a few short example values. At most 4 KiB whatever the size of the document. Use it first on a large result or hide, to write a correct jq filter or path."
             }
             Tool::HideNext => {
-                "Read the next page of a tool output that was too large to show at once (a hide). Returns the page after the last one you read of that hide, or page 1. Summarise what you need from each page before reading further."
+                "Read the next page of a tool output that was too large to show at once (a hide). Returns the page after the last one you read of that hide, or page 1. Pages of JSON end between values, and each page's header names the paths it holds (`$[3].labels[0] … $[7].id`) and the array it is in, with its length. Summarise what you need from each page before reading further."
             }
             Tool::HideJump => {
-                "Read one page of a hide by number (pages start at 1; the header of every page says how many there are)."
+                "Read one page of a hide: by number (pages start at 1; the header of every page says how many there are), or, for JSON, the page holding the value at a path, written as page headers write them (`$[130].labels`) or as a jq path (`.[130].labels`). Give `page` or `path`."
             }
             Tool::HideSearch => {
                 "Find text in a hide and read the page where it first occurs. Says plainly when the text does not occur anywhere in the hide (including across page boundaries)."
@@ -137,9 +137,10 @@ impl Tool {
                 "type": "object",
                 "properties": {
                     "hide_id": {"type": "string", "description": "The hide to read; defaults to the most recent one.", "maxLength": 97},
-                    "page": {"type": "integer", "minimum": 1, "description": "The page number."}
+                    "page": {"type": "integer", "minimum": 1, "description": "The page number (or give path)."},
+                    "path": {"type": "string", "description": "For a JSON hide: the path of a value, e.g. `$[130].labels` or `.[130].labels`; the page holding it is read (or give page).", "maxLength": 4096}
                 },
-                "required": ["page"],
+                "required": [],
                 "additionalProperties": false
             }),
             Tool::HideSearch => json!({

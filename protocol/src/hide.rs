@@ -199,7 +199,15 @@ pub struct HidePageRequest {
     /// value, and say so.
     #[serde(default)]
     pub pages: Pages,
+    /// The most bytes of any path the answer shows (in its fields and its preface); a longer
+    /// one is cut in the middle with `…`. `None` means [`MAX_SHOWN_PATH`]; more is refused.
+    /// A caller bounding what one answer carries of the content (keys are content) lowers it.
+    #[serde(default)]
+    pub max_path_bytes: Option<u32>,
 }
+
+/// The most bytes of a path an answer shows.
+pub const MAX_SHOWN_PATH: u32 = 1024;
 
 /// Most bytes of a path a page is asked for by.
 pub const MAX_PATH_BYTES: usize = 4096;

@@ -223,6 +223,7 @@ fn requests() -> Vec<Value> {
                 page_size: Some(600),
                 hint: true,
                 pages: Pages::Json,
+                max_path_bytes: None,
             }),
         ),
         request(
@@ -233,6 +234,7 @@ fn requests() -> Vec<Value> {
                 page_size: None,
                 hint: false,
                 pages: Pages::Json,
+                max_path_bytes: None,
             }),
         ),
         request(
@@ -243,6 +245,7 @@ fn requests() -> Vec<Value> {
                 page_size: Some(64),
                 hint: false,
                 pages: Pages::Json,
+                max_path_bytes: None,
             }),
         ),
         request(
@@ -253,6 +256,7 @@ fn requests() -> Vec<Value> {
                 page_size: None,
                 hint: false,
                 pages: Pages::Bytes,
+                max_path_bytes: None,
             }),
         ),
         request(

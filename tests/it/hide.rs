@@ -304,6 +304,42 @@ fn hide_buffer_pages_with_a_per_turn_cursor() {
         pages.extend_from_slice(loaded.cut(&entry.id, page).unwrap().content.as_bytes());
     }
     assert_eq!(pages, text.as_bytes());
+
+    // A JSON hide: pages end between values, headers name the paths, a path finds its page,
+    // and a search leads to the JSON page holding the match.
+    let doc = issues(3000);
+    let mut buffer = HideBuffer::new(&mut c, 400);
+    let entry = buffer.store("github", doc.as_bytes()).unwrap();
+    let first = buffer.call_tool("hide_next", &serde_json::json!({}));
+    assert!(
+        first.contains("page=1/") && first.contains(" · $ … $["),
+        "{first}"
+    );
+    let second = buffer.call_tool("hide_next", &serde_json::json!({}));
+    assert!(
+        second.contains(" · $[") && second.contains(" · in $ ("),
+        "{second}"
+    );
+    let jumped = buffer.call_tool("hide_jump", &serde_json::json!({"path": ".[5].labels"}));
+    let fifth = doc.find(r#"{"id":5,"#).unwrap();
+    let value = fifth + doc[fifth..].find(r#""labels":"#).unwrap() + r#""labels":"#.len();
+    let page = buffer.jump(&entry.id, "$[5].labels").unwrap();
+    assert!(
+        page.offset as usize <= value
+            && value < (page.offset as usize + page.content.as_bytes().len())
+    );
+    assert!(jumped.contains(&format!("page={}/", page.page)), "{jumped}");
+    let found = buffer
+        .search(&entry.id, "issue number 7 ", false)
+        .unwrap()
+        .unwrap();
+    let at = doc.find("issue number 7 ").unwrap();
+    assert!(
+        found.offset as usize <= at && at < found.offset as usize + found.content.as_bytes().len()
+    );
+    assert_eq!(found.pages, jqjail_client::Pages::Json);
+    let neither = buffer.call_tool("hide_jump", &serde_json::json!({}));
+    assert!(neither.contains("`page` or a string `path`"), "{neither}");
 }
 
 #[test]
@@ -563,6 +599,7 @@ fn json_page(id: &str, at: PageAt, page_size: u64, pages: Pages) -> HidePageRequ
         page_size: Some(page_size),
         hint: true,
         pages,
+        max_path_bytes: None,
     }
 }
 

@@ -6,7 +6,7 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed", "wide", "long"]
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed", "wide", "long", "keys"]
 
 
 def send(message):
@@ -74,6 +74,9 @@ for line in sys.stdin:
             "small": {"content": [{"type": "text", "text": '{"ok": true}'}]},
             # A JSON result whose one field is 90,000 bytes: what a `jq` of `.body` returns.
             "body": {"content": [{"type": "text", "text": json.dumps({"id": 1, "body": "Z" * 90_000})}]},
+            # JSON whose keys are long and nested deep: a JSON page names its paths, and keys
+            # are the upstream's bytes too.
+            "keys": {"content": [{"type": "text", "text": json.dumps([{"X" * 300: {"Z" * 200: [{"X" * 50: "Z" * 40}] * 20}} for _ in range(40)])}]},
             # A small result with 2 MB in its `_meta`.
             "meta": {"content": [{"type": "text", "text": "small"}], "_meta": {"blob": "Z" * 2_000_000}},
         }[name]

@@ -58,6 +58,13 @@ async def with_threshold(cli, socket, n, report):
             await call("jq", {"hide_id": hide, "filter": "."})
             await call("jq", {"hide_id": hide, "filter": "error(.)"})
             await call("json_path", {"hide_id": hide, "query": "$"})
+            # JSON pages name their paths; long keys in them count against the threshold.
+            keys = (await call("keys", {})).content[0].text
+            assert "kept it as hide" in keys, keys[:300]
+            kept = keys.split("[HIDE id=")[1].split(" ")[0]
+            for page in range(4):
+                await call("hide_next", {"hide_id": kept})
+            await call("hide_jump", {"hide_id": kept, "path": "$[3]." + "X" * 300})
             await call("json_shape", {"input": json.dumps({"Z" * 5000: 1})})
             # A filter error quoting the document is cut, too.
             await call("body", {"jq": "error(.body)"})

@@ -15,7 +15,7 @@ use crate::config::TenantOf;
 use crate::tenant::StoreCall;
 use jqjail_protocol::hide::{
     ArrayPlace, DEFAULT_LIST_PAGE, JsonPlace, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE, MAX_PATH_BYTES,
-    PageAt, Pages,
+    MAX_SHOWN_PATH, PageAt, Pages,
 };
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePage,
@@ -383,20 +383,44 @@ fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage
             preface,
         });
     }
+    let shown = r.max_path_bytes.unwrap_or(MAX_SHOWN_PATH);
+    if shown > MAX_SHOWN_PATH {
+        return Err(StoreError::Invalid(format!(
+            "max_path_bytes is {shown}; it may be at most {MAX_SHOWN_PATH}"
+        )));
+    }
     let paged = store.json_page(&tenant.name, &r.id, at, page_size)?;
-    Ok(json_reply(paged, page_size, r.hint))
+    Ok(json_reply(paged, page_size, r.hint, shown as usize))
+}
+
+/// `path` as shown in an answer: at most `max` bytes, cut in the middle with `…` (whose
+/// bytes are not counted: they are not the content's).
+fn shown_path(path: &[json_page::Step], max: usize) -> String {
+    let full = json_page::render(path);
+    if full.len() <= max {
+        return full;
+    }
+    let mut head = max / 2;
+    while !full.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = full.len() - (max - head);
+    while !full.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}…{}", &full[..head], &full[tail..])
 }
 
 /// A JSON page (or the byte page of a hide that is not JSON) as its answer.
-fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool) -> HidePage {
+fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool, shown: usize) -> HidePage {
     let c = paged.cut;
     let (json, not_json) = match paged.json {
         Ok(p) => (
             Some(JsonPlace {
-                first: json_page::render(&p.first),
-                last: json_page::render(&p.last),
+                first: shown_path(&p.first, shown),
+                last: shown_path(&p.last, shown),
                 array: p.array.map(|(path, length)| ArrayPlace {
-                    path: json_page::render(&path),
+                    path: shown_path(&path, shown),
                     length,
                 }),
                 depth: p.depth as u64,
@@ -563,6 +587,23 @@ mod tests {
         let c = collapse(&long, true);
         assert_eq!(c.len(), 200_001);
         assert!(c.starts_with("[7,7,") && c.ends_with(",7]"));
+    }
+
+    #[test]
+    fn a_shown_path_is_cut_in_the_middle_to_its_bound() {
+        use jqjail_store::json_page::Step;
+        let path: Vec<Step> = (0..100)
+            .map(|i| match i % 2 {
+                0 => Step::Index(i),
+                _ => Step::Key("ключ".repeat(3)),
+            })
+            .collect();
+        for max in [0, 1, 7, 64, 1024] {
+            let shown = super::shown_path(&path, max);
+            assert!(shown.len() - "…".len() <= max, "{max}: {shown}");
+            assert!(shown.contains('…'));
+        }
+        assert_eq!(super::shown_path(&path[..1], 1024), "$[0]");
     }
 
     #[test]
