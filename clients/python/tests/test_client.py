@@ -125,6 +125,11 @@ def test_an_oversized_output_becomes_a_hide_and_the_buffer_pages_it(socket_path)
         assert "page=2/" in buf.call_tool("hide_next", {})
         assert buf.call_tool("hide_search", {"query": "29999"}).startswith("Found '29999' on page")
         assert buf.call_tool("hide_jump", {"page": 999}).startswith("error: PAGE_OUT_OF_RANGE")
+        # JSON pages: the header names the paths, a path finds its page.
+        assert " · $[" in buf.call_tool("hide_jump", {"page": 2})
+        jumped = buf.call_tool("hide_jump", {"path": "$[29999]"})
+        assert "29999" in jumped and "· $[" in jumped, jumped[:300]
+        assert buf.call_tool("hide_jump", {}).startswith("error: hide_jump needs")
 
 
 def test_the_async_client(socket_path):

@@ -160,10 +160,15 @@ def test_a_buffer_takes_over_a_hidden_run(socket_path):
     with jqjail.Client(socket_path) as c:
         hidden = c.run("[range(5000)]", "null", on_oversize="hide", max_output_bytes=1000)
         assert isinstance(hidden, jqjail.Hidden)
-        buffer = jqjail.HideBuffer(c)
+        buffer = jqjail.HideBuffer(c, pages="bytes")
         buffer.take_over(hidden)
         second = buffer.next()
         assert (second.hide_id, second.page) == (hidden.entry.id, 2)
+        # A JSON page 1 ends between values, not where the byte page ends: page 1 again.
+        json_pages = jqjail.HideBuffer(c)
+        json_pages.take_over(hidden)
+        first = json_pages.next()
+        assert (first.page, first.pages) == (1, "json") and first.text.startswith("[0,1,2")
         # Page 1 was cut at 16,384 bytes: a buffer of another page size starts from page 1 at
         # its own size, rather than skip bytes or serve them twice.
         small = jqjail.HideBuffer(c, 4096)

@@ -19,7 +19,7 @@ from ._wire import (
 )
 from .aio import AsyncClient
 from .client import Client
-from .hide_buffer import HideBuffer, format_cut
+from .hide_buffer import HideBuffer, format_cut, format_page
 from .tools import definitions
 
 #: The package's version (also in the hello it sends, as `jqjail-python/VERSION`).
@@ -43,4 +43,5 @@ __all__ = [
     "RunReply",
     "definitions",
     "format_cut",
+    "format_page",
 ]

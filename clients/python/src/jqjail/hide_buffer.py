@@ -1,11 +1,14 @@
 """`HideBuffer`: the per-turn paginator of oversized tool outputs, backed by the daemon's
-store, with the `hide_next`, `hide_jump` and `hide_search` tools (as the Rust crate's)."""
+store, with the `hide_next`, `hide_jump` and `hide_search` tools (as the Rust crate's).
+
+Pages are JSON pages (protocol 3): a JSON hide's pages end between values and each header
+names the paths the page holds and the array it is in; text is paged in bytes."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._wire import HideCut, HideEntry, Hidden, JqjailError
+from ._wire import HideCut, HideEntry, HidePage, Hidden, JqjailError
 from .client import Client
 
 TOOL_OUTPUT_KIND = "tool_output"
@@ -23,13 +26,32 @@ def format_cut(cut: HideCut) -> str:
     return out
 
 
+def format_page(page: HidePage) -> str:
+    """A page as the model sees it: the hint, a header with the paths a JSON page holds, the
+    text, an end marker."""
+    out = ""
+    if page.preface:
+        out += page.preface + "\n"
+    end = page.offset + len(page.content)
+    out += f"[HIDE id={page.hide_id} page={page.page}/{page.total_pages} bytes {page.offset}..{end} of {page.size}"
+    if page.json is not None:
+        out += f" · {page.json.first} … {page.json.last}"
+        if page.json.array is not None:
+            out += f" · in {page.json.array['path']} ({page.json.array['length']} elements)"
+    out += "]\n"
+    out += page.text
+    out += f"\n[END page {page.page}/{page.total_pages}]"
+    return out
+
+
 class HideBuffer:
     """Remembers the latest hide and, per hide, the last page served, so `hide_next` reads
     on. The pages stay on the daemon's disk."""
 
-    def __init__(self, client: Client, page_size: int = 16_384):
+    def __init__(self, client: Client, page_size: int = 16_384, pages: str = "json"):
         self.client = client
         self.page_size = page_size
+        self.pages = pages
         self.latest: Optional[Tuple[str, int]] = None
         self._cursors: Dict[str, int] = {}
 
@@ -41,44 +63,52 @@ class HideBuffer:
 
     def take_over(self, hidden: Hidden) -> None:
         """Makes a run's hidden output (`Client.run(..., on_oversize="hide")`) the latest
-        hide. Its page 1 counts as served when it was cut at this buffer's page size (`next()`
-        goes on to page 2); cut at another size, `next()` serves page 1 again at this buffer's
-        size, rather than skip or repeat bytes."""
+        hide. Its page 1 (a byte page at the daemon's page size) counts as served when it is this
+        buffer's page 1, byte for byte (`next()` goes on to page 2); otherwise `next()` serves
+        page 1 as this buffer cuts pages, rather than skip bytes."""
         self.latest = (hidden.entry.id, hidden.entry.size)
         self._cursors.pop(hidden.entry.id, None)
-        if hidden.first.page_size == self.page_size:
-            self._cursors[hidden.entry.id] = hidden.first.page
+        ours = self.client.hide_page(hidden.entry.id, 1, page_size=self.page_size, pages=self.pages)
+        if ours.content == hidden.first.content:
+            self._cursors[hidden.entry.id] = 1
 
     def needs_paging(self) -> bool:
         return self.latest is not None and self.latest[1] > self.page_size
 
-    def first_cut(self) -> HideCut:
-        return self._serve(self._pick(None), 1, True)
+    def first_cut(self) -> HidePage:
+        return self._serve(self._pick(None), {"page": 1}, True)
 
-    def next(self, hide_id: Optional[str] = None) -> HideCut:
+    def next(self, hide_id: Optional[str] = None) -> HidePage:
         hide_id = self._pick(hide_id)
-        return self._serve(hide_id, self._cursors.get(hide_id, 0) + 1, False)
+        return self._serve(hide_id, {"page": self._cursors.get(hide_id, 0) + 1}, False)
 
-    def cut(self, hide_id: str, page: int) -> HideCut:
-        return self._serve(hide_id, page, False)
+    def cut(self, hide_id: str, page: int) -> HidePage:
+        return self._serve(hide_id, {"page": page}, False)
 
-    def search(self, hide_id: str, query: str, ignore_case: bool = False) -> Optional[HideCut]:
+    def jump(self, hide_id: str, path: str) -> HidePage:
+        """The JSON page holding the value at `path` (`$[17].labels`, `.[17].labels`)."""
+        return self._serve(hide_id, {"path": path}, False)
+
+    def search(self, hide_id: str, query: str, ignore_case: bool = False) -> Optional[HidePage]:
         found = self.client.hide_search(hide_id, query, ignore_case=ignore_case, page_size=self.page_size, max_matches=1)
         if not found["matches"]:
             return None
-        return self._serve(hide_id, int(found["matches"][0]["page"]), False)
+        # The search's page numbers are byte pages': the page is found by the match's offset.
+        return self._serve(hide_id, {"offset": int(found["matches"][0]["offset"])}, False)
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> str:
         """Answers a paging tool call with text for the model; failures as `error: CODE: …`."""
         hide_id = args.get("hide_id")
         try:
             if name == "hide_next":
-                return format_cut(self.next(hide_id))
+                return format_page(self.next(hide_id))
             if name == "hide_jump":
-                page = args.get("page")
-                if not isinstance(page, int) or isinstance(page, bool) or page < 1:
-                    return "error: hide_jump needs a positive integer `page`"
-                return format_cut(self.cut(self._pick(hide_id), page))
+                page, path = args.get("page"), args.get("path")
+                if isinstance(path, str) and page is None:
+                    return format_page(self.jump(self._pick(hide_id), path))
+                if path is not None or not isinstance(page, int) or isinstance(page, bool) or page < 1:
+                    return "error: hide_jump needs a positive integer `page` or a string `path`, one of the two"
+                return format_page(self.cut(self._pick(hide_id), page))
             if name == "hide_search":
                 query = args.get("query")
                 if not isinstance(query, str):
@@ -87,15 +117,15 @@ class HideBuffer:
                 cut = self.search(hide_id, query, bool(args.get("ignore_case", False)))
                 if cut is None:
                     return f"Not found: {query!r} does not occur in hide {hide_id}."
-                return f"Found {query!r} on page {cut.page}:\n{format_cut(cut)}"
+                return f"Found {query!r} on page {cut.page}:\n{format_page(cut)}"
             return f"error: {name} is not a hide tool"
         except JqjailError as e:
             return f"error: {e.code}: {e.message}"
 
-    def _serve(self, hide_id: str, page: int, hint: bool) -> HideCut:
-        cut = self.client.hide_cut(hide_id, page, self.page_size, hint)
-        self._cursors[cut.hide_id] = cut.page
-        return cut
+    def _serve(self, hide_id: str, at: Dict[str, Any], hint: bool) -> HidePage:
+        page = self.client.hide_page(hide_id, page_size=self.page_size, hint=hint, pages=self.pages, **at)
+        self._cursors[page.hide_id] = page.page
+        return page
 
     def _pick(self, hide_id: Optional[str]) -> str:
         if hide_id is not None:
