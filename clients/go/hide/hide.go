@@ -32,13 +32,20 @@ type Hide struct {
 }
 
 // Cut is one page of a hide (pages from 1). Preface is the reflection hint a model gets with
-// page 1 of a FirstCut: where it is, and to summarise before paging on.
+// page 1 of a FirstCut: where it is, and to summarise before paging on. A buffer's pages are
+// JSON pages where the hide is JSON: they end between values, First and Last are the paths
+// of the values the page starts and ends in ("$[3].labels[0]"), and Array the array it is in
+// with its ArrayLength ("" and 0 on byte pages, and where no array is open).
 type Cut struct {
-	HideID     string
-	Page       int
-	TotalPages int
-	Content    string
-	Preface    string
+	HideID      string
+	Page        int
+	TotalPages  int
+	Content     string
+	Preface     string
+	First       string
+	Last        string
+	Array       string
+	ArrayLength int
 }
 
 // StoreEntry is a hide's metadata.
@@ -120,6 +127,54 @@ func cutOf(c *jqjail.HideCut) Cut {
 		HideID: c.HideID, Page: int(c.Page), TotalPages: int(c.TotalPages),
 		Content: string(c.Content), Preface: c.Preface,
 	}
+}
+
+func pageOf(p *jqjail.HidePage) Cut {
+	cut := Cut{
+		HideID: p.HideID, Page: int(p.Page), TotalPages: int(p.TotalPages),
+		Content: string(p.Content), Preface: p.Preface,
+	}
+	if p.JSON != nil {
+		cut.First, cut.Last = p.JSON.First, p.JSON.Last
+		if p.JSON.Array != nil {
+			cut.Array, cut.ArrayLength = p.JSON.Array.Path, int(p.JSON.Array.Length)
+		}
+	}
+	return cut
+}
+
+// at is where a buffer opens a hide: a page number, a path, or the page holding a byte.
+type at struct {
+	page   int
+	path   string
+	offset uint64
+	// byOffset: offset names the page (offset 0 is a real offset).
+	byOffset bool
+}
+
+// page is one JSON page of a hide at pageSize bytes a page.
+func (s *Store) page(id string, where at, pageSize int, hint bool) (Cut, error) {
+	var out Cut
+	opts := jqjail.PageOptions{PageSize: uint64(pageSize), Hint: hint}
+	err := s.with(func(ctx context.Context, c *jqjail.Client) error {
+		var p *jqjail.HidePage
+		var err error
+		switch {
+		case where.path != "":
+			p, err = c.HidePageAt(ctx, id, where.path, opts)
+		case where.byOffset:
+			p, err = c.HidePageHolding(ctx, id, where.offset, opts)
+		case where.page < 1:
+			return fmt.Errorf("hide: page %d: pages start at 1", where.page)
+		default:
+			p, err = c.HidePage(ctx, id, uint64(where.page), opts)
+		}
+		if err == nil {
+			out = pageOf(p)
+		}
+		return err
+	})
+	return out, err
 }
 
 // Put persists one hide; the same content from the same source gives the same ID again.
@@ -298,7 +353,13 @@ func (b *HideBuffer) Load(id string) (*Hide, error) {
 
 // Cut is page `page` (from 1) of a hide, which becomes that hide's position for Next.
 func (b *HideBuffer) Cut(id string, page int) (Cut, error) {
-	return b.serve(id, page, false)
+	return b.serve(id, at{page: page}, false)
+}
+
+// Jump is the JSON page holding the value at path ("$[17].labels" or ".[17].labels"), which
+// becomes that hide's position for Next.
+func (b *HideBuffer) Jump(id, path string) (Cut, error) {
+	return b.serve(id, at{path: path}, false)
 }
 
 // Next is the page after the last one served of hide id ("" for the latest).
@@ -310,7 +371,7 @@ func (b *HideBuffer) Next(id string) (Cut, error) {
 	b.mu.Lock()
 	page := b.cursors[id] + 1
 	b.mu.Unlock()
-	return b.serve(id, page, false)
+	return b.serve(id, at{page: page}, false)
 }
 
 // Search is the page holding the first occurrence of query; false when there is none.
@@ -333,7 +394,8 @@ func (b *HideBuffer) search(id, query string, ignoreCase bool) (Cut, bool, error
 	if len(found.Matches) == 0 {
 		return Cut{}, false, nil
 	}
-	cut, err := b.serve(id, int(found.Matches[0].Page), false)
+	// The search's page numbers are byte pages': the page is found by the match's offset.
+	cut, err := b.serve(id, at{offset: found.Matches[0].Offset, byOffset: true}, false)
 	return cut, err == nil, err
 }
 
@@ -354,25 +416,26 @@ func (b *HideBuffer) FirstCut() (Cut, error) {
 	if err != nil {
 		return Cut{}, err
 	}
-	return b.serve(id, 1, true)
+	return b.serve(id, at{page: 1}, true)
 }
 
-// TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide. Its page 1
-// counts as served when it was cut at this buffer's page size, so Next goes on to page 2;
-// cut at another size, Next serves page 1 again at this buffer's size (rather than skip or
-// repeat bytes).
+// TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide. Its page 1 (a
+// byte page at the daemon's page size) counts as served when it is this buffer's page 1 byte
+// for byte, so Next goes on to page 2; otherwise Next serves page 1 as this buffer cuts pages
+// (rather than skip bytes).
 func (b *HideBuffer) TakeOver(h *jqjail.Hidden) {
+	ours, err := b.store.page(h.Entry.ID, at{page: 1}, b.pageSize, false)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.latest, b.latestSize = h.Entry.ID, int(h.Entry.Size)
 	delete(b.cursors, h.Entry.ID)
-	if int(h.First.PageSize) == b.pageSize {
-		b.cursors[h.Entry.ID] = int(h.First.Page)
+	if err == nil && ours.Content == string(h.First.Content) {
+		b.cursors[h.Entry.ID] = 1
 	}
 }
 
-func (b *HideBuffer) serve(id string, page int, hint bool) (Cut, error) {
-	cut, err := b.store.cut(id, page, b.pageSize, hint)
+func (b *HideBuffer) serve(id string, where at, hint bool) (Cut, error) {
+	cut, err := b.store.page(id, where, b.pageSize, hint)
 	if err != nil {
 		return Cut{}, err
 	}
@@ -403,7 +466,14 @@ func Format(c Cut) string {
 	if c.Preface != "" {
 		out.WriteString(c.Preface + "\n")
 	}
-	fmt.Fprintf(&out, "[HIDE id=%s page=%d/%d]\n%s\n[END page %d/%d]", c.HideID, c.Page, c.TotalPages, c.Content, c.Page, c.TotalPages)
+	fmt.Fprintf(&out, "[HIDE id=%s page=%d/%d", c.HideID, c.Page, c.TotalPages)
+	if c.First != "" {
+		fmt.Fprintf(&out, " · %s … %s", c.First, c.Last)
+		if c.Array != "" {
+			fmt.Fprintf(&out, " · in %s (%d elements)", c.Array, c.ArrayLength)
+		}
+	}
+	fmt.Fprintf(&out, "]\n%s\n[END page %d/%d]", c.Content, c.Page, c.TotalPages)
 	return out.String()
 }
 
@@ -421,9 +491,18 @@ func (b *HideBuffer) CallTool(name string, args map[string]any) string {
 	case "hide_next":
 		return answer(b.Next(id))
 	case "hide_jump":
-		page, ok := args["page"].(float64)
-		if !ok || page < 1 || page != float64(int(page)) {
-			return "error: hide_jump needs a positive integer `page`"
+		page, isPage := args["page"].(float64)
+		path, isPath := args["path"].(string)
+		_, hasPage := args["page"]
+		if isPath && !hasPage {
+			id, err := b.pick(id)
+			if err != nil {
+				return answer(Cut{}, err)
+			}
+			return answer(b.Jump(id, path))
+		}
+		if !isPage || isPath || page < 1 || page != float64(int(page)) {
+			return "error: hide_jump needs a positive integer `page` or a string `path`, one of the two"
 		}
 		id, err := b.pick(id)
 		if err != nil {

@@ -161,11 +161,19 @@ func TestABufferTakesOverAHiddenRun(t *testing.T) {
 	if err != nil || r.Hidden == nil {
 		t.Fatal(err)
 	}
+	// Page 1 is a byte page; this buffer's JSON page 1 ends between values, elsewhere: Next
+	// serves JSON page 1, and goes on from there.
 	b := NewHideBuffer(DefaultPageSize)
 	b.TakeOver(r.Hidden)
 	next, err := b.Next("")
-	if err != nil || next.Page != 2 || next.HideID != r.Hidden.Entry.ID {
-		t.Fatalf("%+v %v", next, err)
+	if err != nil || next.Page != 1 || next.HideID != r.Hidden.Entry.ID || next.First != "$" || !strings.HasSuffix(next.Content, ",") {
+		t.Fatalf("%.200v %v", next, err)
+	}
+	if next, err := b.Next(""); err != nil || next.Page != 2 || !strings.Contains(Format(next), " · $[") {
+		t.Fatalf("%.200v %v", next, err)
+	}
+	if at := b.CallTool("hide_jump", map[string]any{"path": "$[4999]"}); !strings.Contains(at, "4999]") {
+		t.Fatalf("%.300s", at)
 	}
 	// Page 1 was cut at 16,384 bytes: a buffer of 4,096-byte pages starts again from page 1
 	// at its own size, rather than serve bytes the model saw or skip some.
