@@ -1,5 +1,5 @@
 import { Client } from "./client.js";
-import { Hidden, HideCut, HideEntry, JqjailError } from "./wire.js";
+import { Hidden, HideCut, HideEntry, HidePage, JqjailError } from "./wire.js";
 
 export const TOOL_OUTPUT_KIND = "tool_output";
 
@@ -12,15 +12,30 @@ export function formatCut(cut: HideCut): string {
     `\n[END page ${cut.page}/${cut.total_pages}]`;
 }
 
+/** A page as a model sees it: the hint, a header with the paths a JSON page holds and its array, the text, an end marker. */
+export function formatPage(page: HidePage): string {
+  const end = page.offset + page.content.length;
+  let header = `[HIDE id=${page.hide_id} page=${page.page}/${page.total_pages} bytes ${page.offset}..${end} of ${page.size}`;
+  if (page.json !== null) {
+    header += ` · ${page.json.first} … ${page.json.last}`;
+    if (page.json.array !== null) header += ` · in ${page.json.array.path} (${page.json.array.length} elements)`;
+  }
+  return (page.preface ? page.preface + "\n" : "") + header + "]\n" + page.content.toString("utf8") + `\n[END page ${page.page}/${page.total_pages}]`;
+}
+
+type At = { page: number } | { path: string } | { offset: number };
+
 /**
  * The per-turn paginator of oversized tool outputs: remembers the latest hide and, per hide,
- * the last page served, so `hide_next` reads on. The pages stay on the daemon's disk.
+ * the last page served, so `hide_next` reads on. The pages stay on the daemon's disk. Pages are
+ * JSON pages (protocol 3): a JSON hide's pages end between values and each header names the
+ * paths it holds; text is paged in bytes. `pages: "bytes"` pages every hide in bytes.
  */
 export class HideBuffer {
   private latest: { id: string; size: number } | null = null;
   private cursors = new Map<string, number>();
 
-  constructor(readonly client: Client, readonly pageSize = 16_384) {}
+  constructor(readonly client: Client, readonly pageSize = 16_384, readonly pages: "json" | "bytes" = "json") {}
 
   /** Stores a tool's output and makes it the latest hide. */
   async store(content: string | Uint8Array, source = ""): Promise<HideEntry> {
@@ -31,37 +46,44 @@ export class HideBuffer {
   }
 
   /**
-   * Makes a run's hidden output the latest hide. Its page 1 counts as served when it was cut at
-   * this buffer's page size (`next` goes on to page 2); cut at another size, `next` serves page
-   * 1 again at this buffer's size, rather than skip or repeat bytes.
+   * Makes a run's hidden output the latest hide. Its page 1 (a byte page at the daemon's page
+   * size) counts as served when it is this buffer's page 1 byte for byte (`next` goes on to page
+   * 2); otherwise `next` serves page 1 as this buffer cuts pages, rather than skip bytes.
    */
-  takeOver(hidden: Hidden): void {
+  async takeOver(hidden: Hidden): Promise<void> {
     this.latest = { id: hidden.entry.id, size: hidden.entry.size };
     this.cursors.delete(hidden.entry.id);
-    if (hidden.first.page_size === this.pageSize) this.cursors.set(hidden.entry.id, hidden.first.page);
+    const ours = await this.client.hidePage(hidden.entry.id, { page: 1 }, { pageSize: this.pageSize, pages: this.pages });
+    if (ours.content.equals(hidden.first.content)) this.cursors.set(hidden.entry.id, 1);
   }
 
   needsPaging(): boolean {
     return this.latest !== null && this.latest.size > this.pageSize;
   }
 
-  firstCut(): Promise<HideCut> {
-    return this.serve(this.pick(), 1, true);
+  firstCut(): Promise<HidePage> {
+    return this.serve(this.pick(), { page: 1 }, true);
   }
 
-  next(id?: string): Promise<HideCut> {
+  next(id?: string): Promise<HidePage> {
     const hide = this.pick(id);
-    return this.serve(hide, (this.cursors.get(hide) ?? 0) + 1, false);
+    return this.serve(hide, { page: (this.cursors.get(hide) ?? 0) + 1 }, false);
   }
 
-  cut(id: string, page: number): Promise<HideCut> {
-    return this.serve(id, page, false);
+  cut(id: string, page: number): Promise<HidePage> {
+    return this.serve(id, { page }, false);
+  }
+
+  /** The JSON page holding the value at `path` (`$[17].labels` or `.[17].labels`). */
+  jump(id: string, path: string): Promise<HidePage> {
+    return this.serve(id, { path }, false);
   }
 
   /** The page holding the first occurrence of `query`, or null. */
-  async search(id: string, query: string, ignoreCase = false): Promise<HideCut | null> {
+  async search(id: string, query: string, ignoreCase = false): Promise<HidePage | null> {
     const found = await this.client.hideSearch(id, query, { ignoreCase, pageSize: this.pageSize, maxMatches: 1 });
-    return found.matches.length === 0 ? null : this.serve(id, found.matches[0].page, false);
+    // The search's page numbers are byte pages': the page is found by the match's offset.
+    return found.matches.length === 0 ? null : this.serve(id, { offset: found.matches[0].offset }, false);
   }
 
   /** Answers a model's hide_next, hide_jump or hide_search call with text; failures as "error: CODE: …". */
@@ -70,18 +92,21 @@ export class HideBuffer {
     try {
       switch (name) {
         case "hide_next":
-          return formatCut(await this.next(id));
+          return formatPage(await this.next(id));
         case "hide_jump": {
-          const page = args.page;
-          if (typeof page !== "number" || !Number.isInteger(page) || page < 1) return "error: hide_jump needs a positive integer `page`";
-          return formatCut(await this.cut(this.pick(id), page));
+          const { page, path } = args;
+          if (typeof path === "string" && page === undefined) return formatPage(await this.jump(this.pick(id), path));
+          if (path !== undefined || typeof page !== "number" || !Number.isInteger(page) || page < 1) {
+            return "error: hide_jump needs a positive integer `page` or a string `path`, one of the two";
+          }
+          return formatPage(await this.cut(this.pick(id), page));
         }
         case "hide_search": {
           if (typeof args.query !== "string") return "error: hide_search needs a string `query`";
           const hide = this.pick(id);
           const cut = await this.search(hide, args.query, args.ignore_case === true);
           if (cut === null) return `Not found: ${JSON.stringify(args.query)} does not occur in hide ${hide}.`;
-          return `Found ${JSON.stringify(args.query)} on page ${cut.page}:\n${formatCut(cut)}`;
+          return `Found ${JSON.stringify(args.query)} on page ${cut.page}:\n${formatPage(cut)}`;
         }
       }
       return `error: ${name} is not a hide tool`;
@@ -91,10 +116,10 @@ export class HideBuffer {
     }
   }
 
-  private async serve(id: string, page: number, hint: boolean): Promise<HideCut> {
-    const cut = await this.client.hideCut(id, page, { pageSize: this.pageSize, hint });
-    this.cursors.set(cut.hide_id, cut.page);
-    return cut;
+  private async serve(id: string, at: At, hint: boolean): Promise<HidePage> {
+    const page = await this.client.hidePage(id, at, { pageSize: this.pageSize, hint, pages: this.pages });
+    this.cursors.set(page.hide_id, page.page);
+    return page;
   }
 
   private pick(id?: string): string {
