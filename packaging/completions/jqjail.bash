@@ -58,6 +58,9 @@ _jqjail() {
             jqjail__subcmd__help__subcmd__hide,get)
                 cmd="jqjail__subcmd__help__subcmd__hide__subcmd__get"
                 ;;
+            jqjail__subcmd__help__subcmd__hide,jump)
+                cmd="jqjail__subcmd__help__subcmd__hide__subcmd__jump"
+                ;;
             jqjail__subcmd__help__subcmd__hide,list)
                 cmd="jqjail__subcmd__help__subcmd__hide__subcmd__list"
                 ;;
@@ -82,6 +85,9 @@ _jqjail() {
             jqjail__subcmd__hide,help)
                 cmd="jqjail__subcmd__hide__subcmd__help"
                 ;;
+            jqjail__subcmd__hide,jump)
+                cmd="jqjail__subcmd__hide__subcmd__jump"
+                ;;
             jqjail__subcmd__hide,list)
                 cmd="jqjail__subcmd__hide__subcmd__list"
                 ;;
@@ -105,6 +111,9 @@ _jqjail() {
                 ;;
             jqjail__subcmd__hide__subcmd__help,help)
                 cmd="jqjail__subcmd__hide__subcmd__help__subcmd__help"
+                ;;
+            jqjail__subcmd__hide__subcmd__help,jump)
+                cmd="jqjail__subcmd__hide__subcmd__help__subcmd__jump"
                 ;;
             jqjail__subcmd__hide__subcmd__help,list)
                 cmd="jqjail__subcmd__hide__subcmd__help__subcmd__list"
@@ -226,7 +235,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__help__subcmd__hide)
-            opts="put get cut search list rm usage"
+            opts="put get cut jump search list rm usage"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -254,6 +263,20 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__help__subcmd__hide__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__help__subcmd__hide__subcmd__jump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -394,7 +417,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide)
-            opts="-h --socket --help put get cut search list rm usage help"
+            opts="-h --socket --help put get cut jump search list rm usage help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -412,7 +435,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide__subcmd__cut)
-            opts="-h --page-size --hint --socket --help"
+            opts="-h --page-size --hint --json --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -452,7 +475,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide__subcmd__help)
-            opts="put get cut search list rm usage help"
+            opts="put get cut jump search list rm usage help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -494,6 +517,20 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__hide__subcmd__help__subcmd__jump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -570,6 +607,28 @@ _jqjail() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__hide__subcmd__jump)
+            opts="-h --page-size --hint --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --page-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -64,16 +64,17 @@ complete -c jqjail -n "__fish_jqjail_needs_command" -a "stats" -d '`jqjail stats
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "tools" -d '`jqjail tools`: the tool definitions for a model API (no daemon is needed)'
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "mcp" -d 'The MCP server over stdio (jqjail-mcp(1)); its options are jqjail-mcp\'s'
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -s h -l help -d 'Print help'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "cut" -d 'Print one page of a hide'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "list" -d 'List this user\'s hides, newest first'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "rm" -d 'Delete a hide'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "usage" -d 'Bytes and hides held, and the quota'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut search list rm usage help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -s h -l help -d 'Print help'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "cut" -d 'Print one page of a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "list" -d 'List this user\'s hides, newest first'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "rm" -d 'Delete a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "usage" -d 'Bytes and hides held, and the quota'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l source -d 'Where it came from (its letters and digits start the ID)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l kind -d 'What kind of content it is' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l meta -d 'A `key=value` pair to keep with it (repeatable)' -r
@@ -84,7 +85,12 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subc
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from cut" -l page-size -d 'Bytes per page (64 to 1048576; default 16384)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from cut" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from cut" -l hint -d 'Add the reflection hint for a model'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from cut" -l json -d 'JSON pages: pages end between values and name the paths they hold (a hide that is not one JSON value is cut in bytes, and the answer says why)'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from cut" -s h -l help -d 'Print help'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -l page-size -d 'Bytes per page (64 to 1048576; default 16384)' -r
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -l hint -d 'Add the reflection hint for a model'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -s h -l help -d 'Print help'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l page-size -d 'The page size the reported pages refer to (default 16384)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l max-matches -d 'Report at most this many matches (default 100, at most 10000)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
@@ -99,6 +105,7 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subc
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "cut" -d 'Print one page of a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "list" -d 'List this user\'s hides, newest first'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Delete a hide'
@@ -124,6 +131,7 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand help; and not __fish_seen_
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "get" -d 'Write a hide\'s bytes to stdout'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "cut" -d 'Print one page of a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "list" -d 'List this user\'s hides, newest first'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "rm" -d 'Delete a hide'

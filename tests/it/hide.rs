@@ -6,6 +6,7 @@ use jqjail_client::{
     Answer, ClientError, ErrorCode, HideBuffer, HidePageRequest, HideSearchRequest, OnOversize,
     PageAt, Pages, RunOptions, Source,
 };
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
@@ -490,6 +491,37 @@ fn the_hide_command_line() {
     );
     let plain = json(&cli(&d, &["cut", &id, "1"], b""));
     assert!(plain.get("preface").is_none(), "{plain}");
+    // JSON pages: `cut --json` pages between values and names the paths; `jump` goes to one.
+    let page = json(&cli(
+        &d,
+        &["cut", &id, "2", "--json", "--page-size", "64"],
+        b"",
+    ));
+    assert_eq!(
+        (&page["pages"], &page["json"]["first"]),
+        (&json!("json"), &json!("$[2].title")),
+        "{page}"
+    );
+    assert_eq!(page["content"], r#""title":"the third of three"}]"#);
+    let jumped = json(&cli(
+        &d,
+        &["jump", &id, ".[1].title", "--page-size", "64", "--hint"],
+        b"",
+    ));
+    assert_eq!(jumped["page"], 1, "{jumped}");
+    assert!(
+        jumped["preface"]
+            .as_str()
+            .unwrap()
+            .contains("It holds $ through $[2].id"),
+        "{jumped}"
+    );
+    let nowhere = cli(&d, &["jump", &id, "$[7]"], b"");
+    assert!(!nowhere.status.success());
+    assert!(
+        String::from_utf8_lossy(&nowhere.stderr).contains("NOT_FOUND"),
+        "{nowhere:?}"
+    );
     // An output kept as a hide prints its first page as text, says on stderr where the rest
     // is, and the hide holds the outputs as one JSON value (an array), as a collapsed run
     // answers them.

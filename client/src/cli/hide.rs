@@ -1,4 +1,4 @@
-//! `jqjail hide put|get|cut|search|list|rm|usage`: the hide store from a shell.
+//! `jqjail hide put|get|cut|jump|search|list|rm|usage`: the hide store from a shell.
 //!
 //! Every subcommand but `get` prints one JSON value on stdout; `get` writes the hide's raw
 //! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
@@ -8,7 +8,8 @@ use super::inputs::read_inputs;
 use super::run::write_out;
 use super::{Exit, Handshake, connected, failed, report};
 use clap::{Parser, Subcommand};
-use jqjail_protocol::HideSearchRequest;
+use jqjail_protocol::hide::{PageAt, Pages};
+use jqjail_protocol::{HidePageRequest, HideSearchRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -51,6 +52,23 @@ enum Op {
         id: String,
         /// The page, from 1.
         page: u64,
+        /// Bytes per page (64 to 1048576; default 16384).
+        #[arg(long)]
+        page_size: Option<u64>,
+        /// Add the reflection hint for a model.
+        #[arg(long)]
+        hint: bool,
+        /// JSON pages: pages end between values and name the paths they hold (a hide that is
+        /// not one JSON value is cut in bytes, and the answer says why).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the JSON page holding the value at PATH.
+    Jump {
+        /// The hide's ID.
+        id: String,
+        /// The value's path: `$[130].labels`, `.[130].labels` or `[130,"labels"]`.
+        path: String,
         /// Bytes per page (64 to 1048576; default 16384).
         #[arg(long)]
         page_size: Option<u64>,
@@ -127,18 +145,27 @@ pub(super) fn main(args: HideArgs) -> Exit {
             page,
             page_size,
             hint,
+            json: false,
         } => client
             .hide_cut(&id, page, page_size, hint)
-            .map(|cut| match page_json(&cut) {
-                Some(v) => print_json(&v),
-                None => {
-                    report(
-                        "NOT_TEXT",
-                        &format!("page {page} of {id} is not UTF-8 text; use `jqjail hide get`"),
-                    );
-                    Exit::Input
-                }
-            }),
+            .map(|cut| print_page(&cut, cut.content.as_bytes(), &id)),
+        Op::Cut {
+            id,
+            page,
+            page_size,
+            hint,
+            json: true,
+        } => client
+            .hide_page(page_request(&id, PageAt::Page(page), page_size, hint))
+            .map(|p| print_page(&p, p.content.as_bytes(), &id)),
+        Op::Jump {
+            id,
+            path,
+            page_size,
+            hint,
+        } => client
+            .hide_page(page_request(&id, PageAt::Path(path), page_size, hint))
+            .map(|p| print_page(&p, p.content.as_bytes(), &id)),
         Op::Search {
             id,
             query,
@@ -171,12 +198,38 @@ pub(super) fn main(args: HideArgs) -> Exit {
     printed.unwrap_or_else(failed)
 }
 
+fn page_request(id: &str, at: PageAt, page_size: Option<u64>, hint: bool) -> HidePageRequest {
+    HidePageRequest {
+        id: id.into(),
+        at,
+        page_size,
+        hint,
+        pages: Pages::Json,
+        max_path_bytes: None,
+    }
+}
+
+/// Prints a page (a `hide_cut` or a `hide_page`, whose bytes are `content`), or says it is
+/// not text.
+fn print_page(page: &impl serde::Serialize, content: &[u8], id: &str) -> Exit {
+    match page_json(page, content) {
+        Some(v) => print_json(&v),
+        None => {
+            report(
+                "NOT_TEXT",
+                &format!("a page of {id} is not UTF-8 text; use `jqjail hide get`"),
+            );
+            Exit::Input
+        }
+    }
+}
+
 /// A page as the CLI prints it: its fields, with `content` the page's text (the protocol
 /// sends it as the message's tail) and `preface` only when asked for; `None` for a page that is
 /// not UTF-8 text.
-pub(super) fn page_json(cut: &crate::HideCut) -> Option<Value> {
-    let text = std::str::from_utf8(cut.content.as_bytes()).ok()?;
-    let mut v = serde_json::to_value(cut).ok()?;
+pub(super) fn page_json(page: &impl serde::Serialize, content: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(content).ok()?;
+    let mut v = serde_json::to_value(page).ok()?;
     let fields = v.as_object_mut()?;
     fields.remove("content_bytes");
     fields.insert("content".into(), Value::String(text.to_string()));
