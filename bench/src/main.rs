@@ -60,6 +60,8 @@ struct Opts {
     smoke: bool,
     /// Only the throughput section (for measuring a change to worker start-up).
     throughput_only: bool,
+    /// Only the paging section (for measuring a change to the hide store's pages).
+    paging_only: bool,
     out: PathBuf,
 }
 
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
     let mut opts = Opts {
         smoke: false,
         throughput_only: false,
+        paging_only: false,
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         match arg.to_str() {
             Some("--smoke") => opts.smoke = true,
             Some("--throughput") => opts.throughput_only = true,
+            Some("--paging") => opts.paging_only = true,
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
                 None => return usage("--out needs a file"),
@@ -111,7 +115,9 @@ fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput] [--out FILE]");
+    eprintln!(
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging] [--out FILE]"
+    );
     ExitCode::from(2)
 }
 
@@ -260,6 +266,24 @@ fn run(opts: &Opts) -> Result<(), String> {
             ("20 MiB", 20_900_000, 15),
         ]
     };
+    if opts.paging_only {
+        let daemon = Daemon::start(&[])?;
+        let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
+        let p =
+            paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 }).ok_or("paging failed")?;
+        println!(
+            "paging {} ({} pages of 16 KiB): first JSON page {} ms; byte page {} / {} ms, JSON page {} / {} ms (median / p99); JSON / bytes {}",
+            p.input,
+            p.pages,
+            ms(p.first_json),
+            ms(p.bytes.median()),
+            ms(p.bytes.p99()),
+            ms(p.json.median()),
+            ms(p.json.p99()),
+            ratio(p.json.median(), p.bytes.median())
+        );
+        return Ok(());
+    }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let beside = std::env::current_exe()
         .map_err(|e| e.to_string())?
@@ -315,6 +339,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         }
     }
     let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
+    let paging = paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 });
     let throughput = throughput_by_setting(&daemon, seconds)?;
     let stream_rss = stream_big(&daemon, opts.smoke);
     let supervisor_peak_kib = daemon.status_kib("VmHWM:");
@@ -325,6 +350,7 @@ fn run(opts: &Opts) -> Result<(), String> {
     let report = render(
         &cells,
         &by_hide,
+        paging.as_ref(),
         &throughput,
         &stream_rss,
         supervisor_peak_kib,
@@ -343,6 +369,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             "worker_peak_rss_bytes": c.worker_peak_rss,
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
+        "paging": paging.as_ref().map(|p| json!({"input": p.input, "page_size": 16384, "pages": p.pages, "first_json_ms": p.first_json, "bytes": p.bytes.json(), "json": p.json.json()})),
         "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
         "throughput_rps": throughput.iter().map(|(setting, rates)| json!({
             "setting": setting.name, "flags": setting.flags,
@@ -656,6 +683,87 @@ fn by_hide(
     vec![(name, hide, inline)]
 }
 
+/// Paging the largest input kept as a hide, at 16 KiB pages: the first JSON page (which lays
+/// out the whole hide), then byte pages (`hide_cut`) against JSON pages (`hide_page`) of the
+/// same numbers, interleaved, each page number from a fixed walk over the hide.
+struct Paging {
+    input: &'static str,
+    pages: u64,
+    first_json: f64,
+    bytes: Samples,
+    json: Samples,
+}
+
+fn paging(
+    client: &mut Client,
+    sizes: &[(&'static str, usize, usize)],
+    iters: usize,
+) -> Option<Paging> {
+    use jqjail_client::{HidePageRequest, PageAt, Pages};
+    let &(name, size, _) = sizes.last()?;
+    let input = corpus::issues(size);
+    // Its own content (a space more), so no earlier request laid it out.
+    let mut content = input;
+    content.push(b' ');
+    let id = client
+        .hide_put("bench", "paging", &content, &Default::default())
+        .map_err(|e| eprintln!("hide put failed: {e}"))
+        .ok()?
+        .entry
+        .id;
+    let page_size = 16 * 1024;
+    let json_page = |client: &mut Client, page: u64| {
+        client.hide_page(HidePageRequest {
+            id: id.clone(),
+            at: PageAt::Page(page),
+            page_size: Some(page_size),
+            hint: true,
+            pages: Pages::Json,
+            max_path_bytes: None,
+        })
+    };
+    let t = Instant::now();
+    let first = json_page(client, 1)
+        .map_err(|e| eprintln!("hide_page failed: {e}"))
+        .ok()?;
+    let first_json = t.elapsed().as_secs_f64() * 1000.0;
+    let (mut bytes, mut json) = (Samples(Vec::new()), Samples(Vec::new()));
+    let byte_pages = client
+        .hide_cut(&id, 1, Some(page_size), false)
+        .map_err(|e| eprintln!("hide_cut failed: {e}"))
+        .ok()?
+        .total_pages;
+    // JSON pages end early, between values: there are a few more of them.
+    let pages = first.total_pages.min(byte_pages);
+    for i in 0..iters as u64 {
+        // A walk that visits pages all over the hide: 1, then steps of a prime.
+        let page = 1 + (i * 7_919) % pages;
+        let t = Instant::now();
+        let cut = client.hide_cut(&id, page, Some(page_size), true);
+        bytes.push(t.elapsed());
+        let t = Instant::now();
+        let page = json_page(client, page);
+        json.push(t.elapsed());
+        if let Err(e) = cut.and(page) {
+            eprintln!("paging failed: {e}");
+            return None;
+        }
+    }
+    let _ = client.hide_delete(&id);
+    eprintln!(
+        "paging {name} at 16 KiB: first JSON page {first_json:.1} ms, then bytes {:.2} ms, JSON {:.2} ms",
+        bytes.median(),
+        json.median()
+    );
+    Some(Paging {
+        input: name,
+        pages,
+        first_json,
+        bytes,
+        json,
+    })
+}
+
 fn stream_big(daemon: &Daemon, smoke: bool) -> Vec<(usize, u64)> {
     let input = Arc::new(corpus::issues(if smoke { 1 << 20 } else { 20_900_000 }));
     let mut out = Vec::new();
@@ -801,6 +909,7 @@ fn ms(v: f64) -> String {
 fn render(
     cells: &[Cell],
     by_hide: &[(&str, Samples, Samples)],
+    paging: Option<&Paging>,
     throughput: &[(&Setting, Rates)],
     stream_rss: &[(usize, u64)],
     supervisor_peak_kib: u64,
@@ -884,6 +993,28 @@ fn render(
             ms(inline.median()),
             ms(inline.p99()),
             ratio(hide.median(), inline.median())
+        );
+    }
+    if let Some(p) = paging {
+        let _ = writeln!(
+            r,
+            "\n### Paging a hide at 16 KiB pages with the hint: byte pages (`hide_cut`) vs JSON pages (`hide_page`), median / p99 ms\n"
+        );
+        let _ = writeln!(
+            r,
+            "| input | pages | first JSON page (lays out the hide) | byte page | JSON page | JSON / bytes |\n|---|---|---|---|---|---|"
+        );
+        let _ = writeln!(
+            r,
+            "| {} | {} | {} | {} / {} | {} / {} | {} |",
+            p.input,
+            p.pages,
+            ms(p.first_json),
+            ms(p.bytes.median()),
+            ms(p.bytes.p99()),
+            ms(p.json.median()),
+            ms(p.json.p99()),
+            ratio(p.json.median(), p.bytes.median())
         );
     }
     let _ = write!(r, "\n{}", render_throughput(throughput));
