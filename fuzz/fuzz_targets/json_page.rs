@@ -1,10 +1,12 @@
 //! JSON pages over any bytes: the layout is made for exactly the inputs serde_json takes as
 //! one JSON value (valid UTF-8, within serde_json's nesting limit), and then its pages cover
 //! the document exactly, in order, each non-empty and within the page size, never ending
-//! inside a UTF-8 character; anything else is refused, never a panic.
+//! inside a UTF-8 character; anything else is refused, never a panic. Pages served from marks
+//! far apart are the same pages, and each page's first path finds a value on or after the
+//! page's start (a path read back as shown); the document's text as a path never panics.
 #![no_main]
 
-use jqjail_store::json_page::JsonLayout;
+use jqjail_store::json_page::{JsonLayout, find, parse_path, render};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -12,6 +14,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let page_size = 64 + u64::from(knob % 128);
+    if let Ok(text) = std::str::from_utf8(doc) {
+        let _ = parse_path(text);
+    }
     let layout = JsonLayout::new(doc, page_size);
     if let Ok(text) = std::str::from_utf8(doc) {
         match serde_json::from_str::<serde::de::IgnoredAny>(text) {
@@ -30,6 +35,14 @@ fuzz_target!(|data: &[u8]| {
             assert!(text.is_char_boundary(page.range.end as usize));
         }
         next = page.range.end;
+        let shown = render(&page.first);
+        if !shown.contains('…') {
+            let path = parse_path(&shown).expect("a shown path reads back");
+            assert_eq!(path, page.first);
+            assert!(find(doc, &path).is_some(), "{shown} finds nothing");
+        }
     }
     assert_eq!(next, doc.len() as u64);
+    let far = JsonLayout::with_marks(doc, page_size, 1 + u64::from(knob) * 97).expect("the same document");
+    assert_eq!(far, layout, "marks elsewhere, other pages");
 });
