@@ -31,8 +31,10 @@ pub const MAX_DEPTH: usize = 10_000;
 /// Keys longer than this are shown cut, with `…`, in rendered paths.
 const MAX_SHOWN_KEY: usize = 256;
 
-/// Of a longer key, the bytes decoded for a path: enough to show it.
-const KEPT_KEY: usize = 4 * MAX_SHOWN_KEY + 8;
+/// Of a longer key, the raw bytes decoded for a path: enough for more than [`MAX_SHOWN_KEY`]
+/// bytes decoded however it is escaped (`\u0061` is six bytes for one), so a key cut here is
+/// always shown cut, with `…`.
+const KEPT_KEY: usize = 6 * (MAX_SHOWN_KEY + 1) + 8;
 
 /// One step of a path: an object's key or an array's index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,9 +181,9 @@ const KEY_AHEAD: u64 = 4096 + 4;
 /// than the whole document.
 ///
 /// A mark costs its nesting (a frame and at most [`KEPT_KEY`] bytes of key for each level); a
-/// mark is only taken where the document since the last one is at least four times the most
-/// it can cost, so the marks of any document take at most a quarter of its size, however deep
-/// it nests, and deciding where they go costs nothing per page.
+/// mark is only taken where the document since the last one is at least four times its cost,
+/// so the marks of any document take at most a quarter of its size, however deep it nests
+/// (the reader keeps the cost as it reads, so deciding where marks go costs nothing per page).
 #[derive(Debug, Clone)]
 pub struct JsonIndex {
     len: u64,
@@ -209,7 +211,14 @@ impl JsonIndex {
     /// As [`JsonIndex::new`], with marks at least `mark_every` bytes apart.
     pub fn with_marks(doc: &[u8], page_size: u64, mark_every: u64) -> Result<JsonIndex, NotJson> {
         let page_size = usize::try_from(page_size.max(MIN_PAGE_SIZE)).unwrap_or(usize::MAX);
-        // The whole document is checked first: a layout is never half made.
+        // The whole document is checked first: a layout is never half made. JSON is UTF-8: a
+        // string of stray continuation bytes would otherwise be split a byte a page.
+        if let Err(e) = std::str::from_utf8(doc) {
+            return Err(NotJson {
+                at: e.valid_up_to() as u64,
+                why: "not UTF-8",
+            });
+        }
         let mut check = Scanner::default();
         check.run(doc, 0, doc.len(), true)?;
         check.finish(doc.len())?;
@@ -226,10 +235,10 @@ impl JsonIndex {
                 && (start - last_mark) as u64 >= mark_every
                 && at_start.string_open.is_none()
                 && at_start.literal.is_none()
-                && start - last_mark >= 4 * at_start.stack.len() * (FRAME_BYTES + KEPT_KEY)
+                && start - last_mark >= 4 * at_start.mark_bytes()
             {
                 let mark = at_start.kept(doc);
-                mark_bytes += mark.kept_bytes();
+                mark_bytes += mark.mark_bytes();
                 marks.push((starts.len(), mark));
                 last_mark = start;
             }
@@ -240,7 +249,9 @@ impl JsonIndex {
                 // The latest place in (start, nominal] where a page may end; else the latest
                 // between two tokens (a member's key and its value, say); else a token is
                 // longer than what is left of the page, and is split.
-                let mut scan = at_start.clone();
+                // Only the frames the search can close (a byte each) are copied, not the
+                // whole nesting: so a deep document costs a page, not its depth, per page.
+                let mut scan = at_start.probe(page_size + 2);
                 let (mut best, mut between) = (None, None);
                 let mut at = start;
                 loop {
@@ -395,7 +406,9 @@ fn split_token(doc: &[u8], start: usize, nominal: usize, scan: &Scanner) -> usiz
         _ => 0,
     };
     let mut end = nominal - inside_escape;
-    while end > start + 1 && doc[end] & 0xC0 == 0x80 {
+    // A character is at most four bytes: at most three to step back (the document is UTF-8).
+    let floor = end.saturating_sub(3).max(start + 1);
+    while end > floor && doc[end] & 0xC0 == 0x80 {
         end -= 1;
     }
     end.max(start + 1)
@@ -532,6 +545,18 @@ struct Scanner {
     literal: Option<Literal>,
     /// The array the last byte closed: its `[`'s offset and its length.
     closed: Option<(usize, u64)>,
+    /// Frames open below `stack` and not kept in it (a probe's: [`Scanner::probe`]).
+    below: usize,
+    /// What the open frames' keys would cost in a mark (at most [`KEPT_KEY`] each).
+    key_bytes: usize,
+}
+
+/// What a key costs in a mark.
+fn kept_len(key: &KeyAt) -> usize {
+    match key {
+        KeyAt::Doc(r) => r.len().min(KEPT_KEY),
+        KeyAt::Kept(raw) => raw.len(),
+    }
 }
 
 impl Scanner {
@@ -629,7 +654,9 @@ impl Scanner {
                     if self.string_is_key {
                         let open = self.string_open.take().unwrap_or(at);
                         if let Some(frame) = self.stack.last_mut() {
-                            frame.key = Some(KeyAt::Doc(open + 1..at));
+                            let key = KeyAt::Doc(open + 1..at);
+                            self.key_bytes += kept_len(&key);
+                            frame.key = Some(key);
                         }
                         self.expect = Expect::Colon;
                     } else {
@@ -667,7 +694,9 @@ impl Scanner {
                 b'"' => {
                     if let Some(frame) = self.stack.last_mut() {
                         frame.count += 1;
-                        frame.key = None;
+                        if let Some(old) = frame.key.take() {
+                            self.key_bytes = self.key_bytes.saturating_sub(kept_len(&old));
+                        }
                     }
                     self.string_open = Some(at);
                     self.string_is_key = true;
@@ -723,7 +752,7 @@ impl Scanner {
         }
         match b {
             b'{' | b'[' => {
-                if self.stack.len() >= MAX_DEPTH {
+                if self.below + self.stack.len() >= MAX_DEPTH {
                     return Err(NotJson {
                         at: at as u64,
                         why: "nested deeper than a layout follows",
@@ -770,6 +799,9 @@ impl Scanner {
                 if !frame.object {
                     self.closed = Some((frame.open, frame.count));
                 }
+                if let Some(key) = frame.key.as_ref() {
+                    self.key_bytes = self.key_bytes.saturating_sub(kept_len(key));
+                }
                 self.stack.pop();
                 self.value_done();
                 Ok(())
@@ -782,7 +814,7 @@ impl Scanner {
     }
 
     fn value_done(&mut self) {
-        self.expect = match self.stack.is_empty() {
+        self.expect = match self.stack.is_empty() && self.below == 0 {
             true => Expect::End,
             false => Expect::CommaOrClose,
         };
@@ -900,6 +932,25 @@ impl Scanner {
         self.string_open.map(|open| (at - open - 1) as u64)
     }
 
+    /// A copy of this reader for reading at most `bytes - 2` bytes ahead: only its top
+    /// `bytes` frames are kept (no byte sequence that short closes more), the rest counted.
+    fn probe(&self, bytes: usize) -> Scanner {
+        let keep = self.stack.len().min(bytes);
+        let cut = self.stack.len() - keep;
+        Scanner {
+            stack: self.stack[cut..].to_vec(),
+            expect: self.expect,
+            string_open: self.string_open,
+            string_is_key: self.string_is_key,
+            escape: self.escape,
+            literal: self.literal,
+            closed: None,
+            below: self.below + cut,
+            // Not counted for a probe, which is never made a mark.
+            key_bytes: 0,
+        }
+    }
+
     /// This reader as a mark: its keys kept (at most [`KEPT_KEY`] bytes each) rather than
     /// found in `doc`, for a window that starts here. Only taken outside a string or literal.
     fn kept(&self, doc: &[u8]) -> Scanner {
@@ -922,24 +973,15 @@ impl Scanner {
         Scanner {
             stack,
             expect: self.expect,
+            key_bytes: self.key_bytes,
             ..Scanner::default()
         }
     }
 
     /// What this reader would cost as a mark: its frames and at most [`KEPT_KEY`] bytes of
-    /// each key.
-    fn kept_bytes(&self) -> usize {
-        self.stack
-            .iter()
-            .map(|f| {
-                FRAME_BYTES
-                    + match &f.key {
-                        Some(KeyAt::Doc(r)) => r.len().min(KEPT_KEY),
-                        Some(KeyAt::Kept(raw)) => raw.len(),
-                        None => 0,
-                    }
-            })
-            .sum()
+    /// each key (kept as it reads, so asking costs nothing).
+    fn mark_bytes(&self) -> usize {
+        self.stack.len() * FRAME_BYTES + self.key_bytes
     }
 
     /// The offset of the innermost open array's `[`.
@@ -971,14 +1013,19 @@ fn starts_value(b: u8) -> bool {
     )
 }
 
-/// A key's text from its raw bytes (escapes decoded; a key cut short keeps what decodes).
+/// A key's text from its raw bytes (escapes decoded; a key cut short keeps what decodes: an
+/// escape or a surrogate pair cut in half is left out).
 fn key_text(raw: &[u8]) -> String {
-    let mut quoted = Vec::with_capacity(raw.len() + 2);
-    quoted.push(b'"');
-    quoted.extend_from_slice(raw);
-    quoted.push(b'"');
-    serde_json::from_slice::<String>(&quoted)
-        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+    let decode = |raw: &[u8]| {
+        let mut quoted = Vec::with_capacity(raw.len() + 2);
+        quoted.push(b'"');
+        quoted.extend_from_slice(raw);
+        quoted.push(b'"');
+        serde_json::from_slice::<String>(&quoted).ok()
+    };
+    (0..=12.min(raw.len()))
+        .find_map(|cut| decode(&raw[..raw.len() - cut]))
+        .unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned())
 }
 
 /// Reads a path as [`render`] writes it (`$[130].labels`, `$["a b"]`), as a jq path
@@ -1074,9 +1121,14 @@ fn array_form(steps: Vec<serde_json::Value>) -> Result<Path, String> {
 }
 
 /// The offset of the first byte of the value at `path` in `doc` (one JSON value), or `None`
-/// when the document has no value there. Reads the document once, up to the value.
+/// when the document has no value there. Where a key is given twice, the last member is the
+/// one found, as jq reads such an object. Reads the document once; each key at most once.
 pub fn find(doc: &[u8], path: &[Step]) -> Option<u64> {
     let mut scan = Scanner::default();
+    // How many of the outermost open containers are at the path's step for their depth: a
+    // key is compared once, when it closes; an index when its element begins.
+    let mut good = 0usize;
+    let mut found = None;
     let mut at = 0;
     while at < doc.len() {
         let skipped = scan.skip(doc, at, doc.len(), false).ok()?;
@@ -1085,53 +1137,61 @@ pub fn find(doc: &[u8], path: &[Step]) -> Option<u64> {
             continue;
         }
         let b = doc[at];
-        if scan.stack.len() == path.len()
+        let depth = scan.stack.len();
+        if depth == path.len()
             && scan.string_open.is_none()
             && scan.literal.is_none()
             && matches!(scan.expect, Expect::Value | Expect::ElementOrClose)
             && starts_value(b)
-            && scan.about_to_begin(doc, path)
         {
-            return Some(at as u64);
+            let here = match (scan.stack.last(), path.last()) {
+                (None, _) => true,
+                // The element about to begin is the array's `count`-th.
+                (Some(f), Some(Step::Index(want))) => {
+                    !f.object && good + 1 >= depth && f.count == *want
+                }
+                // A member's value: its key was compared when it closed.
+                (Some(f), Some(Step::Key(_))) => f.object && good >= depth,
+                (Some(_), None) => false,
+            };
+            if here {
+                found = Some(at as u64);
+            }
         }
+        let count = scan.stack.last().map(|f| f.count);
+        let expect = scan.expect;
         scan.step(b, at).ok()?;
+        let now = scan.stack.len();
+        // The container that was innermost began a member or element: its step is new.
+        if now >= depth && depth > 0 && scan.stack[depth - 1].count != count.unwrap_or(0) {
+            let i = depth - 1;
+            let f = &scan.stack[i];
+            let hit = !f.object && path.get(i) == Some(&Step::Index(f.count - 1));
+            if good >= i {
+                good = i + usize::from(hit);
+            }
+        }
+        if now < depth {
+            good = good.min(now);
+        } else if now > depth {
+            good = good.min(depth);
+        }
+        // A key closed: compare it, once.
+        if scan.expect == Expect::Colon && expect != Expect::Colon && now > 0 && good >= now - 1 {
+            let i = now - 1;
+            let hit = match (path.get(i), &scan.stack[i].key) {
+                (Some(Step::Key(want)), Some(KeyAt::Doc(r))) => {
+                    let raw = &doc[r.clone()];
+                    match raw.contains(&b'\\') {
+                        false => raw == want.as_bytes(),
+                        true => key_text(raw) == *want,
+                    }
+                }
+                _ => false,
+            };
+            good = i + usize::from(hit);
+        }
         at += 1;
     }
-    None
-}
-
-impl Scanner {
-    /// Whether the value about to begin (the reader at its first byte, at `path`'s depth) is
-    /// the one at `path`.
-    fn about_to_begin(&self, doc: &[u8], path: &[Step]) -> bool {
-        let last = self.stack.len().wrapping_sub(1);
-        self.stack
-            .iter()
-            .zip(path)
-            .enumerate()
-            .all(|(i, (f, step))| {
-                match (f.object, step, &f.key) {
-                    // The innermost array's element about to begin is its `count`-th; an outer
-                    // one's is the one begun last.
-                    (false, Step::Index(want), _) => {
-                        *want
-                            == if i == last {
-                                f.count
-                            } else {
-                                f.count.wrapping_sub(1)
-                            }
-                    }
-                    (true, Step::Key(want), Some(KeyAt::Doc(r))) => {
-                        let raw = &doc[r.clone()];
-                        // Unescaped keys compare as bytes; only an escaped one is decoded.
-                        match raw.contains(&b'\\') {
-                            false => raw == want.as_bytes(),
-                            true => key_text(raw) == *want,
-                        }
-                    }
-                    (true, Step::Key(want), Some(KeyAt::Kept(raw))) => key_text(raw) == *want,
-                    _ => false,
-                }
-            })
-    }
+    found
 }
