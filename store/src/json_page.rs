@@ -833,8 +833,13 @@ impl Scanner {
         }
     }
 
-    /// The path of the containers in `frames`, each at its current member or element.
+    /// The path of the containers in `frames`, each at its current member or element; an
+    /// innermost container with none begun yet is itself the value (`[` and whitespace).
     fn frames_path(doc: &[u8], frames: &[Frame]) -> Path {
+        let frames = match frames.split_last() {
+            Some((last, outer)) if last.count == 0 => outer,
+            _ => frames,
+        };
         frames
             .iter()
             .map(|f| match (f.object, &f.key) {

@@ -453,3 +453,22 @@ fn paths_read_as_shown_as_jq_writes_them_and_as_arrays() {
         assert!(parse_path(bad).is_err(), "{bad} was read");
     }
 }
+
+/// A page of only whitespace inside an empty container names the container (found by the
+/// fuzzer: it named `$[0]`, an element the array does not have).
+#[test]
+fn a_page_of_whitespace_in_an_empty_container_names_the_container() {
+    for doc in [
+        format!("[{}]", " ".repeat(300)),
+        format!("{{\"a\":{{{}}}}}", "\n".repeat(300)),
+    ] {
+        let layout = JsonLayout::new(doc.as_bytes(), 64).unwrap();
+        for page in layout.pages() {
+            let path = render(&page.first);
+            assert!(
+                find(doc.as_bytes(), &page.first).is_some(),
+                "{path} names no value"
+            );
+        }
+    }
+}
