@@ -486,10 +486,13 @@ fn json_preface(c: &jqjail_store::Cut, place: &JsonPlace) -> String {
             place.last
         );
     }
-    if c.total_pages > 1 {
+    let split = place.starts_in_string.is_some() || place.ends_in_string.is_some();
+    if c.total_pages > 1 && !split {
         out.push_str(
             " It starts and ends between JSON values: a fragment of the whole, not one value.",
         );
+    } else if split {
+        out.push_str(" It is a fragment of the whole, not one value.");
     }
     out.push_str(
         " Summarise what you need from this page before paging further, and do not infer what unseen pages hold. \
