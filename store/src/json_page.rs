@@ -12,13 +12,15 @@
 //!   which offset of the string it starts or ends;
 //! - the paths are jq's (`paths`): keys and indices from the document's root.
 //!
-//! Content that is not one JSON value (not JSON, several values, nested deeper than
-//! [`MAX_DEPTH`]) has no JSON layout: [`JsonLayout::new`] says why, and the caller pages bytes.
+//! Content that is not one JSON value (not UTF-8, not JSON, several values, nested deeper than
+//! [`MAX_DEPTH`]) has no JSON layout: [`JsonIndex::new`] says why, and the caller pages bytes.
 //!
-//! The scanner holds one frame per open container and nothing per value. Each byte is read a
-//! fixed number of times, at most five: the whole document's check; the search for a page's
-//! end, which reads up to a page and so may read a byte again for the next page; the step to
-//! the page's end; and a last pass for the lengths of the arrays the pages are in.
+//! The scanner holds one frame per open container and nothing per value. Laying out reads
+//! each byte a fixed number of times, at most six: the UTF-8 check; the whole document's
+//! check; the search for a page's end, which reads up to a page and so may read a byte again
+//! for the next page (copying only the frames a page can close); the step to the page's end;
+//! and a last pass for the lengths of the arrays the pages are in. What is kept is a
+//! [`JsonIndex`]; describing one page reads from its mark to its end.
 
 use std::fmt::Write as _;
 use std::ops::Range;
