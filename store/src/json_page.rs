@@ -182,7 +182,7 @@ const KEY_AHEAD: u64 = 4096 + 4;
 /// so a page is described by reading from its mark to its end ([`JsonIndex::window`]) rather
 /// than the whole document.
 ///
-/// A mark costs its nesting (a frame and at most [`KEPT_KEY`] bytes of key for each level); a
+/// A mark costs its nesting (a frame and at most about 1.5 KiB of key for each level); a
 /// mark is only taken where the document since the last one is at least four times its cost,
 /// so the marks of any document take at most a quarter of its size, however deep it nests
 /// (the reader keeps the cost as it reads, so deciding where marks go costs nothing per page).
