@@ -685,7 +685,7 @@ impl Store {
     /// One page of a hide in JSON pages, by number or by a path in it; a hide that is not one
     /// JSON value is paged in bytes, as [`Store::cut`] pages it (and has no paths).
     ///
-    /// The hide's index at this page size is kept ([`layouts`]): the first page read of a hide
+    /// The hide's index at this page size is kept (in a bounded cache): the first page read of a hide
     /// reads it whole (about 25 ns a byte); the next ones read only from the page's mark to its
     /// end. A page by path reads the hide up to the value.
     pub fn json_page(&self, tenant: &str, id: &str, at: PageAt, page_size: u64) -> Result<Paged> {
