@@ -9,7 +9,7 @@
 //! a quarter of each: an index over a tenant's share is not kept. A tenant's new index first
 //! displaces that tenant's least recently used ones, then anyone's. So a tenant cannot grow the
 //! daemon past the bound; several tenants can displace each other's indexes, which costs a
-//! rebuild (a read of the hide and about 25 ns a byte), never a wrong page.
+//! rebuild (a read of the hide and about 10 ns a byte), never a wrong page.
 
 use crate::json_page::{JsonIndex, NotJson};
 use std::collections::HashMap;
