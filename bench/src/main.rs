@@ -271,17 +271,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
         let p =
             paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 }).ok_or("paging failed")?;
-        println!(
-            "paging {} ({} pages of 16 KiB): first JSON page {} ms; byte page {} / {} ms, JSON page {} / {} ms (median / p99); JSON / bytes {}",
-            p.input,
-            p.pages,
-            ms(p.first_json),
-            ms(p.bytes.median()),
-            ms(p.bytes.p99()),
-            ms(p.json.median()),
-            ms(p.json.p99()),
-            ratio(p.json.median(), p.bytes.median())
-        );
+        println!("{}", render_paging(&p));
         return Ok(());
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -764,6 +754,24 @@ fn paging(
     })
 }
 
+/// The paging section's table.
+fn render_paging(p: &Paging) -> String {
+    format!(
+        "### Paging a hide at 16 KiB pages with the hint: byte pages (`hide_cut`) vs JSON pages (`hide_page`), median / p99 ms\n\n\
+         | input | pages | first JSON page (lays out the hide) | byte page | JSON page | JSON / bytes |\n\
+         |---|---|---|---|---|---|\n\
+         | {} | {} | {} | {} / {} | {} / {} | {} |\n",
+        p.input,
+        p.pages,
+        ms(p.first_json),
+        ms(p.bytes.median()),
+        ms(p.bytes.p99()),
+        ms(p.json.median()),
+        ms(p.json.p99()),
+        ratio(p.json.median(), p.bytes.median())
+    )
+}
+
 fn stream_big(daemon: &Daemon, smoke: bool) -> Vec<(usize, u64)> {
     let input = Arc::new(corpus::issues(if smoke { 1 << 20 } else { 20_900_000 }));
     let mut out = Vec::new();
@@ -996,26 +1004,7 @@ fn render(
         );
     }
     if let Some(p) = paging {
-        let _ = writeln!(
-            r,
-            "\n### Paging a hide at 16 KiB pages with the hint: byte pages (`hide_cut`) vs JSON pages (`hide_page`), median / p99 ms\n"
-        );
-        let _ = writeln!(
-            r,
-            "| input | pages | first JSON page (lays out the hide) | byte page | JSON page | JSON / bytes |\n|---|---|---|---|---|---|"
-        );
-        let _ = writeln!(
-            r,
-            "| {} | {} | {} | {} / {} | {} / {} | {} |",
-            p.input,
-            p.pages,
-            ms(p.first_json),
-            ms(p.bytes.median()),
-            ms(p.bytes.p99()),
-            ms(p.json.median()),
-            ms(p.json.p99()),
-            ratio(p.json.median(), p.bytes.median())
-        );
+        let _ = write!(r, "\n{}", render_paging(p));
     }
     let _ = write!(r, "\n{}", render_throughput(throughput));
     let _ = writeln!(r, "\n### Memory\n");

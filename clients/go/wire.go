@@ -1,6 +1,6 @@
 // Package jqjail is the Go client of jqjail, the daemon that runs untrusted jq filters (and
 // a small path language) in confined workers and keeps oversized tool outputs as pages on
-// its disk. It speaks protocol v2 in its JSON encoding (PROTOCOL.md) with the standard
+// its disk. It speaks protocol v3 in its JSON encoding (PROTOCOL.md) with the standard
 // library only.
 //
 // The subpackages are drop-ins for the systems jqjail replaces: jqjail.dev/jqjail/jq for a
@@ -109,17 +109,10 @@ type HideCut struct {
 // HidePage is a page of a hide (protocol 3). Pages is "json" (then JSON says where the page is)
 // or "bytes" (asked for, or the hide is not one JSON value: NotJSON says why).
 type HidePage struct {
-	HideID     string     `json:"hide_id"`
-	Page       uint64     `json:"page"`
-	TotalPages uint64     `json:"total_pages"`
-	PageSize   uint64     `json:"page_size"`
-	Offset     uint64     `json:"offset"`
-	Size       uint64     `json:"size"`
-	Pages      string     `json:"pages"`
-	JSON       *JSONPlace `json:"json"`
-	NotJSON    string     `json:"not_json"`
-	Content    []byte     `json:"-"`
-	Preface    string     `json:"preface"`
+	HideCut
+	Pages   string     `json:"pages"`
+	JSON    *JSONPlace `json:"json"`
+	NotJSON string     `json:"not_json"`
 }
 
 // JSONPlace is where a JSON page is: the paths of its first and last values ("$[1].labels[0]"),

@@ -315,16 +315,6 @@ impl JsonIndex {
         self.starts.len() as u64
     }
 
-    /// The document's size.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether the document is empty (never: an empty text is not JSON).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The bytes of 1-based `page`, or `None` when it is out of range.
     pub fn range(&self, page: u64) -> Option<Range<u64>> {
         let i = usize::try_from(page.checked_sub(1)?).ok()?;
@@ -1020,8 +1010,8 @@ fn starts_value(b: u8) -> bool {
     )
 }
 
-/// A key's text from its raw bytes (escapes decoded; a key cut short keeps what decodes: an
-/// escape or a surrogate pair cut in half is left out).
+/// A key's text from its raw bytes (escapes decoded). A key cut short (at [`KEPT_KEY`] bytes
+/// or more) keeps what decodes: an escape or a surrogate pair cut in half is left out.
 fn key_text(raw: &[u8]) -> String {
     let decode = |raw: &[u8]| {
         let mut quoted = Vec::with_capacity(raw.len() + 2);
@@ -1030,7 +1020,8 @@ fn key_text(raw: &[u8]) -> String {
         quoted.push(b'"');
         serde_json::from_slice::<String>(&quoted).ok()
     };
-    (0..=12.min(raw.len()))
+    let cuts = if raw.len() >= KEPT_KEY { 12 } else { 0 };
+    (0..=cuts)
         .find_map(|cut| decode(&raw[..raw.len() - cut]))
         .unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned())
 }

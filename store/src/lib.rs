@@ -658,28 +658,16 @@ impl Store {
 
     /// One page of a hide, read off disk.
     pub fn cut(&self, tenant: &str, id: &str, page: u64, page_size: u64) -> Result<Cut> {
-        check_page_size(page_size)?;
-        let (entry, file) = self.open_hide(tenant, id)?;
-        cut_file(entry, &file, page, page_size)
+        self.byte_page(tenant, id, PageAt::Number(page), page_size)
     }
 
     /// One byte page of a hide, by number or by a byte it holds (a path names no byte page).
     pub fn byte_page(&self, tenant: &str, id: &str, at: PageAt, page_size: u64) -> Result<Cut> {
         check_page_size(page_size)?;
         let (entry, file) = self.open_hide(tenant, id)?;
-        let page = match at {
-            PageAt::Number(page) => page,
-            PageAt::Offset(offset) => {
-                check_offset(&entry, offset)?;
-                Layout::new(&file, entry.size, page_size)?.page_of(offset)
-            }
-            PageAt::Path(_) => {
-                return Err(StoreError::Invalid(
-                    "a page by path is a JSON page: ask for JSON pages".into(),
-                ));
-            }
-        };
-        cut_file(entry, &file, page, page_size)
+        byte_cut(entry, &file, at, page_size, |_| {
+            "a page by path is a JSON page: ask for JSON pages".into()
+        })
     }
 
     /// One page of a hide in JSON pages, by number or by a path in it; a hide that is not one
@@ -706,21 +694,12 @@ impl Store {
         let index = match &*laid {
             Ok(index) => index,
             Err(not_json) => {
-                let page = match at {
-                    PageAt::Number(page) => page,
-                    PageAt::Offset(offset) => {
-                        check_offset(&entry, offset)?;
-                        Layout::new(&file, entry.size, page_size)?.page_of(offset)
-                    }
-                    PageAt::Path(_) => {
-                        return Err(StoreError::Invalid(format!(
-                            "hide `{}` is not one JSON value ({not_json}): it has byte pages, and no value has a path",
-                            entry.id
-                        )));
-                    }
-                };
                 return Ok(Paged {
-                    cut: cut_file(entry, &file, page, page_size)?,
+                    cut: byte_cut(entry, &file, at, page_size, |id| {
+                        format!(
+                            "hide `{id}` is not one JSON value ({not_json}): it has byte pages, and no value has a path"
+                        )
+                    })?,
                     json: Err(not_json.clone()),
                 });
             }
@@ -1110,9 +1089,24 @@ fn check_offset(entry: &Entry, offset: u64) -> Result<()> {
     }
 }
 
-/// Byte page `page` of the hide `entry` whose file is `file`.
-fn cut_file(entry: Entry, file: &File, page: u64, page_size: u64) -> Result<Cut> {
+/// The byte page of the hide `entry` (whose file is `file`) at `at`; a path is refused with
+/// `no_path(id)`. The hide's byte pages are laid out once.
+fn byte_cut(
+    entry: Entry,
+    file: &File,
+    at: PageAt,
+    page_size: u64,
+    no_path: impl FnOnce(&str) -> String,
+) -> Result<Cut> {
     let layout = Layout::new(file, entry.size, page_size)?;
+    let page = match at {
+        PageAt::Number(page) => page,
+        PageAt::Offset(offset) => {
+            check_offset(&entry, offset)?;
+            layout.page_of(offset)
+        }
+        PageAt::Path(_) => return Err(StoreError::Invalid(no_path(&entry.id))),
+    };
     let range = layout
         .page(page)
         .ok_or_else(|| StoreError::PageOutOfRange {

@@ -145,19 +145,15 @@ pub(super) fn main(args: HideArgs) -> Exit {
             page,
             page_size,
             hint,
-            json: false,
-        } => client
-            .hide_cut(&id, page, page_size, hint)
-            .map(|cut| print_page(&cut, cut.content.as_bytes(), &id)),
-        Op::Cut {
-            id,
-            page,
-            page_size,
-            hint,
-            json: true,
-        } => client
-            .hide_page(page_request(&id, PageAt::Page(page), page_size, hint))
-            .map(|p| print_page(&p, p.content.as_bytes(), &id)),
+            json,
+        } => match json {
+            false => client
+                .hide_cut(&id, page, page_size, hint)
+                .map(|cut| print_page(&cut, cut.content.as_bytes(), &id)),
+            true => client
+                .hide_page(page_request(&id, PageAt::Page(page), page_size, hint))
+                .map(|p| print_page(&p, p.content.as_bytes(), &id)),
+        },
         Op::Jump {
             id,
             path,

@@ -420,16 +420,15 @@ func (b *HideBuffer) FirstCut() (Cut, error) {
 }
 
 // TakeOver makes a run's hidden output (jqjail.Result.Hidden) the latest hide. Its page 1 (a
-// byte page at the daemon's page size) counts as served when it is this buffer's page 1 byte
-// for byte, so Next goes on to page 2; otherwise Next serves page 1 as this buffer cuts pages
-// (rather than skip bytes).
+// byte page at the daemon's page size) counts as served when it is this buffer's page 1: the
+// whole hide in one page of this buffer's size, so Next goes on to page 2; otherwise Next
+// serves page 1 as this buffer cuts pages (JSON pages end elsewhere), rather than skip bytes.
 func (b *HideBuffer) TakeOver(h *jqjail.Hidden) {
-	ours, err := b.store.page(h.Entry.ID, at{page: 1}, b.pageSize, false)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.latest, b.latestSize = h.Entry.ID, int(h.Entry.Size)
 	delete(b.cursors, h.Entry.ID)
-	if err == nil && ours.Content == string(h.First.Content) {
+	if int(h.First.PageSize) == b.pageSize && h.First.TotalPages == 1 {
 		b.cursors[h.Entry.ID] = 1
 	}
 }

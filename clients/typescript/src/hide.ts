@@ -47,14 +47,16 @@ export class HideBuffer {
 
   /**
    * Makes a run's hidden output the latest hide. Its page 1 (a byte page at the daemon's page
-   * size) counts as served when it is this buffer's page 1 byte for byte (`next` goes on to page
-   * 2); otherwise `next` serves page 1 as this buffer cuts pages, rather than skip bytes.
+   * size) counts as served when it is this buffer's page 1: a byte page of the same size, or the
+   * whole hide in one page of that size (`next` goes on to page 2); otherwise `next` serves page
+   * 1 as this buffer cuts pages, rather than skip bytes.
    */
-  async takeOver(hidden: Hidden): Promise<void> {
+  takeOver(hidden: Hidden): void {
     this.latest = { id: hidden.entry.id, size: hidden.entry.size };
     this.cursors.delete(hidden.entry.id);
-    const ours = await this.client.hidePage(hidden.entry.id, { page: 1 }, { pageSize: this.pageSize, pages: this.pages });
-    if (ours.content.equals(hidden.first.content)) this.cursors.set(hidden.entry.id, 1);
+    if (hidden.first.page_size === this.pageSize && (this.pages === "bytes" || hidden.first.total_pages === 1)) {
+      this.cursors.set(hidden.entry.id, 1);
+    }
   }
 
   needsPaging(): boolean {

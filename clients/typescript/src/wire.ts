@@ -1,4 +1,4 @@
-// The jqjail protocol v2 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
+// The jqjail protocol v3 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
 // Everything here is pure; the client moves the bytes.
 
 export const PROTOCOL_VERSION = 3;

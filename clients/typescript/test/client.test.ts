@@ -167,11 +167,11 @@ test("runs, their options, and the whole protocol", async () => {
     assert.ok(hidden.hidden && hidden.hidden.first.content.toString().startsWith("[0,1,2"));
     assert.equal((await c.runHide("length", hidden.hidden.entry.id)).output, "5000");
     const buffer = new HideBuffer(c, 16_384, "bytes");
-    await buffer.takeOver(hidden.hidden);
+    buffer.takeOver(hidden.hidden);
     assert.equal((await buffer.next()).page, 2);
     // JSON pages: page 1 ends between values, not where the daemon's byte page 1 did.
     const json = new HideBuffer(c);
-    await json.takeOver(hidden.hidden);
+    json.takeOver(hidden.hidden);
     const again = await json.next();
     assert.ok(again.page === 1 && again.pages === "json" && again.json?.first === "$");
     assert.match(await json.callTool("hide_next", {}), / · \$\[\d+\] … \$/);
@@ -348,7 +348,7 @@ test("a buffer takes over a hidden run cut at another page size from page 1", as
   try {
     const r = await c.run("[range(5000)]", "null", { onOversize: "hide", maxOutputBytes: 1000 });
     const small = new HideBuffer(c, 4096);
-    await small.takeOver(r.hidden!);
+    small.takeOver(r.hidden!);
     const again = await small.next();
     assert.equal(again.page, 1);
     assert.ok(again.content.toString().startsWith("[0,1,2"));

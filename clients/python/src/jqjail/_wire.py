@@ -122,25 +122,13 @@ class JsonPlace:
 
 
 @dataclass(frozen=True)
-class HidePage:
+class HidePage(HideCut):
     """A page of a hide (protocol v3): `pages` is "json" (then `json` says where it is) or
     "bytes" (asked for, or the hide is not one JSON value: `not_json` says why)."""
 
-    hide_id: str
-    page: int
-    total_pages: int
-    page_size: int
-    offset: int
-    size: int
-    pages: str
-    json: Optional[JsonPlace]
-    not_json: Optional[str]
-    content: bytes
-    preface: Optional[str] = None
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
+    pages: str = "json"
+    json: Optional[JsonPlace] = None
+    not_json: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -287,12 +275,7 @@ def cut_of(c: Any, content: bytes) -> HideCut:
 def page_of(c: Any, content: bytes) -> HidePage:
     place = c.get("json")
     return HidePage(
-        hide_id=c["hide_id"],
-        page=int(c["page"]),
-        total_pages=int(c["total_pages"]),
-        page_size=int(c["page_size"]),
-        offset=int(c["offset"]),
-        size=int(c["size"]),
+        **vars(cut_of(c, content)),
         pages=str(c["pages"]),
         json=None
         if place is None
@@ -305,8 +288,6 @@ def page_of(c: Any, content: bytes) -> HidePage:
             ends_in_string=place.get("ends_in_string"),
         ),
         not_json=c.get("not_json"),
-        content=content,
-        preface=c.get("preface"),
     )
 
 

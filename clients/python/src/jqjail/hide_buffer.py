@@ -63,13 +63,13 @@ class HideBuffer:
 
     def take_over(self, hidden: Hidden) -> None:
         """Makes a run's hidden output (`Client.run(..., on_oversize="hide")`) the latest
-        hide. Its page 1 (a byte page at the daemon's page size) counts as served when it is this
-        buffer's page 1, byte for byte (`next()` goes on to page 2); otherwise `next()` serves
-        page 1 as this buffer cuts pages, rather than skip bytes."""
+        hide. Its page 1 (a byte page at the daemon's page size) counts as served when it is
+        this buffer's page 1: a byte page of the same size, or the whole hide in one page of that
+        size (`next()` goes on to page 2); otherwise `next()` serves page 1 as this buffer cuts
+        pages, rather than skip bytes."""
         self.latest = (hidden.entry.id, hidden.entry.size)
         self._cursors.pop(hidden.entry.id, None)
-        ours = self.client.hide_page(hidden.entry.id, 1, page_size=self.page_size, pages=self.pages)
-        if ours.content == hidden.first.content:
+        if hidden.first.page_size == self.page_size and (self.pages == "bytes" or hidden.first.total_pages == 1):
             self._cursors[hidden.entry.id] = 1
 
     def needs_paging(self) -> bool:

@@ -369,19 +369,7 @@ fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage
     if r.pages == Pages::Bytes {
         let c = store.byte_page(&tenant.name, &r.id, at, page_size)?;
         let preface = r.hint.then(|| preface(&c));
-        return Ok(HidePage {
-            hide_id: c.hide_id,
-            page: c.page,
-            total_pages: c.total_pages,
-            page_size,
-            offset: c.offset,
-            size: c.size,
-            pages: Pages::Bytes,
-            json: None,
-            not_json: None,
-            content: Tail::from(c.content),
-            preface,
-        });
+        return Ok(hide_page(c, page_size, None, None, preface));
     }
     let shown = r.max_path_bytes.unwrap_or(MAX_SHOWN_PATH);
     if shown > MAX_SHOWN_PATH {
@@ -438,6 +426,18 @@ fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool, shown: usi
             preface(&c)
         ),
     });
+    hide_page(c, page_size, json, not_json, preface)
+}
+
+/// A page as `hide_page` answers it: a JSON page where `json` says where it is, else a byte
+/// page (`not_json`: why, when JSON pages were asked for).
+fn hide_page(
+    c: jqjail_store::Cut,
+    page_size: u64,
+    json: Option<JsonPlace>,
+    not_json: Option<String>,
+    preface: Option<String>,
+) -> HidePage {
     HidePage {
         hide_id: c.hide_id,
         page: c.page,
