@@ -118,6 +118,13 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         self.serve(id, PageAt::Page(page), false)
     }
 
+    /// Page `page` (1-based) of `id`, with the reflection hint if asked, cut as this buffer
+    /// cuts pages; no cursor moves and the latest hide stays (for a reader beside the model,
+    /// such as an MCP host reading resources).
+    pub fn peek(&mut self, id: &str, page: u64, hint: bool) -> Result<HidePage, ClientError> {
+        self.request(id, PageAt::Page(page), hint)
+    }
+
     /// The JSON page holding the value at `path` (`$[17].labels`, `.[17].labels`); it becomes
     /// that hide's cursor.
     pub fn jump(&mut self, id: &str, path: &str) -> Result<HidePage, ClientError> {
@@ -251,16 +258,20 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
     }
 
     fn serve(&mut self, id: &str, at: PageAt, hint: bool) -> Result<HidePage, ClientError> {
-        let page = self.client.borrow_mut().hide_page(HidePageRequest {
+        let page = self.request(id, at, hint)?;
+        self.cursors.insert(page.hide_id.clone(), page.page);
+        Ok(page)
+    }
+
+    fn request(&mut self, id: &str, at: PageAt, hint: bool) -> Result<HidePage, ClientError> {
+        self.client.borrow_mut().hide_page(HidePageRequest {
             id: id.into(),
             at,
             page_size: Some(self.page_size),
             hint,
             pages: self.pages,
             max_path_bytes: self.max_path_bytes,
-        })?;
-        self.cursors.insert(page.hide_id.clone(), page.page);
-        Ok(page)
+        })
     }
 
     fn latest_id(&self) -> Result<String, ClientError> {

@@ -19,10 +19,12 @@ use crate::{
 };
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -57,6 +59,11 @@ pub struct Server {
     state: Arc<Mutex<State>>,
     /// The large requests read and not yet done (see [`inflight`]).
     inflight: Arc<inflight::Inflight>,
+    /// The hides this session kept, as resources (apart from `state`, whose lock a call to
+    /// the daemon holds: listing never waits for one).
+    listed: Arc<Mutex<resources::Listed>>,
+    /// Where the list's changes are told.
+    notifier: Arc<resources::Notifier>,
 }
 
 struct State {
@@ -70,10 +77,34 @@ struct State {
     /// in front of an upstream server): a longer output is kept as a hide, a shape or an
     /// error text over it is refused or cut.
     cap: Option<usize>,
+    /// The session's hides, as listed (shared with [`Server`]).
+    listed: Arc<Mutex<resources::Listed>>,
 }
 
-/// A tool call's outcome: text for the model, or an error's `CODE: message`.
-type Outcome = Result<String, String>;
+/// A tool call's answer for the model.
+#[derive(Debug, Default)]
+pub(crate) struct Reply {
+    /// The text.
+    pub(crate) text: String,
+    /// The hide it kept, linked beside the text.
+    pub(crate) kept: Option<resources::Kept>,
+    /// Whether that hide is new to the session's list of resources.
+    pub(crate) new: bool,
+    /// The answer as a JSON object, for a tool with an output schema.
+    pub(crate) structured: Option<Value>,
+}
+
+impl From<String> for Reply {
+    fn from(text: String) -> Reply {
+        Reply {
+            text,
+            ..Reply::default()
+        }
+    }
+}
+
+/// A tool call's outcome: the answer, or an error's `CODE: message`.
+pub(crate) type Outcome = Result<Reply, String>;
 
 impl Server {
     /// A server talking to the daemon through `client`; `socket` is what the user named (or
@@ -81,8 +112,12 @@ impl Server {
     /// than that many bytes of a document, an output or an error's text.
     pub fn new(client: Client, socket: Option<PathBuf>, cap: Option<usize>) -> Server {
         let max_message = max_message(client.limits().max_input_bytes);
+        let listed = Arc::new(Mutex::new(resources::Listed::default()));
         Server {
+            listed: listed.clone(),
+            notifier: Arc::default(),
             state: Arc::new(Mutex::new(State {
+                listed,
                 max_message,
                 buffer: match cap {
                     // What a page leaves of the cap, half for the paths shown and half for
@@ -107,26 +142,72 @@ impl Server {
     }
 
     /// Answers one tool call (blocking: it talks to the daemon).
-    pub fn call(&self, name: &str, args: Map<String, Value>) -> Outcome {
+    pub(crate) fn call(&self, name: &str, args: Map<String, Value>) -> Outcome {
         let args = Value::Object(args);
         self.attempt(|state| state.call(name, &args))
     }
 
     /// Keeps `text`, a tool result too large for the context, as a hide of this session and
     /// answers with its ID, its shape (when it is JSON) and page 1 with the hint.
-    pub fn keep(&self, source: &str, text: &str) -> Outcome {
+    pub(crate) fn keep(&self, source: &str, text: &str) -> Outcome {
         self.attempt(|state| state.keep(source, text))
+    }
+
+    /// Reads a hide's resource (blocking: it talks to the daemon). A hide gone from the store
+    /// leaves the list; the answer says whether it was on it.
+    fn read(&self, uri: &str) -> Result<ReadResourceResult, (ErrorData, bool)> {
+        let (id, page) = resources::parse(uri).map_err(|e| (e, false))?;
+        match self.attempt_raw(|state| state.read(id, page)) {
+            Ok(text) => Ok(
+                ReadResourceResult::new(vec![ResourceContents::text(text, uri)])
+                    .with_ttl_ms(0)
+                    .with_cache_scope(CacheScope::Private),
+            ),
+            Err(Failure::Missing(why)) => {
+                let gone = self.listed.lock().is_ok_and(|mut l| l.remove(id));
+                Err((ErrorData::resource_not_found(self.capped(why), None), gone))
+            }
+            Err(Failure::OutOfRange(why)) => {
+                Err((ErrorData::invalid_params(self.capped(why), None), false))
+            }
+            Err(other) => Err((
+                ErrorData::internal_error(self.capped(other.text()), None),
+                false,
+            )),
+        }
+    }
+
+    /// `text` cut to the cap, if there is one.
+    fn capped(&self, text: String) -> String {
+        let cap = match self.state.lock() {
+            Ok(state) => state.cap,
+            Err(poisoned) => poisoned.into_inner().cap,
+        };
+        match cap {
+            Some(cap) => cut(&text, cap),
+            None => text,
+        }
     }
 
     /// Runs `work` on the session's state; if the daemon connection is gone (the daemon
     /// restarted, say), reconnects once and runs it again.
-    fn attempt(&self, work: impl Fn(&mut State) -> Result<String, Failure>) -> Outcome {
+    fn attempt(&self, work: impl Fn(&mut State) -> Result<Reply, Failure>) -> Outcome {
+        let outcome = self.attempt_raw(work).map_err(Failure::text);
+        // An error's text can quote the document (`error(.)`): cut to the cap.
+        outcome.map_err(|text| self.capped(text))
+    }
+
+    /// [`Server::attempt`], its failure as it came.
+    fn attempt_raw<T>(
+        &self,
+        work: impl Fn(&mut State) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let mut state = match self.state.lock() {
             Ok(state) => state,
             // A panic in an earlier call must not take the session down with it.
             Err(poisoned) => poisoned.into_inner(),
         };
-        let outcome = match work(&mut state) {
+        match work(&mut state) {
             Err(Failure::Connection(why)) => {
                 match super::cli::connect(
                     state.socket.as_deref(),
@@ -134,17 +215,14 @@ impl Server {
                 ) {
                     Ok(client) => {
                         *state.buffer.client() = client;
-                        work(&mut state).map_err(Failure::text)
+                        work(&mut state)
                     }
-                    Err(again) => Err(format!("UNAVAILABLE: {why}; reconnecting: {again}")),
+                    Err(again) => Err(Failure::Tool(format!(
+                        "UNAVAILABLE: {why}; reconnecting: {again}"
+                    ))),
                 }
             }
-            other => other.map_err(Failure::text),
-        };
-        // An error's text can quote the document (`error(.)`): cut to the cap.
-        match state.cap {
-            Some(cap) => outcome.map_err(|text| cut(&text, cap)),
-            None => outcome,
+            other => other,
         }
     }
 }
@@ -155,12 +233,16 @@ enum Failure {
     Tool(String),
     /// The connection to the daemon failed.
     Connection(String),
+    /// The hide is not in the store (`NOT_FOUND: …`).
+    Missing(String),
+    /// The hide has no such page (`PAGE_OUT_OF_RANGE: …`).
+    OutOfRange(String),
 }
 
 impl Failure {
     fn text(self) -> String {
         match self {
-            Failure::Tool(text) => text,
+            Failure::Tool(text) | Failure::Missing(text) | Failure::OutOfRange(text) => text,
             Failure::Connection(why) => format!("UNAVAILABLE: {why}"),
         }
     }
@@ -169,6 +251,12 @@ impl Failure {
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         match e {
+            ClientError::Server(e) if e.code == ErrorCode::NotFound => {
+                Failure::Missing(format!("{}: {}", e.code.as_str(), e.message))
+            }
+            ClientError::Server(e) if e.code == ErrorCode::PageOutOfRange => {
+                Failure::OutOfRange(format!("{}: {}", e.code.as_str(), e.message))
+            }
             ClientError::Server(e) => Failure::Tool(format!("{}: {}", e.code.as_str(), e.message)),
             ClientError::Io(_) | ClientError::Protocol(_) => Failure::Connection(e.to_string()),
             other => Failure::Tool(other.to_string()),
@@ -177,7 +265,7 @@ impl From<ClientError> for Failure {
 }
 
 impl State {
-    fn call(&mut self, name: &str, args: &Value) -> Result<String, Failure> {
+    fn call(&mut self, name: &str, args: &Value) -> Result<Reply, Failure> {
         use crate::tools::Tool;
         let Some(tool) = Tool::named(name) else {
             return Err(Failure::Tool(format!(
@@ -201,35 +289,84 @@ impl State {
                     Ok(reply) => reply.output,
                     Err(e) => return Err(document.explain(e)),
                 };
+                // Sent twice: as text, and as the structured content its output schema names.
                 match self.cap {
-                    Some(cap) if shape.len() > cap => Err(Failure::Tool(format!(
-                        "OUTPUT_TOO_LARGE: the shape is {} bytes, over the {cap}-byte limit of one answer; narrow the document with jq or json_path first",
-                        shape.len()
+                    Some(cap) if 2 * shape.len() > cap => Err(Failure::Tool(format!(
+                        "OUTPUT_TOO_LARGE: the shape is {} bytes, sent as text and as structured content {} bytes, over the {cap}-byte limit of one answer; narrow the document with jq or json_path first",
+                        shape.len(),
+                        2 * shape.len()
                     ))),
-                    _ => Ok(shape),
+                    _ => Ok(Reply {
+                        structured: serde_json::from_str(&shape).ok(),
+                        ..Reply::from(shape)
+                    }),
                 }
             }
-            Tool::HideNext | Tool::HideJump | Tool::HideSearch => {
-                self.buffer.try_call_tool(name, args).map_err(Failure::Tool)
-            }
+            Tool::HideNext | Tool::HideJump | Tool::HideSearch => self
+                .buffer
+                .try_call_tool(name, args)
+                .map(Reply::from)
+                .map_err(Failure::Tool),
         }
     }
 
-    fn keep(&mut self, source: &str, text: &str) -> Result<String, Failure> {
+    fn keep(&mut self, source: &str, text: &str) -> Result<Reply, Failure> {
         let entry = self.buffer.store(source, text.as_bytes())?;
         let first = self.buffer.first_cut()?;
-        self.kept(&format!("The result of {source}"), &entry, &first)
+        self.kept(
+            &format!("The result of {}", cut(source, 64)),
+            &entry,
+            &first,
+        )
     }
 
-    /// The answer for a hide kept in place of a result: what it was, its ID, its shape (when
-    /// it is JSON: pages and search work on any text) and page 1 with the hint.
-    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HidePage) -> Result<String, Failure> {
+    /// A hide's resource: what it is and page 1 (`page` none), or a page; no cursor moves.
+    fn read(&mut self, id: &str, page: Option<u64>) -> Result<String, Failure> {
+        let first = self.buffer.peek(id, page.unwrap_or(1), page.is_none())?;
+        if page.is_some() {
+            return Ok(format_page(&first));
+        }
+        let listed = self
+            .listed
+            .lock()
+            .ok()
+            .and_then(|l| l.what(id).map(String::from));
+        let what = listed.unwrap_or_else(|| format!("Hide {id}"));
+        self.overview(&what, id, first.size, &first)
+    }
+
+    /// The answer for a hide kept in place of a result (see [`State::overview`]); the hide
+    /// joins the session's resources.
+    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HidePage) -> Result<Reply, Failure> {
+        let text = self.overview(what, &entry.id, entry.size, first)?;
+        let kept = resources::Kept {
+            id: entry.id.clone(),
+            size: entry.size,
+            what: what.to_string(),
+        };
+        let new = self.listed.lock().is_ok_and(|mut l| l.add(&kept));
+        Ok(Reply {
+            kept: Some(kept),
+            new,
+            ..Reply::from(text)
+        })
+    }
+
+    /// What a hide is, its ID, its shape (when it is JSON: pages and search work on any text)
+    /// and page 1 with the hint.
+    fn overview(
+        &mut self,
+        what: &str,
+        id: &str,
+        size: u64,
+        first: &HidePage,
+    ) -> Result<String, Failure> {
         // Under a cap, the shape gets what page 1 leaves of it.
         let room = self.cap.map(|cap| {
             let paths = crate::hide_buffer::PATHS_SHOWN * path_bytes(cap) as usize;
             cap.saturating_sub(first.content.as_bytes().len() + paths)
         });
-        let shape = match self.buffer.client().shape(Source::Hide(&entry.id)) {
+        let shape = match self.buffer.client().shape(Source::Hide(id)) {
             Ok(reply) if room.is_some_and(|room| reply.output.len() > room) => format!(
                 "Shape: not shown ({} bytes, more than this answer has room for)\n",
                 reply.output.len()
@@ -239,12 +376,10 @@ impl State {
             Err(e) => return Err(e.into()),
         };
         Ok(format!(
-            "{what} is {} bytes, too large to show, so jqjail kept it as hide {id}. \
+            "{what} is {size} bytes, too large to show, so jqjail kept it as hide {id}. \
              Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
              hide_jump and hide_search.\n{shape}\n{}",
-            entry.size,
             format_page(first),
-            id = entry.id,
         ))
     }
 
@@ -256,11 +391,15 @@ impl State {
         lang: Lang,
         args: &Value,
         named: &crate::Args,
-    ) -> Result<String, Failure> {
+    ) -> Result<Reply, Failure> {
         let options = RunOptions {
             lang,
             on_oversize: OnOversize::Hide,
             ..RunOptions::default()
+        };
+        let tool = match lang {
+            Lang::Path => "json_path",
+            _ => "jq",
         };
         let document = document(args)?;
         let answer = self
@@ -270,20 +409,16 @@ impl State {
         match answer.map_err(|e| document.explain(e))? {
             // Over the cap but under the daemon's limit: kept here, as the daemon would.
             Answer::Output(reply) if self.cap.is_some_and(|cap| reply.output.len() > cap) => {
-                let tool = match lang {
-                    Lang::Path => "json_path",
-                    _ => "jq",
-                };
                 let entry = self.buffer.store(tool, reply.output.as_bytes())?;
                 let first = self.buffer.first_cut()?;
-                self.kept("The output", &entry, &first)
+                self.kept(&format!("The output of {tool}"), &entry, &first)
             }
-            Answer::Output(reply) => Ok(reply.output),
+            Answer::Output(reply) => Ok(Reply::from(reply.output)),
             Answer::Hidden(hidden) => {
                 // The daemon's page 1 is a byte page at its own page size; the model reads
                 // this server's pages (JSON pages, at its page size), from page 1.
                 let first = self.buffer.hinted(&hidden.entry.id, 1)?;
-                self.kept("The output", &hidden.entry, &first)
+                self.kept(&format!("The output of {tool}"), &hidden.entry, &first)
             }
         }
     }
@@ -375,13 +510,19 @@ fn usage(why: &str) -> Failure {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("jqjail", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "jq and a simple path language over JSON, run in confined workers, and paging \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("jqjail", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "jq and a simple path language over JSON, run in confined workers, and paging \
                  of results too large to read (hides). Call json_shape first on a large \
                  document, then narrow it with jq or json_path.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -397,16 +538,109 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.notifier.remember(&context);
         let claim = self.inflight.claim(&context.id);
         if let Some(answer) = too_large(&request) {
             return Ok(answer.into());
         }
         Ok(call_own(self, request, claim).await.into())
     }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.list_resources_page(request, &context)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.notifier.remember(&context);
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read_resource_now(request, &context).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        resources::Notifier::accepted(requested)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.notifier.listen(context).await
+    }
+}
+
+impl Server {
+    /// A page of the session's hides (`resources/list`).
+    fn list_resources_page(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.notifier.remember(context);
+        match self.listed.lock() {
+            Ok(listed) => listed.page(request.as_ref()),
+            Err(poisoned) => poisoned.into_inner().page(request.as_ref()),
+        }
+    }
+
+    /// Answers `resources/read` off the async runtime (it talks to the daemon); a listed
+    /// hide found gone leaves the list, and the client is told.
+    async fn read_resource_now(
+        &self,
+        request: ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.notifier.remember(context);
+        let server = self.clone();
+        let uri = request.uri;
+        let read = tokio::task::spawn_blocking(move || server.read(&uri))
+            .await
+            .unwrap_or_else(|e| {
+                Err((
+                    ErrorData::internal_error(format!("the read failed: {e}"), None),
+                    false,
+                ))
+            });
+        match read {
+            Ok(result) => Ok(result.into()),
+            Err((error, gone)) => {
+                if gone {
+                    self.notifier.changed().await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The result of a call: its text, a link to the hide it kept, its structured content;
+    /// a hide new to the session's list is told to the client.
+    async fn finish(&self, outcome: Outcome) -> CallToolResult {
+        let new = outcome.as_ref().is_ok_and(|reply| reply.new);
+        let result = result(outcome);
+        if new {
+            self.notifier.changed().await;
+        }
+        result
+    }
 }
 
 mod guard;
 mod inflight;
+mod resources;
 mod upstream;
 
 /// The largest MCP message read for a daemon whose input limit is `max_input` bytes: twice
@@ -545,14 +779,20 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
 
 /// jqjail's own tools, as MCP tools.
 fn own_tools() -> Vec<Tool> {
-    crate::tools::list()
+    let object = |schema| match schema {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    crate::tools::Tool::ALL
         .into_iter()
-        .map(|(name, description, schema)| {
-            let schema = match schema {
-                Value::Object(map) => map,
-                _ => Map::new(),
-            };
-            Tool::new(name, description, Arc::new(schema))
+        .map(|tool| {
+            let mut offered = Tool::new(
+                tool.name(),
+                tool.description(),
+                Arc::new(object(tool.schema())),
+            );
+            offered.output_schema = tool.output_schema().map(|s| Arc::new(object(s)));
+            offered
         })
         .collect()
 }
@@ -565,6 +805,7 @@ async fn call_own(
     request: CallToolRequestParams,
     claim: inflight::Claim,
 ) -> CallToolResult {
+    let server_of = server;
     let server = server.clone();
     let name = request.name.to_string();
     let args = request.arguments.unwrap_or_default();
@@ -574,7 +815,7 @@ async fn call_own(
     })
     .await
     .unwrap_or_else(|e| Err(format!("INTERNAL: the tool call failed: {e}")));
-    result(outcome)
+    server_of.finish(outcome).await
 }
 
 /// `text` cut to at most `max` bytes (at a character boundary), saying how much was cut.
@@ -589,10 +830,19 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     format!("{}… ({} more bytes cut)", &text[..end], text.len() - end)
 }
 
-/// A tool's text answer, or its error as a tool error.
+/// A tool's answer (its text, a `resource_link` to the hide it kept, its structured
+/// content), or its error as a tool error.
 fn result(outcome: Outcome) -> CallToolResult {
     match outcome {
-        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Ok(reply) => {
+            let mut blocks = vec![ContentBlock::text(reply.text)];
+            if let Some(kept) = &reply.kept {
+                blocks.push(ContentBlock::resource_link(kept.resource()));
+            }
+            let mut result = CallToolResult::success(blocks);
+            result.structured_content = reply.structured;
+            result
+        }
         Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
     }
 }

@@ -92,6 +92,26 @@ impl Tool {
         }
     }
 
+    /// The JSON Schema of its structured answer, for a tool whose answer is always one JSON
+    /// object (MCP's `outputSchema`; the answer's text is that object's JSON text).
+    pub fn output_schema(self) -> Option<Value> {
+        match self {
+            Tool::JsonShape => Some(json!({
+                "type": "object",
+                "description": "The document's shape: its `type`, and by type its `keys` (each a shape, with how many elements have it), an array's `length` and `items`, and a few `examples`.",
+                "properties": {
+                    "type": {"description": "The JSON type, or the types where they differ.", "type": ["string", "array"]},
+                    "keys": {"type": "object"},
+                    "length": {"type": "integer"},
+                    "items": {"type": "object"},
+                    "examples": {"type": "array"}
+                },
+                "required": ["type"]
+            })),
+            Tool::Jq | Tool::JsonPath | Tool::HideNext | Tool::HideJump | Tool::HideSearch => None,
+        }
+    }
+
     /// The JSON Schema of its arguments.
     pub fn schema(self) -> Value {
         match self {

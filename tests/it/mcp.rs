@@ -63,6 +63,26 @@ fn the_official_python_sdk_lists_calls_pages_and_gets_tool_errors() {
     assert_eq!(count("MEMORY_LIMIT"), 1, "{:?}", stats.outcomes);
 }
 
+/// Issue 37: the session's hides are MCP resources. The official Python SDK, on both revisions
+/// it negotiates, lists the templates, follows the `resource_link` a kept result carries, is
+/// told the list changed (as a notification, or through `subscriptions/listen`), pages the
+/// list (102 hides) and reads pages by URI; bad URIs are errors. (Before, the server offered
+/// no resources.)
+#[test]
+fn the_official_python_sdk_lists_reads_and_follows_links_to_hides() {
+    let Some(python) = python_with_mcp() else {
+        skip("the MCP Python SDK is not installed (see the first test here)");
+        return;
+    };
+    let d = Daemon::start();
+    let summary = run_script(&python, "resources_client.py", &d, &[]);
+    assert_eq!(summary["legacy"]["listed"], 102, "{summary}");
+    assert_eq!(
+        summary["modern"]["protocol_version"], "2026-07-28",
+        "{summary}"
+    );
+}
+
 /// The filesystem MCP server from npm (`@modelcontextprotocol/server-filesystem`), if
 /// installed: `JQJAIL_TEST_MCP_FILESYSTEM` names its executable (.ci/run installs it).
 /// A name that is no file fails rather than skips.

@@ -32,6 +32,12 @@ for line in sys.stdin:
         tools.append({"name": "small", "description": "the second `small`", "inputSchema": {"type": "object"}})
         # A 1 MB input schema, and 2,000 more tools.
         tools.append({"name": "schema", "description": "s", "inputSchema": {"type": "object", "description": "S" * 1_000_000}})
+        # Output schemas (issue 37): one a tool follows, whose large result jqjail changes; and
+        # one of 1 MB.
+        tools.append({"name": "shaped", "inputSchema": {"type": "object"},
+                      "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}})
+        tools.append({"name": "huge_schema", "inputSchema": {"type": "object"},
+                      "outputSchema": {"type": "object", "description": "O" * 1_000_000}})
         tools += [{"name": f"many{i}", "inputSchema": {"type": "object"}} for i in range(2000)]
         result = {"tools": tools}
     elif method == "tools/call":
@@ -62,6 +68,11 @@ for line in sys.stdin:
         if name == "long":
             # An answer of 50 MB, over any message bound.
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "L" * 50_000_000}]}})
+            continue
+        if name == "shaped":
+            big = message["params"].get("arguments", {}).get("big")
+            n = {"n": 7, "pad": "Z" * 2_000_000} if big else {"n": 7}
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(n)}], "structuredContent": n}})
             continue
         if name == "rpc_error":
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})

@@ -49,6 +49,18 @@ async def main(cli, socket):
             assert sum(n.startswith("many") for n in names) < 512, len(names)
             sizes["tools_list"] = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
             assert sizes["tools_list"] < 512 * 2200 + 100_000, sizes
+            # An upstream output schema is offered, unless it is too large.
+            shaped = next(t for t in listed if t.name == "shaped")
+            assert shaped.output_schema["required"] == ["n"], shaped
+            huge = next(t for t in listed if t.name == "huge_schema")
+            assert huge.output_schema is None, "a 1 MB output schema was offered"
+            # Small: passed through, structured content and all (the SDK checks it). Large:
+            # kept as a hide and so marked as an error (the SDK checks no error's schema).
+            result = await asyncio.wait_for(session.call_tool("shaped", {}), 60)
+            assert not result.is_error and result.structured_content == {"n": 7}, result
+            result = await asyncio.wait_for(session.call_tool("shaped", {"big": True}), 60)
+            assert result.is_error and "kept it as hide" in result.content[0].text, str(result)[:300]
+            assert len(json.dumps(result.model_dump(mode="json", exclude_none=True))) < ANSWER_MAX
             for name, is_error in [("error_text", True), ("resource", False), ("structured", False), ("image", False)]:
                 result = await asyncio.wait_for(session.call_tool(name, {}), 60)
                 size = len(json.dumps(result.model_dump(mode="json", exclude_none=True)))

@@ -16,14 +16,14 @@ from mcp.client.stdio import stdio_client
 EXPECTED_TOOLS = ["jq", "json_path", "json_shape", "hide_next", "hide_jump", "hide_search"]
 
 
-def text_of(result):
-    assert len(result.content) == 1, result
+def text_of(result, blocks=1):
+    assert len(result.content) == blocks, str(result)[:500]
     return result.content[0].text
 
 
-async def call(session, name, args, *, error=False):
+async def call(session, name, args, *, error=False, blocks=1):
     result = await session.call_tool(name, args)
-    text = text_of(result)
+    text = text_of(result, blocks)
     assert bool(result.is_error) == error, f"{name} {args}: is_error={result.is_error}: {text}"
     return text
 
@@ -52,6 +52,10 @@ async def main(cli, socket):
             assert await call(session, "json_path", {"query": "a[1]", "input": doc}) == "2"
             shape = json.loads(await call(session, "json_shape", {"input": doc}))
             assert shape["keys"]["a"]["type"] == "array", shape
+            # json_shape has an output schema: the shape comes as structured content too (the
+            # SDK checks it against the schema).
+            shaped = await session.call_tool("json_shape", {"input": doc})
+            assert shaped.structured_content == shape, shaped
 
             # Hostile filters come back as tool errors naming the code; the server lives on.
             memory = await call(session, "jq", {"filter": "[range(1e9)]", "input": "null"}, error=True)
@@ -66,7 +70,8 @@ async def main(cli, socket):
             assert "no_such_tool" in unknown, unknown
 
             # An output over the limit is kept as a hide: ID, shape and page 1, then paging.
-            hidden = await call(session, "jq", {"filter": "[range(30000)]", "input": "null"})
+            # (with a link to the hide: see resources_client.py)
+            hidden = await call(session, "jq", {"filter": "[range(30000)]", "input": "null"}, blocks=2)
             assert "kept it as hide" in hidden and "Shape: " in hidden, hidden[:500]
             match = re.search(r"\[HIDE id=(\S+) page=1/(\d+) ", hidden)
             assert match, hidden[:500]

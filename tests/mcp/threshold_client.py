@@ -66,6 +66,22 @@ async def with_threshold(cli, socket, n, report):
                 await call("hide_next", {"hide_id": kept})
             await call("hide_jump", {"hide_id": kept, "path": "$[3]." + "X" * 300})
             await call("json_shape", {"input": json.dumps({"Z" * 5000: 1})})
+            # The hides read as resources (issue 37): the list, each hide's own URI and its
+            # pages stay under the threshold as the tools' answers do.
+            async def read(uri):
+                nonlocal worst
+                result = await asyncio.wait_for(session.read_resource(uri), 60)
+                seen = upstream_bytes(result)
+                worst = max(worst, seen)
+                assert seen <= n, f"--hide-over {n}: read {uri}: {seen} bytes of upstream data reached the client: {str(result)[:300]}"
+
+            listed = await session.list_resources()
+            assert upstream_bytes(listed) <= n, str(listed)[:300]
+            assert len(listed.resources) >= 2, listed
+            for resource in listed.resources:
+                await read(resource.uri)
+                for page in (1, 2, 5):
+                    await read(f"{resource.uri}/page/{page}")
             # A filter error quoting the document is cut, too.
             await call("body", {"jq": "error(.body)"})
     report[str(n)] = worst

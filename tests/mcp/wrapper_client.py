@@ -1,9 +1,12 @@
 """Drives `jqjail mcp --upstream -- mcp-server-filesystem DIR` with the official MCP Python SDK:
 the filesystem server (npm, @modelcontextprotocol/server-filesystem) is a real third-party MCP
-server. Checks that its tools are offered with a `jq` argument, that a small result passes
-through untouched, that a large JSON file comes back as a hide that jq can filter by ID, that
-`jq` narrows a result in a worker (and refuses text that is not JSON), that upstream errors are
-forwarded, and that a dead upstream is reported as a tool error while jqjail's tools still work.
+server. Checks that its tools are offered with a `jq` argument and their output schemas, that a
+small result passes through untouched (its structured content too, which the SDK checks against
+the schema), that a large JSON file comes back as a hide that jq can filter by ID and that its
+`resource_link` reads, that `jq` narrows a result in a worker (and refuses text that is not
+JSON), that upstream errors are forwarded, and that a dead upstream is reported as a tool error
+while jqjail's tools still work. A result jqjail changes does not follow the tool's output
+schema, so it comes marked as an error (which the SDK does not check against the schema).
 
 Usage: python wrapper_client.py JQJAIL_CLI SOCKET FILESYSTEM_SERVER
 """
@@ -72,14 +75,26 @@ async def main(cli, socket, fs_server):
                 upstream_names = sorted(set(tools) - set(OWN))
                 for name in upstream_names:
                     assert "jq" in tools[name].input_schema["properties"], tools[name].input_schema
+                # The upstream's output schema is offered (it was dropped before issue 37).
+                schema = tools[read_tool].output_schema
+                assert schema and schema["properties"]["content"]["type"] == "string", schema
+                assert "marked as an error" in tools[read_tool].description, tools[read_tool].description
 
-                # Small: untouched.
-                small = await call(session, read_tool, {"path": os.path.join(root, "small.txt")})
-                assert small == "hello, not JSON\n", repr(small)
+                # Small: untouched, structured content and all.
+                result = await asyncio.wait_for(session.call_tool(read_tool, {"path": os.path.join(root, "small.txt")}), 60)
+                assert not result.is_error and text_of(result) == "hello, not JSON\n", result
+                assert result.structured_content == {"content": "hello, not JSON\n"}, result
 
-                # Large JSON: a hide, with its shape and page 1; then filtered by ID.
-                kept = await call(session, read_tool, {"path": os.path.join(root, "big.json")})
+                # Large JSON: a hide, with its shape and page 1 and a link to it; then filtered
+                # by ID. Not the tool's schema: marked as an error.
+                result = await asyncio.wait_for(session.call_tool(read_tool, {"path": os.path.join(root, "big.json")}), 60)
+                kept = text_of(result)
+                assert result.is_error and result.structured_content is None, str(result)[:600]
                 assert "kept it as hide" in kept and "Shape: " in kept, kept[:600]
+                link = result.content[-1]
+                assert link.type == "resource_link" and link.title == f"The result of {read_tool}", link
+                page3 = (await session.read_resource(f"{link.uri}/page/3")).contents[0].text
+                assert f"page=3/" in page3 and len(page3) < 20_000, page3[:300]
                 assert len(kept) < 20_000, len(kept)
                 hide_id = re.search(r"\[HIDE id=(\S+) page=1/(\d+) ", kept).group(1)
                 assert await call(session, "jq", {"filter": "length", "hide_id": hide_id}) == "4000"
@@ -88,7 +103,9 @@ async def main(cli, socket, fs_server):
                 assert f"[HIDE id={hide_id} page=2/" in page2, page2[:300]
 
                 # The `jq` argument narrows the result in a worker before it is returned.
-                narrowed = await call(session, read_tool, {"path": os.path.join(root, "big.json"), "jq": ".[1234].name"})
+                narrowed = await call(
+                    session, read_tool, {"path": os.path.join(root, "big.json"), "jq": ".[1234].name"}, error=True
+                )
                 assert narrowed == '"item 1234"', narrowed
                 not_json = await call(
                     session, read_tool, {"path": os.path.join(root, "small.txt"), "jq": "."}, error=True

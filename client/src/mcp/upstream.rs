@@ -15,7 +15,11 @@
 //!   narrowed by the filter in a confined worker, as the `jq` tool would (text that is not
 //!   JSON is a clear tool error).
 //!
-//! Because a result may so become text, an upstream tool's output schema is not offered.
+//! An upstream tool's output schema is offered as it is: a result passed through is the
+//! tool's own. A result jqjail changes (kept as a hide, narrowed by `jq`) does not follow the
+//! schema, and clients check a successful result against it: such a result comes with
+//! `isError` set, as the tool's description then says. A kept result carries a
+//! `resource_link` to its hide, which `resources/read` pages (see [`super::resources`]).
 //!
 //! Upstream failures are tool errors that say so (`UPSTREAM_ERROR`, `UPSTREAM_FAILED`,
 //! `UPSTREAM_TIMEOUT`), never a hang: every call has a deadline, and a dead upstream leaves
@@ -37,10 +41,13 @@ use super::{Server, call_own, cut, own_tools, result, runtime, too_large};
 use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, RoleClient, RoleServer, SubscriptionContext,
+};
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceError, ServiceExt};
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
@@ -64,6 +71,9 @@ pub(super) const MAX_UPSTREAM_TOOLS: usize = 512;
 /// The largest upstream tool input schema offered, as JSON text; a tool with a larger one is
 /// left out and reported. Its `_meta` and icons are offered up to the same size together.
 pub(super) const MAX_TOOL_SCHEMA: usize = 16 * 1024;
+
+/// What the description of an upstream tool with an output schema gains.
+const SCHEMA_NOTE: &str = " (Through jqjail: a result too large to show, kept as a hide, or narrowed by the `jq` argument does not follow this tool's output schema, so it comes marked as an error; its text is the answer.)";
 
 /// Upstream notifications relayed a second, at most.
 pub(super) const NOTIFICATIONS_PER_SECOND: u32 = 20;
@@ -173,6 +183,8 @@ struct Wrapper {
     /// Upstream tools to which the wrapper added the `jq` argument, as last listed (`None`
     /// until the upstream's tools are first listed).
     with_jq: Arc<Mutex<Option<HashSet<String>>>>,
+    /// Upstream tools offered with their output schema, as last listed.
+    with_schema: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Wrapper {
@@ -192,6 +204,7 @@ impl Wrapper {
             .map_err(|_| "the upstream server did not list its tools in time".to_string())?
             .map_err(|e| format!("listing the upstream server's tools: {e}"))?;
         let mut with_jq = HashSet::new();
+        let mut with_schema = HashSet::new();
         let mut offered = Vec::new();
         let mut names = HashSet::new();
         for mut tool in tools {
@@ -248,9 +261,27 @@ impl Wrapper {
                 tool.meta = None;
                 tool.icons = None;
             }
-            // A result may come back as a hide or narrowed by `jq`, as text: the upstream's
-            // output schema no longer describes it (clients check results against it).
-            tool.output_schema = None;
+            // A result passed through is the tool's own, its structured content too: the
+            // output schema stays. A result jqjail changes (kept as a hide, narrowed by
+            // `jq`) does not follow it, so it comes as a tool error (clients check a result
+            // against the schema, an error's never), as the description says.
+            match &tool.output_schema {
+                Some(output)
+                    if Value::Object((**output).clone()).to_string().len() <= MAX_TOOL_SCHEMA =>
+                {
+                    with_schema.insert(tool.name.to_string());
+                    let described = tool.description.as_deref().unwrap_or("");
+                    tool.description = Some(format!("{described}{SCHEMA_NOTE}").into());
+                }
+                Some(_) => {
+                    eprintln!(
+                        "jqjail mcp: the upstream tool `{}` has an output schema over {MAX_TOOL_SCHEMA} bytes; it is offered without it",
+                        tool.name
+                    );
+                    tool.output_schema = None;
+                }
+                None => {}
+            }
             let mut schema = (*tool.input_schema).clone();
             let properties = schema
                 .entry("properties")
@@ -273,6 +304,9 @@ impl Wrapper {
         if let Ok(mut known) = self.with_jq.lock() {
             *known = Some(with_jq);
         }
+        if let Ok(mut known) = self.with_schema.lock() {
+            *known = with_schema;
+        }
         Ok(offered)
     }
 
@@ -288,6 +322,7 @@ impl Wrapper {
             .with_jq
             .lock()
             .is_ok_and(|k| k.as_ref().is_some_and(|k| k.contains(&name)));
+        let schema = self.with_schema.lock().is_ok_and(|s| s.contains(&name));
         let filter = match (ours, request.arguments.as_mut()) {
             (true, Some(args)) => match args.remove(JQ_ARG) {
                 None | Some(Value::Null) => None,
@@ -392,15 +427,22 @@ impl Wrapper {
                 let kept = tokio::task::spawn_blocking(move || own.keep(&name, &kept))
                     .await
                     .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")));
-                return match (kept, failed) {
-                    (Ok(text), true) => result(Err(text)),
-                    (kept, _) => result(kept),
-                };
+                let mut kept = self.own.finish(kept).await;
+                // An error kept stays an error; so does a result of a tool with an output
+                // schema, which the hide's text does not follow (clients check it).
+                if failed || schema {
+                    kept.is_error = Some(true);
+                }
+                return kept;
             }
             // Small and unfiltered (or the upstream's own small error): as it was given.
             _ => return answer,
         };
-        result(treated)
+        let mut narrowed = self.own.finish(treated).await;
+        if schema {
+            narrowed.is_error = Some(true);
+        }
+        narrowed
     }
 }
 
@@ -410,6 +452,8 @@ impl ServerHandler for Wrapper {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("jqjail", env!("CARGO_PKG_VERSION")))
@@ -435,12 +479,48 @@ impl ServerHandler for Wrapper {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.own.list_resources_page(request, &context)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.own.list_resource_templates(request, context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.own.read_resource_now(request, &context).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        self.own.accepted_subscription_filter(requested)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.own.listen(context).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.remember(&context.peer);
+        self.own.notifier.remember(&context);
         let claim = self.own.inflight.claim(&context.id);
         if let Some(answer) = too_large(&request) {
             return Ok(answer.into());
@@ -526,6 +606,7 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
                     .collect(),
             ),
             with_jq: Arc::default(),
+            with_schema: Arc::default(),
         };
         let held = wrapper.own.inflight.clone();
         let service = match wrapper.serve(super::transport(max, held)).await {
