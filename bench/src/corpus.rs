@@ -112,6 +112,85 @@ pub(crate) fn issues(target: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// A Kubernetes pod list (`kubectl get pods -o json`, indented by two) of about `target`
+/// bytes: `items`, then `kind` and `metadata`.
+pub(crate) fn pods(target: usize) -> Vec<u8> {
+    use serde_json::json;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut items = Vec::new();
+    let mut size = 0;
+    while size < target {
+        let n = items.len();
+        let app = rng.pick(&["api", "web", "worker", "cache", "queue"]);
+        let hash = format!("{:x}", rng.next() % 0xff_ffff);
+        let containers: Vec<_> = (0..1 + rng.below(3))
+            .map(|c| {
+                json!({
+                    "name": format!("{app}-{c}"),
+                    "image": format!("registry.example.com/{app}:1.{}.{}", rng.below(20), rng.below(10)),
+                    "ports": [{"containerPort": 8000 + rng.below(100), "protocol": "TCP"}],
+                    "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}
+                })
+            })
+            .collect();
+        let statuses: Vec<_> = containers
+            .iter()
+            .map(|c| json!({"name": c["name"], "ready": rng.below(5) != 0, "restartCount": rng.below(4)}))
+            .collect();
+        let pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": format!("{app}-{hash}-{n:05}"),
+                "namespace": rng.pick(&["default", "prod", "staging"]),
+                "uid": format!("{:016x}-{:04x}", rng.next(), n),
+                "labels": {"app": app, "pod-template-hash": hash},
+                "creationTimestamp": format!("2026-11-{:02}T{:02}:00:00Z", 1 + rng.below(28), rng.below(24))
+            },
+            "spec": {"containers": containers, "nodeName": format!("node-{}", rng.below(40))},
+            "status": {"phase": rng.pick(&["Running", "Running", "Pending", "Failed"]), "podIP": format!("10.{}.{}.{}", rng.below(255), rng.below(255), rng.below(255)), "containerStatuses": statuses}
+        });
+        size += pod.to_string().len() * 2;
+        items.push(pod);
+    }
+    let list = json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}});
+    serde_json::to_vec_pretty(&list).unwrap_or_default()
+}
+
+/// A search engine's answer (Elasticsearch's shape) of about `target` bytes: hits nested under
+/// `hits.hits`, each with its `_source`, then aggregations.
+pub(crate) fn search(target: usize) -> Vec<u8> {
+    use serde_json::json;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c16);
+    let mut hits = Vec::new();
+    let mut size = 0;
+    while size < target {
+        let n = hits.len();
+        let hit = json!({
+            "_index": "logs-2026.12",
+            "_id": format!("{:x}", rng.next()),
+            "_score": (1000 - n.min(999)) as f64 / 100.0,
+            "_source": {
+                "message": sentence(&mut rng, 12),
+                "level": rng.pick(&["info", "warn", "error"]),
+                "user": {"name": rng.pick(USERS), "geo": {"country": rng.pick(&["FR", "DE", "JP", "BR"]), "city": rng.pick(WORDS)}},
+                "tags": (0..rng.below(4)).map(|_| rng.pick(WORDS)).collect::<Vec<_>>(),
+                "took_ms": rng.below(5000)
+            }
+        });
+        size += hit.to_string().len();
+        hits.push(hit);
+    }
+    let total = hits.len();
+    let answer = json!({
+        "took": 12,
+        "timed_out": false,
+        "hits": {"total": {"value": total, "relation": "eq"}, "max_score": 10.0, "hits": hits},
+        "aggregations": {"by_level": {"buckets": [{"key": "info", "doc_count": total / 2}, {"key": "warn", "doc_count": total / 3}]}}
+    });
+    serde_json::to_vec(&answer).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -17,6 +17,7 @@
 //! measures is exactly the code it was built with.
 
 mod corpus;
+mod reader;
 
 use jqjail_client::{Client, ClientError, RunOptions};
 use jqjail_protocol::worker::{Isolation, Job, StartupArgs};
@@ -62,6 +63,8 @@ struct Opts {
     throughput_only: bool,
     /// Only the paging section (for measuring a change to the hide store's pages).
     paging_only: bool,
+    /// Only the model reader's table (`reader.rs`).
+    reader_only: bool,
     out: PathBuf,
 }
 
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         smoke: false,
         throughput_only: false,
         paging_only: false,
+        reader_only: false,
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
             Some("--smoke") => opts.smoke = true,
             Some("--throughput") => opts.throughput_only = true,
             Some("--paging") => opts.paging_only = true,
+            Some("--reader") => opts.reader_only = true,
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
                 None => return usage("--out needs a file"),
@@ -116,7 +121,7 @@ fn main() -> ExitCode {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging] [--out FILE]"
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader] [--out FILE]"
     );
     ExitCode::from(2)
 }
@@ -272,6 +277,12 @@ fn run(opts: &Opts) -> Result<(), String> {
         let p =
             paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 }).ok_or("paging failed")?;
         println!("{}", render_paging(&p));
+        return Ok(());
+    }
+    if opts.reader_only {
+        let daemon = Daemon::start(&[])?;
+        let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
+        println!("{}", reader_table(&mut client, opts.smoke)?);
         return Ok(());
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -752,6 +763,59 @@ fn paging(
         bytes,
         json,
     })
+}
+
+/// The model reader's table: the bench's 1 MiB and 20 MiB documents and three real-shaped
+/// ones, each read in byte pages, JSON pages, and head and tail (see `reader.rs`).
+fn reader_table(client: &mut Client, smoke: bool) -> Result<String, String> {
+    use reader::{Document, Step};
+    let key = |k: &str| Step::Key(k.into());
+    let mut docs = vec![
+        Document {
+            name: "GitHub issues list (examples/issues.json)",
+            text: include_bytes!("../../examples/issues.json").to_vec(),
+            main: vec![],
+            asked: vec![key("user"), key("login")],
+            page_size: 1024,
+        },
+        Document {
+            name: "Kubernetes pod list",
+            text: corpus::pods(1 << 20),
+            main: vec![key("items")],
+            asked: vec![key("metadata"), key("name")],
+            page_size: 16 * 1024,
+        },
+        Document {
+            name: "search result, nested",
+            text: corpus::search(1 << 20),
+            main: vec![key("hits"), key("hits")],
+            asked: vec![key("_source"), key("user"), key("name")],
+            page_size: 16 * 1024,
+        },
+        Document {
+            name: "issues, 1 MiB",
+            text: corpus::issues(1 << 20),
+            main: vec![],
+            asked: vec![key("user"), key("login")],
+            page_size: 16 * 1024,
+        },
+    ];
+    if !smoke {
+        docs.push(Document {
+            name: "issues, 20 MiB",
+            text: corpus::issues(20_900_000),
+            main: vec![],
+            asked: vec![key("user"), key("login")],
+            page_size: 16 * 1024,
+        });
+    }
+    let mut rows = Vec::new();
+    for doc in &docs {
+        let t = Instant::now();
+        rows.extend(reader::measure(client, doc, if smoke { 10 } else { 50 })?);
+        eprintln!("reader: {} in {:.1} s", doc.name, t.elapsed().as_secs_f64());
+    }
+    Ok(reader::render(&rows))
 }
 
 /// The paging section's table.
