@@ -200,5 +200,17 @@ mod tests {
         assert!(a.len() <= 1 << 20 && a.len() > (1 << 20) - 4096);
         let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
         assert!(v.as_array().unwrap().len() > 100);
+        for (doc, main) in [
+            (super::pods(1 << 20), "/items"),
+            (super::search(1 << 20), "/hits/hits"),
+        ] {
+            let v: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+            assert!(v.pointer(main).unwrap().as_array().unwrap().len() > 100);
+            assert!(
+                doc.len() > (1 << 20) * 9 / 10 && doc.len() < (1 << 20) * 12 / 10,
+                "{}",
+                doc.len()
+            );
+        }
     }
 }

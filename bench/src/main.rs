@@ -282,7 +282,7 @@ fn run(opts: &Opts) -> Result<(), String> {
     if opts.reader_only {
         let daemon = Daemon::start(&[])?;
         let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
-        println!("{}", reader_table(&mut client, opts.smoke)?);
+        println!("{}", reader::render(&reader_rows(&mut client, opts.smoke)?));
         return Ok(());
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -341,6 +341,7 @@ fn run(opts: &Opts) -> Result<(), String> {
     }
     let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
     let paging = paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 });
+    let reader = reader_rows(&mut client, opts.smoke)?;
     let throughput = throughput_by_setting(&daemon, seconds)?;
     let stream_rss = stream_big(&daemon, opts.smoke);
     let supervisor_peak_kib = daemon.status_kib("VmHWM:");
@@ -359,7 +360,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         &startup,
         &notes,
     );
-    println!("{report}");
+    println!("{report}\n{}", reader::render(&reader));
     let results = json!({
         "smoke": opts.smoke,
         "machine": machine(),
@@ -371,6 +372,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
         "paging": paging.as_ref().map(|p| json!({"input": p.input, "page_size": 16384, "pages": p.pages, "first_json_ms": p.first_json, "bytes": p.bytes.json(), "json": p.json.json()})),
+        "reader": reader.iter().map(reader::Row::json).collect::<Vec<_>>(),
         "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
         "throughput_rps": throughput.iter().map(|(setting, rates)| json!({
             "setting": setting.name, "flags": setting.flags,
@@ -767,7 +769,7 @@ fn paging(
 
 /// The model reader's table: the bench's 1 MiB and 20 MiB documents and three real-shaped
 /// ones, each read in byte pages, JSON pages, and head and tail (see `reader.rs`).
-fn reader_table(client: &mut Client, smoke: bool) -> Result<String, String> {
+fn reader_rows(client: &mut Client, smoke: bool) -> Result<Vec<reader::Row>, String> {
     use reader::{Document, Step};
     let key = |k: &str| Step::Key(k.into());
     let mut docs = vec![
@@ -815,7 +817,7 @@ fn reader_table(client: &mut Client, smoke: bool) -> Result<String, String> {
         rows.extend(reader::measure(client, doc, if smoke { 10 } else { 50 })?);
         eprintln!("reader: {} in {:.1} s", doc.name, t.elapsed().as_secs_f64());
     }
-    Ok(reader::render(&rows))
+    Ok(rows)
 }
 
 /// The paging section's table.

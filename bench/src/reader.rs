@@ -100,7 +100,12 @@ impl Walker {
 
     /// At the start of a JSON page whose first significant byte is `first_byte`, belonging to
     /// the value at `first` (`starts_in_string`: the page begins inside that string).
-    pub(crate) fn at(first: &str, first_byte: u8, starts_in_string: bool, base: usize) -> Option<Walker> {
+    pub(crate) fn at(
+        first: &str,
+        first_byte: u8,
+        starts_in_string: bool,
+        base: usize,
+    ) -> Option<Walker> {
         let steps = parse_path(first)?;
         let mut w = Walker::start(base);
         let frames = |steps: &[Step]| -> Vec<Frame> {
@@ -439,6 +444,19 @@ pub(crate) struct Row {
     pub(crate) value: Tally,
 }
 
+impl Row {
+    /// The row for the results file.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let tally =
+            |t: &Tally| serde_json::json!({"asked": t.asked, "wrong": t.wrong, "pages": t.pages});
+        serde_json::json!({
+            "document": self.document, "bytes": self.size, "json_pages": self.pages,
+            "shown": self.shown.name(),
+            "owner": tally(&self.owner), "length": tally(&self.count), "value": tally(&self.value),
+        })
+    }
+}
+
 /// The hide's pages as the daemon cuts them.
 struct Pages_ {
     pages: Vec<HidePage>,
@@ -529,7 +547,10 @@ fn truth(doc: &Document) -> Result<Truth, String> {
     let mut out = Vec::new();
     let mut w = Walker::start(0);
     if !w.walk(&doc.text, &mut out) {
-        return Err(format!("{}: the walker did not read the document", doc.name));
+        return Err(format!(
+            "{}: the walker did not read the document",
+            doc.name
+        ));
     }
     let mut scalars = Vec::new();
     let mut length = None;
@@ -547,7 +568,11 @@ fn truth(doc: &Document) -> Result<Truth, String> {
 }
 
 /// Asks every question of `doc` in every way of showing it.
-pub(crate) fn measure(client: &mut Client, doc: &Document, questions: usize) -> Result<Vec<Row>, String> {
+pub(crate) fn measure(
+    client: &mut Client,
+    doc: &Document,
+    questions: usize,
+) -> Result<Vec<Row>, String> {
     let truth = truth(doc)?;
     let id = client
         .hide_put("bench", doc.name, &doc.text, &Default::default())
@@ -569,7 +594,9 @@ pub(crate) fn measure(client: &mut Client, doc: &Document, questions: usize) -> 
         .scalars
         .iter()
         .filter(|(p, _, _)| {
-            p.len() == depth + 1 + doc.asked.len() && p[..depth] == doc.main[..] && p[depth + 1..] == doc.asked[..]
+            p.len() == depth + 1 + doc.asked.len()
+                && p[..depth] == doc.main[..]
+                && p[depth + 1..] == doc.asked[..]
         })
         .collect();
     if inside.is_empty() || asked.is_empty() {
@@ -603,7 +630,9 @@ pub(crate) fn measure(client: &mut Client, doc: &Document, questions: usize) -> 
         };
         let find_owner = |events: &[Event], at: usize| {
             events.iter().find_map(|e| match e {
-                Event::Scalar { path, at: a, .. } if *a == at && path.len() > depth => Some(path[depth].clone()),
+                Event::Scalar { path, at: a, .. } if *a == at && path.len() > depth => {
+                    Some(path[depth].clone())
+                }
                 _ => None,
             })
         };
@@ -650,7 +679,11 @@ pub(crate) fn measure(client: &mut Client, doc: &Document, questions: usize) -> 
                 (_, true, true) => 1,
                 (_, true, false) => 2,
                 (_, false, _) => {
-                    let at = truth.scalars.iter().find(|(p, _, _)| *p == path).map_or(0, |s| s.1);
+                    let at = truth
+                        .scalars
+                        .iter()
+                        .find(|(p, _, _)| *p == path)
+                        .map_or(0, |s| s.1);
                     bytes.holding(at) as u64 + 1
                 }
             };
@@ -750,7 +783,10 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(closed, [("$.a[2]".to_string(), Some(0)), ("$.a".into(), Some(3))]);
+        assert_eq!(
+            closed,
+            [("$.a[2]".to_string(), Some(0)), ("$.a".into(), Some(3))]
+        );
     }
 
     #[test]
@@ -760,7 +796,10 @@ mod tests {
         for cut in 0..text.len() {
             let mut out = Vec::new();
             let mut w = Walker::start(0);
-            assert!(w.walk(&text[..cut], &mut out) && w.walk(&text[cut..], &mut out), "{cut}");
+            assert!(
+                w.walk(&text[..cut], &mut out) && w.walk(&text[cut..], &mut out),
+                "{cut}"
+            );
             assert_eq!(out, whole, "cut at {cut}");
         }
     }
@@ -769,18 +808,36 @@ mod tests {
     fn a_walk_begun_at_a_named_path_names_the_rest() {
         let text = r#"[{"a": 1, "b": [5, 6]}, {"a": 2}]"#;
         // A page starting at `"b"` of element 0, at `6`, and at the `]` closing element 0's b.
-        for (first, from) in [("$[0].b", r#""b": [5, 6]}, {"a": 2}]"#), ("$[0].b[1]", r#"6]}, {"a": 2}]"#), ("$[0].b", r#"]}, {"a": 2}]"#)] {
+        for (first, from) in [
+            ("$[0].b", r#""b": [5, 6]}, {"a": 2}]"#),
+            ("$[0].b[1]", r#"6]}, {"a": 2}]"#),
+            ("$[0].b", r#"]}, {"a": 2}]"#),
+        ] {
             let base = text.len() - from.len();
             let mut w = Walker::at(first, from.as_bytes()[0], false, base).unwrap();
             let mut out = Vec::new();
             assert!(w.walk(from.as_bytes(), &mut out), "{first}");
-            let truth: Vec<Event> = events(text).into_iter().filter(|e| match e {
-                Event::Scalar { at, .. } => *at >= base,
-                Event::Closed { .. } => true,
-            }).collect();
-            let scalars = |v: &[Event]| v.iter().filter(|e| matches!(e, Event::Scalar { .. })).cloned().collect::<Vec<_>>();
+            let truth: Vec<Event> = events(text)
+                .into_iter()
+                .filter(|e| match e {
+                    Event::Scalar { at, .. } => *at >= base,
+                    Event::Closed { .. } => true,
+                })
+                .collect();
+            let scalars = |v: &[Event]| {
+                v.iter()
+                    .filter(|e| matches!(e, Event::Scalar { .. }))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(scalars(&out), scalars(&truth), "{first}");
-            assert!(out.contains(&Event::Closed { path: vec![], length: Some(2) }), "{first}: {out:?}");
+            assert!(
+                out.contains(&Event::Closed {
+                    path: vec![],
+                    length: Some(2)
+                }),
+                "{first}: {out:?}"
+            );
         }
     }
 

@@ -35,4 +35,21 @@ fn smoke_run_completes_and_reports() {
         );
     }
     assert_eq!(results["memory_limit"][0]["code"], "MEMORY_LIMIT");
+    // The model reader (issue 37): on JSON pages, every answer is right, each page read alone
+    // from the path it names (a check of the daemon's page labels against a walk of the whole
+    // document); on byte pages, most cannot be given.
+    assert!(stdout.contains("### What a reader knows"), "{stdout}");
+    let rows = results["reader"].as_array().unwrap();
+    assert_eq!(rows.len(), 12, "{rows:?}");
+    for row in rows {
+        let wrong = |q: &str| row[q]["wrong"].as_u64().unwrap();
+        match row["shown"].as_str().unwrap() {
+            "byte pages" => assert!(wrong("length") > 0, "{row}"),
+            _ => assert_eq!(
+                (wrong("owner"), wrong("length"), wrong("value")),
+                (0, 0, 0),
+                "{row}"
+            ),
+        }
+    }
 }
