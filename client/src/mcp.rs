@@ -31,6 +31,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+/// The source of a hide kept of an upstream result (its ID is `upstream-…`).
+const UPSTREAM_SOURCE: &str = "upstream";
+
 /// Bytes per page of a hide read through the paging tools.
 pub const PAGE_BYTES: u64 = 16_384;
 
@@ -147,10 +150,12 @@ impl Server {
         self.attempt(|state| state.call(name, &args))
     }
 
-    /// Keeps `text`, a tool result too large for the context, as a hide of this session and
-    /// answers with its ID, its shape (when it is JSON) and page 1 with the hint.
-    pub(crate) fn keep(&self, source: &str, text: &str) -> Outcome {
-        self.attempt(|state| state.keep(source, text))
+    /// Keeps `text`, an upstream tool's result too large for the context, as a hide of this
+    /// session and answers with its ID, its shape (when it is JSON) and page 1 with the hint.
+    /// Nothing of the upstream's choosing names it (not its tool's name: the caller knows
+    /// which tool it called), so a list of many such hides carries no upstream bytes.
+    pub(crate) fn keep(&self, text: &str) -> Outcome {
+        self.attempt(|state| state.keep(text))
     }
 
     /// Reads a hide's resource (blocking: it talks to the daemon). A hide gone from the store
@@ -310,14 +315,10 @@ impl State {
         }
     }
 
-    fn keep(&mut self, source: &str, text: &str) -> Result<Reply, Failure> {
-        let entry = self.buffer.store(source, text.as_bytes())?;
+    fn keep(&mut self, text: &str) -> Result<Reply, Failure> {
+        let entry = self.buffer.store(UPSTREAM_SOURCE, text.as_bytes())?;
         let first = self.buffer.first_cut()?;
-        self.kept(
-            &format!("The result of {}", cut(source, 64)),
-            &entry,
-            &first,
-        )
+        self.kept("The upstream tool's result", &entry, &first)
     }
 
     /// A hide's resource: what it is and page 1 (`page` none), or a page; no cursor moves.
@@ -575,7 +576,7 @@ impl ServerHandler for Server {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        resources::Notifier::accepted(requested)
+        self.notifier.accepted(requested, false)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {

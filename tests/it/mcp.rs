@@ -114,7 +114,7 @@ fn the_wrapper_keeps_a_real_upstream_servers_large_result_as_a_hide() {
     assert!(
         summary["hide_id"]
             .as_str()
-            .is_some_and(|id| id.starts_with("readtextfile-")),
+            .is_some_and(|id| id.starts_with("upstream-")),
         "{summary}"
     );
 }

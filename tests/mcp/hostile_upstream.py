@@ -6,7 +6,9 @@ import json
 import sys
 
 BIG = "X" * 2_000_000
-TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed", "wide", "long", "keys"]
+# The last: a name of upstream bytes (each kept result of it must not repeat them: issue 37).
+NAMED = "X" * 100
+TOOLS = ["error_text", "resource", "structured", "image", "rpc_error", "small", "chatty", "body", "meta", "flood", "malformed", "wide", "long", "keys", NAMED]
 
 
 def send(message):
@@ -38,6 +40,12 @@ for line in sys.stdin:
                       "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}})
         tools.append({"name": "huge_schema", "inputSchema": {"type": "object"},
                       "outputSchema": {"type": "object", "description": "O" * 1_000_000}})
+        # A schema no client compiles (one made the TypeScript SDK refuse every tool), and
+        # one whose pattern takes a client exponential time on a small result.
+        tools.append({"name": "bad_schema", "inputSchema": {"type": "object"},
+                      "outputSchema": {"type": "object", "properties": {"n": {"type": "nope"}}}})
+        tools.append({"name": "redos", "inputSchema": {"type": "object"},
+                      "outputSchema": {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}})
         tools += [{"name": f"many{i}", "inputSchema": {"type": "object"}} for i in range(2000)]
         result = {"tools": tools}
     elif method == "tools/call":
@@ -73,6 +81,14 @@ for line in sys.stdin:
             big = message["params"].get("arguments", {}).get("big")
             n = {"n": 7, "pad": "Z" * 2_000_000} if big else {"n": 7}
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(n)}], "structuredContent": n}})
+            continue
+        if name == "redos":
+            s = {"s": "a" * 40 + "b"}
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps(s)}], "structuredContent": s}})
+            continue
+        if name == NAMED:
+            n = message["params"].get("arguments", {}).get("n", 0)
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": json.dumps({"n": n, "pad": "z" * 5000})}]}})
             continue
         if name == "rpc_error":
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": BIG}})

@@ -54,6 +54,14 @@ async def main(cli, socket):
             assert shaped.output_schema["required"] == ["n"], shaped
             huge = next(t for t in listed if t.name == "huge_schema")
             assert huge.output_schema is None, "a 1 MB output schema was offered"
+            # Only what clients check safely is offered: no schema no client compiles, no
+            # pattern to run on every result.
+            bad = next(t for t in listed if t.name == "bad_schema")
+            assert bad.output_schema is None and "marked as an error" not in (bad.description or ""), bad
+            redos = next(t for t in listed if t.name == "redos")
+            assert redos.output_schema == {"type": "object", "properties": {"s": {"type": "string"}}}, redos
+            result = await asyncio.wait_for(session.call_tool("redos", {}), 30)
+            assert not result.is_error and result.structured_content == {"s": "a" * 40 + "b"}, result
             # Small: passed through, structured content and all (the SDK checks it). Large:
             # kept as a hide and so marked as an error (the SDK checks no error's schema).
             result = await asyncio.wait_for(session.call_tool("shaped", {}), 60)
@@ -104,7 +112,25 @@ async def main(cli, socket):
             bad = await asyncio.wait_for(session.call_tool("malformed", {}), 60)
             sizes["malformed"] = len(bad.content[0].text)
             assert bad.is_error and sizes["malformed"] < HIDE_OVER + 1024, sizes
+    await modern(server)
     print(json.dumps(sizes))
+
+
+async def modern(server):
+    """On 2026-07-28: the upstream's tool-list changes come through `subscriptions/listen`, and
+    a result passed through unchanged is a complete one (before, the SDK refused it)."""
+    from mcp import Client
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    async with Client(server, mode="auto") as client:
+        assert client.protocol_version == "2026-07-28", client.protocol_version
+        small = await asyncio.wait_for(client.call_tool("small", {}), 30)
+        assert small.content[0].text == '{"ok": true}', small
+        async with client.listen(tools_list_changed=True) as sub:
+            assert sub.honored.tools_list_changed, sub.honored
+            await asyncio.wait_for(client.call_tool("chatty", {}), 30)
+            event = await asyncio.wait_for(sub.__anext__(), 10)
+            assert isinstance(event, ToolsListChanged), event
 
 
 if __name__ == "__main__":

@@ -134,6 +134,17 @@ async def modern(server, report):
         assert f"kept it as hide {link.name}" in whole, whole[:300]
         page = (await client.read_resource(f"{link.uri}/page/2")).contents[0].text
         assert f"[HIDE id={link.name} page=2/" in page, page[:300]
+        # At most 16 streams a session: the 17th is refused before it is acknowledged.
+        from contextlib import AsyncExitStack
+
+        async with AsyncExitStack() as stack:
+            for _ in range(16):
+                await stack.enter_async_context(client.listen(resources_list_changed=True))
+            try:
+                async with client.listen(resources_list_changed=True):
+                    raise AssertionError("a 17th subscriptions/listen was acknowledged")
+            except MCPError:
+                pass
         report["modern"] = {"protocol_version": version}
 
 

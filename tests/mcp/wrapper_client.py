@@ -92,7 +92,7 @@ async def main(cli, socket, fs_server):
                 assert result.is_error and result.structured_content is None, str(result)[:600]
                 assert "kept it as hide" in kept and "Shape: " in kept, kept[:600]
                 link = result.content[-1]
-                assert link.type == "resource_link" and link.title == f"The result of {read_tool}", link
+                assert link.type == "resource_link" and link.title == "The upstream tool's result", link
                 page3 = (await session.read_resource(f"{link.uri}/page/3")).contents[0].text
                 assert f"page=3/" in page3 and len(page3) < 20_000, page3[:300]
                 assert len(kept) < 20_000, len(kept)

@@ -11,7 +11,9 @@
 //!   not change what the model reads next.
 //! - `notifications/resources/list_changed` when the session keeps a new hide, or finds a
 //!   listed one gone: to a client on a revision before 2026-07-28 as it comes, to one on
-//!   2026-07-28 through each `subscriptions/listen` stream that asked for it.
+//!   2026-07-28 through each `subscriptions/listen` stream that asked for it (at most
+//!   [`MAX_LISTENERS`] a session; one more is refused before it is acknowledged). Behind
+//!   `--upstream`, those streams also carry the upstream's tool-list changes.
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -209,9 +211,9 @@ struct Listeners {
     /// The client, if it negotiated a revision before 2026-07-28 (which takes notifications
     /// as they come).
     legacy: Option<Peer<RoleServer>>,
-    /// Open `subscriptions/listen` streams (2026-07-28), with a sink for those that asked
-    /// for the list's changes.
-    sinks: Vec<(u64, Option<SubscriptionSink>)>,
+    /// Open `subscriptions/listen` streams (2026-07-28); each sink sends only what its
+    /// stream was accepted for.
+    sinks: Vec<(u64, SubscriptionSink)>,
     next: u64,
 }
 
@@ -229,10 +231,23 @@ impl Notifier {
         }
     }
 
-    /// The part of a `subscriptions/listen` filter served: the resource list's changes.
-    pub(super) fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    /// The part of a `subscriptions/listen` filter served: the resource list's changes, and
+    /// the tool list's where `tools` (a wrapper's upstream tools change). `None` (the method
+    /// refused, before any acknowledgement) when the session has [`MAX_LISTENERS`] open.
+    pub(super) fn accepted(
+        &self,
+        requested: &SubscriptionFilter,
+        tools: bool,
+    ) -> Option<SubscriptionFilter> {
+        let open = self.inner.lock().map_or(MAX_LISTENERS, |i| i.sinks.len());
+        if open >= MAX_LISTENERS {
+            return None;
+        }
         let mut accepted = SubscriptionFilter::default();
         accepted.resources_list_changed = requested.resources_list_changed;
+        if tools {
+            accepted.tools_list_changed = requested.tools_list_changed;
+        }
         Some(accepted)
     }
 
@@ -253,10 +268,7 @@ impl Notifier {
             }
             let key = inner.next;
             inner.next += 1;
-            let wants = context.accepted().resources_list_changed == Some(true);
-            inner
-                .sinks
-                .push((key, wants.then(|| context.sink().clone())));
+            inner.sinks.push((key, context.sink().clone()));
             key
         };
         context.cancelled().await;
@@ -268,22 +280,39 @@ impl Notifier {
 
     /// Tells the client the list of resources changed.
     pub(super) async fn changed(&self) {
-        let (legacy, sinks) = match self.inner.lock() {
-            Ok(inner) => (
-                inner.legacy.clone(),
-                inner
-                    .sinks
-                    .iter()
-                    .filter_map(|(_, s)| s.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            Err(_) => return,
-        };
+        let (legacy, sinks) = self.listeners(|f| f.resources_list_changed);
         if let Some(peer) = legacy {
             let _ = peer.notify_resource_list_changed().await;
         }
         for sink in sinks {
             let _ = sink.notify_resource_list_changed().await;
+        }
+    }
+
+    /// Tells the streams that asked that the list of tools changed (a client on an older
+    /// revision is told by the wrapper's relay).
+    pub(super) async fn tools_changed(&self) {
+        for sink in self.listeners(|f| f.tools_list_changed).1 {
+            let _ = sink.notify_tool_list_changed().await;
+        }
+    }
+
+    /// The legacy client, and the streams accepted for what `wants` picks.
+    fn listeners(
+        &self,
+        wants: impl Fn(&SubscriptionFilter) -> Option<bool>,
+    ) -> (Option<Peer<RoleServer>>, Vec<SubscriptionSink>) {
+        match self.inner.lock() {
+            Ok(inner) => (
+                inner.legacy.clone(),
+                inner
+                    .sinks
+                    .iter()
+                    .filter(|(_, s)| wants(s.accepted()) == Some(true))
+                    .map(|(_, s)| s.clone())
+                    .collect(),
+            ),
+            Err(_) => (None, Vec::new()),
         }
     }
 }

@@ -42,8 +42,8 @@ use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Tool,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleClient, RoleServer, SubscriptionContext,
@@ -75,6 +75,100 @@ pub(super) const MAX_TOOL_SCHEMA: usize = 16 * 1024;
 /// What the description of an upstream tool with an output schema gains.
 const SCHEMA_NOTE: &str = " (Through jqjail: a result too large to show, kept as a hide, or narrowed by the `jq` argument does not follow this tool's output schema, so it comes marked as an error; its text is the answer.)";
 
+/// Bytes of upstream output schemas offered in all (a tool past it is offered without its own).
+pub(super) const MAX_OUTPUT_SCHEMAS: usize = 256 * 1024;
+
+/// The deepest upstream output schema offered.
+const MAX_SCHEMA_DEPTH: usize = 16;
+
+/// An upstream output schema rebuilt of what clients check safely, as JSON text: its root an
+/// object schema; `type` (JSON types only), `properties`, `items`, `additionalProperties`,
+/// `required`, `enum` (at most 64 scalars), `title` and `description` (cut to 256 bytes).
+/// Every other keyword is left out: `pattern` and `format` (a client runs them on every
+/// result: a pattern can take it exponential time), `$ref` and the combinators (which a client
+/// compiles, and may refuse). Leaving a keyword out only widens what the schema admits, so the
+/// tool's own results still pass. `None`: not an object schema, a `type` or `required` no
+/// client can compile, over [`MAX_TOOL_SCHEMA`] bytes or [`MAX_SCHEMA_DEPTH`] levels.
+fn safe_schema(schema: &Map<String, Value>) -> Option<String> {
+    fn types(v: &Value) -> Option<Value> {
+        const TYPES: [&str; 7] = [
+            "null", "boolean", "object", "array", "number", "string", "integer",
+        ];
+        let ok = |t: &Value| t.as_str().is_some_and(|t| TYPES.contains(&t));
+        match v {
+            Value::String(_) if ok(v) => Some(v.clone()),
+            Value::Array(all) if !all.is_empty() && all.iter().all(ok) => {
+                let mut seen = HashSet::new();
+                all.iter()
+                    .all(|t| seen.insert(t.as_str()))
+                    .then(|| v.clone())
+            }
+            _ => None,
+        }
+    }
+    fn rebuild(v: &Value, depth: usize) -> Option<Value> {
+        let map = match v {
+            Value::Bool(_) => return Some(v.clone()),
+            Value::Object(map) if depth <= MAX_SCHEMA_DEPTH => map,
+            _ => return None,
+        };
+        let mut out = Map::new();
+        for (key, value) in map {
+            let kept = match key.as_str() {
+                "type" => types(value)?,
+                "properties" => {
+                    let Value::Object(props) = value else {
+                        return None;
+                    };
+                    let mut rebuilt = Map::new();
+                    for (name, schema) in props {
+                        rebuilt.insert(name.clone(), rebuild(schema, depth + 1)?);
+                    }
+                    Value::Object(rebuilt)
+                }
+                "items" | "additionalProperties" => rebuild(value, depth + 1)?,
+                "required" => {
+                    let Value::Array(names) = value else {
+                        return None;
+                    };
+                    let mut seen = HashSet::new();
+                    if !names
+                        .iter()
+                        .all(|n| n.as_str().is_some_and(|n| seen.insert(n)))
+                    {
+                        return None;
+                    }
+                    value.clone()
+                }
+                "enum" => match value {
+                    Value::Array(all)
+                        if !all.is_empty()
+                            && all.len() <= 64
+                            && all.iter().all(|e| !e.is_object() && !e.is_array()) =>
+                    {
+                        value.clone()
+                    }
+                    _ => continue,
+                },
+                "title" | "description" => match value {
+                    Value::String(text) => Value::String(cut(text, 256)),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            out.insert(key.clone(), kept);
+        }
+        Some(Value::Object(out))
+    }
+    if schema.get("type").and_then(Value::as_str) != Some("object")
+        || serde_json::to_string(schema).map_or(true, |t| t.len() > MAX_TOOL_SCHEMA)
+    {
+        return None;
+    }
+    let text = rebuild(&Value::Object(schema.clone()), 0)?.to_string();
+    (text.len() <= MAX_TOOL_SCHEMA).then_some(text)
+}
+
 /// Upstream notifications relayed a second, at most.
 pub(super) const NOTIFICATIONS_PER_SECOND: u32 = 20;
 
@@ -94,6 +188,8 @@ type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
 /// and at most [`NOTIFICATIONS_PER_SECOND`] a second.
 struct Relay {
     downstream: Downstream,
+    /// The session's `subscriptions/listen` streams (the wrapper's own server's).
+    notifier: Arc<super::resources::Notifier>,
     hide_over: usize,
     /// This second's start, the notifications relayed in it, and those dropped since the
     /// last report.
@@ -164,10 +260,12 @@ impl ClientHandler for Relay {
     }
 
     // Never rate-limited: dropped, the client would keep a stale list (it carries nothing).
+    // A client on 2026-07-28 is told through its `subscriptions/listen` streams.
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(peer) = self.downstream.lock().ok().and_then(|p| p.clone()) {
             let _ = peer.notify_tool_list_changed().await;
         }
+        self.notifier.tools_changed().await;
     }
 }
 
@@ -205,6 +303,8 @@ impl Wrapper {
             .map_err(|e| format!("listing the upstream server's tools: {e}"))?;
         let mut with_jq = HashSet::new();
         let mut with_schema = HashSet::new();
+        // Bytes of output schemas offered so far.
+        let mut schemas = 0;
         let mut offered = Vec::new();
         let mut names = HashSet::new();
         for mut tool in tools {
@@ -261,26 +361,32 @@ impl Wrapper {
                 tool.meta = None;
                 tool.icons = None;
             }
-            // A result passed through is the tool's own, its structured content too: the
-            // output schema stays. A result jqjail changes (kept as a hide, narrowed by
-            // `jq`) does not follow it, so it comes as a tool error (clients check a result
-            // against the schema, an error's never), as the description says.
-            match &tool.output_schema {
-                Some(output)
-                    if Value::Object((**output).clone()).to_string().len() <= MAX_TOOL_SCHEMA =>
-                {
-                    with_schema.insert(tool.name.to_string());
-                    let described = tool.description.as_deref().unwrap_or("");
-                    tool.description = Some(format!("{described}{SCHEMA_NOTE}").into());
-                }
-                Some(_) => {
-                    eprintln!(
-                        "jqjail mcp: the upstream tool `{}` has an output schema over {MAX_TOOL_SCHEMA} bytes; it is offered without it",
+            // A result passed through is the tool's own, its structured content too: its
+            // output schema is offered, rebuilt of the keywords clients check safely (see
+            // `safe_schema`). A result jqjail changes (kept as a hide, narrowed by `jq`) does
+            // not follow it, so it comes as a tool error (clients check a result against the
+            // schema, an error's never), as the description says.
+            let output = tool.output_schema.take();
+            if let Some(output) = output {
+                match safe_schema(&output) {
+                    Some(safe) if schemas + safe.len() <= MAX_OUTPUT_SCHEMAS => {
+                        schemas += safe.len();
+                        with_schema.insert(tool.name.to_string());
+                        let described = tool.description.as_deref().unwrap_or("");
+                        tool.description = Some(format!("{described}{SCHEMA_NOTE}").into());
+                        if let Ok(Value::Object(safe)) = serde_json::from_str(&safe) {
+                            tool.output_schema = Some(Arc::new(safe));
+                        }
+                    }
+                    Some(_) => eprintln!(
+                        "jqjail mcp: the upstream tools' output schemas pass {MAX_OUTPUT_SCHEMAS} bytes in all; `{}` is offered without its own",
                         tool.name
-                    );
-                    tool.output_schema = None;
+                    ),
+                    None => eprintln!(
+                        "jqjail mcp: the upstream tool `{}` has an output schema that is not an object schema of at most {MAX_TOOL_SCHEMA} bytes and {MAX_SCHEMA_DEPTH} levels; it is offered without it",
+                        tool.name
+                    ),
                 }
-                None => {}
             }
             let mut schema = (*tool.input_schema).clone();
             let properties = schema
@@ -424,7 +530,7 @@ impl Wrapper {
                     .to_string(),
                 };
                 let own = self.own.clone();
-                let kept = tokio::task::spawn_blocking(move || own.keep(&name, &kept))
+                let kept = tokio::task::spawn_blocking(move || own.keep(&kept))
                     .await
                     .unwrap_or_else(|e| Err(format!("INTERNAL: {e}")));
                 let mut kept = self.own.finish(kept).await;
@@ -435,8 +541,23 @@ impl Wrapper {
                 }
                 return kept;
             }
-            // Small and unfiltered (or the upstream's own small error): as it was given.
-            _ => return answer,
+            // Small and unfiltered (or the upstream's own small error): as it was given, and
+            // marked complete as a client on 2026-07-28 requires (an upstream on an older
+            // revision marks nothing); a result of another type is not one jqjail relays.
+            _ => {
+                let mut answer = answer;
+                match &answer.result_type {
+                    None => answer.result_type = Some(ResultType::COMPLETE),
+                    Some(kind) if *kind == ResultType::COMPLETE => {}
+                    Some(kind) => {
+                        return result(Err(format!(
+                            "UPSTREAM_ERROR: the upstream tool `{name}` answered a result of type `{}`, which jqjail does not relay",
+                            cut(kind.as_str(), 64)
+                        )));
+                    }
+                }
+                return answer;
+            }
         };
         let mut narrowed = self.own.finish(treated).await;
         if schema {
@@ -507,7 +628,7 @@ impl ServerHandler for Wrapper {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        self.own.accepted_subscription_filter(requested)
+        self.own.notifier.accepted(requested, true)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
@@ -582,6 +703,7 @@ pub(super) fn serve(own: Server, command: &[OsString], options: Options) -> Exit
         let downstream: Downstream = Arc::default();
         let relay = Relay {
             downstream: downstream.clone(),
+            notifier: own.notifier.clone(),
             hide_over: options.hide_over,
             window: Mutex::new((std::time::Instant::now(), 0, 0)),
         };
