@@ -1,9 +1,9 @@
 //! The async (tokio) client.
 
 use crate::{
-    Answer, Args, Call, ClientError, HidePage, HidePageRequest, MAX_RESPONSE_FRAME_BYTES,
-    RunOptions, RunReply, Source, calls, decode_response, fill, max_tail, no_server_yet,
-    only_output,
+    Answer, Args, Call, ClientError, HideEnds, HideEndsRequest, HidePage, HidePageRequest,
+    MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls, decode_response, fill, max_tail,
+    no_server_yet, only_output,
 };
 use jqjail_protocol::frame::tokio_io::read_frame;
 use jqjail_protocol::{
@@ -137,6 +137,15 @@ impl AsyncClient {
     /// between values and name their paths; the default) or byte pages (protocol 3).
     pub async fn hide_page(&mut self, request: HidePageRequest) -> Result<HidePage, ClientError> {
         self.call(calls::page(request)).await
+    }
+
+    /// A hide's beginning and end together, each half the page size, and what lies between
+    /// (protocol 4): the first answer a model reads of an oversized output.
+    pub async fn hide_ends(
+        &mut self,
+        request: HideEndsRequest,
+    ) -> Result<Box<HideEnds>, ClientError> {
+        self.call(calls::ends(request)).await
     }
 
     /// Every occurrence of a string in a hide (empty matches: not found).

@@ -1,9 +1,9 @@
 //! The blocking client.
 
 use crate::{
-    Answer, Args, Call, ClientError, HidePage, HidePageRequest, MAX_RESPONSE_FRAME_BYTES,
-    RunOptions, RunReply, Source, calls, decode_response, fill, max_tail, no_server_yet,
-    only_output,
+    Answer, Args, Call, ClientError, HideEnds, HideEndsRequest, HidePage, HidePageRequest,
+    MAX_RESPONSE_FRAME_BYTES, RunOptions, RunReply, Source, calls, decode_response, fill, max_tail,
+    no_server_yet, only_output,
 };
 use jqjail_protocol::frame::read_frame;
 use jqjail_protocol::{
@@ -212,6 +212,12 @@ impl Client {
     /// between values and name their paths; the default) or byte pages (protocol 3).
     pub fn hide_page(&mut self, request: HidePageRequest) -> Result<HidePage, ClientError> {
         self.call(calls::page(request))
+    }
+
+    /// A hide's beginning and end together, each half the page size, and what lies between
+    /// (protocol 4): the first answer a model reads of an oversized output.
+    pub fn hide_ends(&mut self, request: HideEndsRequest) -> Result<Box<HideEnds>, ClientError> {
+        self.call(calls::ends(request))
     }
 
     /// Every occurrence of a string in a hide (empty matches: not found).

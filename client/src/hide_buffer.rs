@@ -10,10 +10,16 @@
 //! Pages are JSON pages (protocol 3's `hide_page`): a JSON hide's pages end between values and
 //! each says which paths it holds, so the model knows which element of which array it reads;
 //! a hide that is not JSON is paged in bytes. [`HideBuffer::with_pages`] picks byte pages.
+//!
+//! The first answer ([`HideBuffer::first_answer`]) is the hide's head and tail by default
+//! (protocol 4's `hide_ends`): its beginning and its end, each half a page, and a line saying
+//! what lies between (bytes, paths, elements). `jqjail-bench --reader` measured it: with head
+//! and tail a reader knows the main array's length from the first answer, on JSON pages alone
+//! it needs a second page (BENCHMARKS.md). [`HideBuffer::with_first`] picks page 1 instead.
 
 use crate::{
-    Client, ClientError, HideContent, HideCut, HideEntry, HidePage, HidePageRequest,
-    HideSearchRequest, PageAt, Pages,
+    Client, ClientError, End, HideContent, HideCut, HideEnds, HideEndsRequest, HideEntry, HidePage,
+    HidePageRequest, HideSearchRequest, PageAt, Pages,
 };
 use serde_json::Value;
 use std::borrow::BorrowMut;
@@ -23,6 +29,58 @@ use std::fmt::Write as _;
 /// The most paths a served page shows: five in the daemon's preface (first, last, the array,
 /// and first and last again for a page inside a string) and three in [`format_page`]'s header.
 pub const PATHS_SHOWN: usize = 8;
+
+/// What the first answer of an oversized output shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum First {
+    /// Its beginning and its end, each half a page, and what lies between (the default).
+    #[default]
+    HeadAndTail,
+    /// Page 1.
+    Page,
+}
+
+/// A first answer: page 1, or the head and tail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstShown {
+    /// Page 1.
+    Page(Box<HidePage>),
+    /// Head and tail.
+    Ends(Box<HideEnds>),
+}
+
+impl FirstShown {
+    /// As the model reads it ([`format_page`] or [`format_ends`]).
+    pub fn text(&self) -> String {
+        match self {
+            FirstShown::Page(page) => format_page(page),
+            FirstShown::Ends(ends) => format_ends(ends),
+        }
+    }
+
+    /// Bytes of the hide's content it shows.
+    pub fn content_len(&self) -> usize {
+        match self {
+            FirstShown::Page(page) => page.content.as_bytes().len(),
+            FirstShown::Ends(ends) => ends.content.as_bytes().len(),
+        }
+    }
+
+    /// The hide's size.
+    pub fn size(&self) -> u64 {
+        match self {
+            FirstShown::Page(page) => page.size,
+            FirstShown::Ends(ends) => ends.size,
+        }
+    }
+}
+
+/// The smallest page size a head and tail is cut at (two ends of the smallest page).
+pub const MIN_ENDS_PAGE_SIZE: u64 = 128;
+
+/// The most paths a head and tail shows: seven in the daemon's preface (each end's first and
+/// last, the left-out part's, and its array) and seven in [`format_ends`].
+pub const ENDS_PATHS_SHOWN: usize = 14;
 
 /// The `kind` recorded for hides stored through a buffer.
 pub const TOOL_OUTPUT_KIND: &str = "tool_output";
@@ -42,6 +100,8 @@ pub struct HideBuffer<C: BorrowMut<Client>> {
     pages: Pages,
     /// The most bytes of a path shown (`None`: the daemon's 1,024).
     max_path_bytes: Option<u32>,
+    /// What a first answer shows.
+    first: First,
 }
 
 impl<C: BorrowMut<Client>> HideBuffer<C> {
@@ -54,7 +114,14 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
             cursors: HashMap::new(),
             pages: Pages::Json,
             max_path_bytes: None,
+            first: First::default(),
         }
+    }
+
+    /// The same buffer, its first answers showing `first`.
+    pub fn with_first(mut self, first: First) -> Self {
+        self.first = first;
+        self
     }
 
     /// The same buffer, showing at most `max` bytes of any path (a JSON page shows up to
@@ -157,6 +224,49 @@ impl<C: BorrowMut<Client>> HideBuffer<C> {
         self.latest
             .as_ref()
             .is_some_and(|(_, size)| *size > self.page_size)
+    }
+
+    /// The first answer of `id` (head and tail, or page 1, as the buffer was made), with the
+    /// reflection hint; the hide becomes the latest. After a head and tail, `hide_next` reads
+    /// page 1; after page 1, page 2.
+    pub fn first_answer(&mut self, id: &str) -> Result<FirstShown, ClientError> {
+        let shown = self.peek_first(id)?;
+        match &shown {
+            FirstShown::Page(page) => self.served(page),
+            FirstShown::Ends(ends) => {
+                self.latest = Some((ends.hide_id.clone(), ends.size));
+                self.cursors.remove(&ends.hide_id);
+            }
+        }
+        Ok(shown)
+    }
+
+    /// [`HideBuffer::first_answer`], moving no cursor (for a reader beside the model). Pages
+    /// under [`MIN_ENDS_PAGE_SIZE`] have no room for two ends: page 1 is shown.
+    pub fn peek_first(&mut self, id: &str) -> Result<FirstShown, ClientError> {
+        Ok(match self.first {
+            First::HeadAndTail if self.page_size >= MIN_ENDS_PAGE_SIZE => {
+                FirstShown::Ends(self.ends(id)?)
+            }
+            First::HeadAndTail | First::Page => {
+                FirstShown::Page(Box::new(self.request(id, PageAt::Page(1), true)?))
+            }
+        })
+    }
+
+    /// The head and tail of `id` with the reflection hint, its ends cut as this buffer cuts
+    /// pages (at half its page size); no cursor moves.
+    pub fn ends(&mut self, id: &str) -> Result<Box<HideEnds>, ClientError> {
+        // Twice a page's paths: each gets half the bound, so together they take no more.
+        let max_path_bytes = self
+            .max_path_bytes
+            .map(|max| (max as usize * PATHS_SHOWN / ENDS_PATHS_SHOWN) as u32);
+        self.client.borrow_mut().hide_ends(HideEndsRequest {
+            id: id.into(),
+            page_size: Some(self.page_size),
+            hint: true,
+            max_path_bytes,
+        })
     }
 
     /// Page 1 of the latest hide, with the reflection hint.
@@ -312,6 +422,69 @@ pub fn format_page(page: &HidePage) -> String {
     out.push_str("]\n");
     out.push_str(&String::from_utf8_lossy(page.content.as_bytes()));
     let _ = write!(out, "\n[END page {}/{}]", page.page, page.total_pages);
+    out
+}
+
+/// A head and tail as the model reads it: the preface (when there is one), the head with a
+/// header naming its bytes and paths, a line for what is left out between (bytes, paths and
+/// the elements of one array), the tail with its header, and an end marker.
+pub fn format_ends(ends: &HideEnds) -> String {
+    let mut out = String::new();
+    if let Some(preface) = &ends.preface {
+        out.push_str(preface);
+        out.push('\n');
+    }
+    let bytes = ends.content.as_bytes();
+    let head_len = (ends.head.length as usize).min(bytes.len());
+    let header = |out: &mut String, what: &str, end: &End| {
+        let _ = write!(
+            out,
+            "[HIDE id={} {what}: bytes {}..{} of {}",
+            ends.hide_id,
+            end.offset,
+            end.offset + end.length,
+            ends.size
+        );
+        if let Some(place) = &end.json {
+            let _ = write!(out, " · {} … {}", place.first, place.last);
+        }
+        out.push_str("]\n");
+    };
+    header(&mut out, "head", &ends.head);
+    out.push_str(&String::from_utf8_lossy(&bytes[..head_len]));
+    if let Some(left) = &ends.left_out {
+        let _ = write!(
+            out,
+            "\n[… left out: bytes {}..{} ({} bytes)",
+            left.offset,
+            left.offset + left.bytes,
+            left.bytes
+        );
+        if let (Some(first), Some(last)) = (&left.first, &left.last) {
+            let _ = write!(out, " · {first} … {last}");
+        }
+        if let Some(el) = &left.elements {
+            let _ = write!(
+                out,
+                " · elements {} to {} of {}, in whole or in part",
+                el.from, el.to, el.array
+            );
+            if let Some(n) = el.length {
+                let _ = write!(out, " ({n} elements)");
+            }
+        }
+        out.push_str(" …]");
+    }
+    if let Some(tail) = &ends.tail {
+        out.push('\n');
+        header(&mut out, "tail", tail);
+        out.push_str(&String::from_utf8_lossy(&bytes[head_len..]));
+    }
+    let _ = write!(
+        out,
+        "\n[END head and tail of {}; hide_next reads from page 1]",
+        ends.hide_id
+    );
     out
 }
 

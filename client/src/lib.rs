@@ -20,7 +20,9 @@ pub mod trust;
 pub use asynchronous::AsyncClient;
 pub use blocking::Client;
 pub use hide_buffer::HideBuffer;
-pub use jqjail_protocol::hide::{ArrayPlace, JsonPlace, PageAt, Pages};
+pub use jqjail_protocol::hide::{
+    ArrayPlace, ElementsLeftOut, End, HideEnds, HideEndsRequest, JsonPlace, LeftOut, PageAt, Pages,
+};
 pub use jqjail_protocol::{
     Args, Cost, ErrorCode, ErrorReply, HiddenReply, HideContent, HideCut, HideEntry, HideListReply,
     HideMatch, HidePage, HidePageRequest, HidePutReply, HideSearchReply, HideSearchRequest,
@@ -422,6 +424,16 @@ pub(crate) mod calls {
             expect: Expect {
                 pick: pick!(Response::HidePage),
                 what: "a page",
+            },
+        }
+    }
+
+    pub(crate) fn ends(request: HideEndsRequest) -> Call<'static, Box<HideEnds>> {
+        Call {
+            request: Request::HideEnds(request),
+            expect: Expect {
+                pick: pick!(Response::HideEnds),
+                what: "a head and tail",
             },
         }
     }

@@ -12,10 +12,9 @@
 //! it. Every jqjail error is a tool error (`isError: true`) whose text is `CODE: message`, so
 //! the model can act on it; the server itself never stops on a bad call.
 
-use crate::hide_buffer::{HideBuffer, format_page};
+use crate::hide_buffer::{First, FirstShown, HideBuffer, format_page};
 use crate::{
-    Answer, Client, ClientError, ErrorCode, HideEntry, HidePage, Lang, OnOversize, RunOptions,
-    Source,
+    Answer, Client, ClientError, ErrorCode, HideEntry, Lang, OnOversize, RunOptions, Source,
 };
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -112,8 +111,14 @@ pub(crate) type Outcome = Result<Reply, String>;
 impl Server {
     /// A server talking to the daemon through `client`; `socket` is what the user named (or
     /// `None` for the default search), used to reconnect. With a `cap`, no reply carries more
-    /// than that many bytes of a document, an output or an error's text.
-    pub fn new(client: Client, socket: Option<PathBuf>, cap: Option<usize>) -> Server {
+    /// than that many bytes of a document, an output or an error's text. An output too large
+    /// to show is first shown as `first` says.
+    pub fn new(
+        client: Client,
+        socket: Option<PathBuf>,
+        cap: Option<usize>,
+        first: First,
+    ) -> Server {
         let max_message = max_message(client.limits().max_input_bytes);
         let listed = Arc::new(Mutex::new(resources::Listed::default()));
         Server {
@@ -128,7 +133,8 @@ impl Server {
                     Some(cap) => HideBuffer::new(client, page_bytes(Some(cap)))
                         .with_max_path_bytes(path_bytes(cap)),
                     None => HideBuffer::new(client, page_bytes(cap)),
-                },
+                }
+                .with_first(first),
                 socket,
                 cap,
             })),
@@ -317,28 +323,34 @@ impl State {
 
     fn keep(&mut self, text: &str) -> Result<Reply, Failure> {
         let entry = self.buffer.store(UPSTREAM_SOURCE, text.as_bytes())?;
-        let first = self.buffer.first_cut()?;
+        let first = self.buffer.first_answer(&entry.id)?;
         self.kept("The upstream tool's result", &entry, &first)
     }
 
-    /// A hide's resource: what it is and page 1 (`page` none), or a page; no cursor moves.
+    /// A hide's resource: what it is and its first answer (`page` none), or a page; no
+    /// cursor moves.
     fn read(&mut self, id: &str, page: Option<u64>) -> Result<String, Failure> {
-        let first = self.buffer.peek(id, page.unwrap_or(1), page.is_none())?;
-        if page.is_some() {
-            return Ok(format_page(&first));
+        if let Some(page) = page {
+            return Ok(format_page(&self.buffer.peek(id, page, false)?));
         }
+        let first = self.buffer.peek_first(id)?;
         let listed = self
             .listed
             .lock()
             .ok()
             .and_then(|l| l.what(id).map(String::from));
         let what = listed.unwrap_or_else(|| format!("Hide {id}"));
-        self.overview(&what, id, first.size, &first)
+        self.overview(&what, id, first.size(), &first)
     }
 
     /// The answer for a hide kept in place of a result (see [`State::overview`]); the hide
     /// joins the session's resources.
-    fn kept(&mut self, what: &str, entry: &HideEntry, first: &HidePage) -> Result<Reply, Failure> {
+    fn kept(
+        &mut self,
+        what: &str,
+        entry: &HideEntry,
+        first: &FirstShown,
+    ) -> Result<Reply, Failure> {
         let text = self.overview(what, &entry.id, entry.size, first)?;
         let kept = resources::Kept {
             id: entry.id.clone(),
@@ -354,18 +366,19 @@ impl State {
     }
 
     /// What a hide is, its ID, its shape (when it is JSON: pages and search work on any text)
-    /// and page 1 with the hint.
+    /// and its first answer (head and tail, or page 1) with the hint.
     fn overview(
         &mut self,
         what: &str,
         id: &str,
         size: u64,
-        first: &HidePage,
+        first: &FirstShown,
     ) -> Result<String, Failure> {
-        // Under a cap, the shape gets what page 1 leaves of it.
+        // Under a cap, the shape gets what the first answer leaves of it (its paths share
+        // one budget however many there are: `HideBuffer` scales each path's bound).
         let room = self.cap.map(|cap| {
             let paths = crate::hide_buffer::PATHS_SHOWN * path_bytes(cap) as usize;
-            cap.saturating_sub(first.content.as_bytes().len() + paths)
+            cap.saturating_sub(first.content_len() + paths)
         });
         let shape = match self.buffer.client().shape(Source::Hide(id)) {
             Ok(reply) if room.is_some_and(|room| reply.output.len() > room) => format!(
@@ -380,7 +393,7 @@ impl State {
             "{what} is {size} bytes, too large to show, so jqjail kept it as hide {id}. \
              Narrow it with jq or json_path on hide_id {id:?}, or page it with hide_next, \
              hide_jump and hide_search.\n{shape}\n{}",
-            format_page(first),
+            first.text(),
         ))
     }
 
@@ -411,14 +424,14 @@ impl State {
             // Over the cap but under the daemon's limit: kept here, as the daemon would.
             Answer::Output(reply) if self.cap.is_some_and(|cap| reply.output.len() > cap) => {
                 let entry = self.buffer.store(tool, reply.output.as_bytes())?;
-                let first = self.buffer.first_cut()?;
+                let first = self.buffer.first_answer(&entry.id)?;
                 self.kept(&format!("The output of {tool}"), &entry, &first)
             }
             Answer::Output(reply) => Ok(Reply::from(reply.output)),
             Answer::Hidden(hidden) => {
                 // The daemon's page 1 is a byte page at its own page size; the model reads
-                // this server's pages (JSON pages, at its page size), from page 1.
-                let first = self.buffer.hinted(&hidden.entry.id, 1)?;
+                // this server's first answer and pages (JSON pages, at its page size).
+                let first = self.buffer.first_answer(&hidden.entry.id)?;
                 self.kept(&format!("The output of {tool}"), &hidden.entry, &first)
             }
         }
@@ -745,9 +758,20 @@ struct McpArgs {
         requires = "upstream"
     )]
     upstream_timeout: u64,
+    /// What an output too large to show is first shown as: its head and tail (its beginning
+    /// and its end, each half a page, and what lies between), or page 1.
+    #[arg(long, value_enum, default_value_t = FirstArg::HeadAndTail)]
+    first: FirstArg,
     /// The upstream server's command line (with --upstream).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<std::ffi::OsString>,
+}
+
+/// `--first`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum FirstArg {
+    HeadAndTail,
+    Page,
 }
 
 /// Runs the MCP server with these arguments (argv\[0\] first).
@@ -767,7 +791,11 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
             Err(exit) => return ExitCode::from(u8::from(exit)),
         };
     let cap = args.upstream.then_some(args.hide_over);
-    let server = Server::new(client, args.socket, cap);
+    let first = match args.first {
+        FirstArg::HeadAndTail => First::HeadAndTail,
+        FirstArg::Page => First::Page,
+    };
+    let server = Server::new(client, args.socket, cap, first);
     if args.upstream {
         let options = upstream::Options {
             hide_over: args.hide_over,

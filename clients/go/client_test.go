@@ -146,6 +146,7 @@ func TestConformanceVectors(t *testing.T) {
 		"hide_page by path":                    pageRequest("github-1a2b3c4d", map[string]any{"path": "$[17].labels"}, PageOptions{}),
 		"hide_page by offset":                  pageRequest("github-1a2b3c4d", map[string]any{"offset": 70}, PageOptions{PageSize: 64}),
 		"hide_page in bytes":                   pageRequest("github-1a2b3c4d", map[string]any{"page": 1}, PageOptions{Bytes: true}),
+		"hide_ends":                            endsRequest("github-1a2b3c4d", EndsOptions{PageSize: 1200, Hint: true, MaxPathBytes: 64}),
 		"hide_search":                          searchRequest("github-1a2b3c4d", "needle", SearchOptions{IgnoreCase: true, MaxMatches: 10}),
 		"hide_list":                            listRequest(100, 50),
 		"hide_delete":                          idRequest("hide_delete", "github-1a2b3c4d"),

@@ -283,6 +283,41 @@ func pageRequest(id string, at map[string]any, opts PageOptions) any {
 	}}
 }
 
+// EndsOptions tune HideEnds; the zero value is two ends of 8,192 bytes at most, no reflection
+// hint, paths shown whole (up to 1,024 bytes).
+type EndsOptions struct {
+	// PageSize is what both ends may hold together (128 to 1,048,576; 0: 16,384).
+	PageSize     uint64
+	Hint         bool
+	MaxPathBytes uint32
+}
+
+// HideEnds is a hide's head and tail: its beginning and its end, each a JSON page at half the
+// page size (byte pages for a hide that is not one JSON value), and what lies between them,
+// by bytes, paths and the elements of one array. Protocol 4.
+func (c *Client) HideEnds(ctx context.Context, id string, opts EndsOptions) (*HideEnds, error) {
+	r, tail, err := c.call(ctx, endsRequest(id, opts), nil, "hide_ends")
+	if err != nil {
+		return nil, err
+	}
+	var ends HideEnds
+	if err := json.Unmarshal(r.fields, &ends); err != nil {
+		return nil, unavailable("the daemon's hide_ends answer does not decode: %v", err)
+	}
+	if ends.Head.Length > uint64(len(tail)) {
+		return nil, unavailable("the daemon's hide_ends answer has a head longer than its content")
+	}
+	ends.Content = tail
+	return &ends, nil
+}
+
+func endsRequest(id string, opts EndsOptions) any {
+	return map[string]any{"hide_ends": map[string]any{
+		"id": id, "page_size": optional(opts.PageSize), "hint": opts.Hint,
+		"max_path_bytes": optional(uint64(opts.MaxPathBytes)),
+	}}
+}
+
 // SearchOptions tune HideSearch; the zero value is case-sensitive, 16,384-byte pages, at
 // most 100 matches.
 type SearchOptions struct {

@@ -1,6 +1,6 @@
 // Package jqjail is the Go client of jqjail, the daemon that runs untrusted jq filters (and
 // a small path language) in confined workers and keeps oversized tool outputs as pages on
-// its disk. It speaks protocol v3 in its JSON encoding (PROTOCOL.md) with the standard
+// its disk. It speaks protocol v4 in its JSON encoding (PROTOCOL.md) with the standard
 // library only.
 //
 // The subpackages are drop-ins for the systems jqjail replaces: jqjail.dev/jqjail/jq for a
@@ -17,7 +17,7 @@ import (
 
 const (
 	// ProtocolVersion is the protocol this client speaks.
-	ProtocolVersion = 3
+	ProtocolVersion = 4
 	// Version is this client's version.
 	Version = "0.1.0"
 	// MaxResponseFrameBytes bounds every response frame (the daemon's never pass 8 MiB).
@@ -133,6 +133,47 @@ type ArrayPlace struct {
 	Length uint64 `json:"length"`
 }
 
+// HideEnds is a hide's head and tail (protocol 4): its beginning and its end, each half the
+// page size, and what lies between them. Tail is nil when the head is the whole hide, LeftOut
+// when head and tail meet. Content is the head's bytes, then the tail's.
+type HideEnds struct {
+	HideID   string   `json:"hide_id"`
+	Size     uint64   `json:"size"`
+	PageSize uint64   `json:"page_size"`
+	Pages    string   `json:"pages"`
+	Head     End      `json:"head"`
+	Tail     *End     `json:"tail"`
+	LeftOut  *LeftOut `json:"left_out"`
+	NotJSON  string   `json:"not_json"`
+	Content  []byte   `json:"-"`
+	Preface  string   `json:"preface"`
+}
+
+// End is one end of a hide: its offset and length, and where it is (JSON pages).
+type End struct {
+	Offset uint64     `json:"offset"`
+	Length uint64     `json:"length"`
+	JSON   *JSONPlace `json:"json"`
+}
+
+// LeftOut is what lies between a hide's head and tail: its offset and bytes, the paths of its
+// first and last values, and the elements of one array it touches, in whole or in part.
+type LeftOut struct {
+	Offset   uint64           `json:"offset"`
+	Bytes    uint64           `json:"bytes"`
+	First    string           `json:"first"`
+	Last     string           `json:"last"`
+	Elements *ElementsLeftOut `json:"elements"`
+}
+
+// ElementsLeftOut are elements From to To of the array at Array (of Length, where known).
+type ElementsLeftOut struct {
+	Array  string  `json:"array"`
+	From   uint64  `json:"from"`
+	To     uint64  `json:"to"`
+	Length *uint64 `json:"length"`
+}
+
 // Hidden is a run's output over the output limit, kept as a hide: its entry and page 1.
 type Hidden struct {
 	Entry HideEntry `json:"entry"`
@@ -183,7 +224,7 @@ func tailLength(r response, bound uint64) (uint64, error) {
 		} `json:"first"`
 	}
 	switch r.kind {
-	case "run", "hide_content", "hide_cut", "hide_page", "hidden":
+	case "run", "hide_content", "hide_cut", "hide_page", "hide_ends", "hidden":
 	default:
 		return 0, nil
 	}
@@ -194,7 +235,7 @@ func tailLength(r response, bound uint64) (uint64, error) {
 	switch r.kind {
 	case "run":
 		announced = n.OutputBytes
-	case "hide_content", "hide_cut", "hide_page":
+	case "hide_content", "hide_cut", "hide_page", "hide_ends":
 		announced = n.ContentBytes
 	case "hidden":
 		if n.First != nil {

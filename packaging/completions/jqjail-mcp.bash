@@ -23,7 +23,7 @@ _jqjail__mcp() {
 
     case "${cmd}" in
         jqjail__mcp)
-            opts="-h -V --socket --upstream --hide-over --upstream-timeout --help --version"
+            opts="-h -V --socket --upstream --hide-over --upstream-timeout --first --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -39,6 +39,10 @@ _jqjail__mcp() {
                     ;;
                 --upstream-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --first)
+                    COMPREPLY=($(compgen -W "head-and-tail page" -- "${cur}"))
                     return 0
                     ;;
                 *)

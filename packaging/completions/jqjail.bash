@@ -55,6 +55,9 @@ _jqjail() {
             jqjail__subcmd__help__subcmd__hide,cut)
                 cmd="jqjail__subcmd__help__subcmd__hide__subcmd__cut"
                 ;;
+            jqjail__subcmd__help__subcmd__hide,ends)
+                cmd="jqjail__subcmd__help__subcmd__hide__subcmd__ends"
+                ;;
             jqjail__subcmd__help__subcmd__hide,get)
                 cmd="jqjail__subcmd__help__subcmd__hide__subcmd__get"
                 ;;
@@ -78,6 +81,9 @@ _jqjail() {
                 ;;
             jqjail__subcmd__hide,cut)
                 cmd="jqjail__subcmd__hide__subcmd__cut"
+                ;;
+            jqjail__subcmd__hide,ends)
+                cmd="jqjail__subcmd__hide__subcmd__ends"
                 ;;
             jqjail__subcmd__hide,get)
                 cmd="jqjail__subcmd__hide__subcmd__get"
@@ -105,6 +111,9 @@ _jqjail() {
                 ;;
             jqjail__subcmd__hide__subcmd__help,cut)
                 cmd="jqjail__subcmd__hide__subcmd__help__subcmd__cut"
+                ;;
+            jqjail__subcmd__hide__subcmd__help,ends)
+                cmd="jqjail__subcmd__hide__subcmd__help__subcmd__ends"
                 ;;
             jqjail__subcmd__hide__subcmd__help,get)
                 cmd="jqjail__subcmd__hide__subcmd__help__subcmd__get"
@@ -235,7 +244,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__help__subcmd__hide)
-            opts="put get cut jump search list rm usage"
+            opts="put get cut jump ends search list rm usage"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -249,6 +258,20 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__help__subcmd__hide__subcmd__cut)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__help__subcmd__hide__subcmd__ends)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -417,7 +440,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide)
-            opts="-h --socket --help put get cut jump search list rm usage help"
+            opts="-h --socket --help put get cut jump ends search list rm usage help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -436,6 +459,28 @@ _jqjail() {
             ;;
         jqjail__subcmd__hide__subcmd__cut)
             opts="-h --page-size --hint --json --socket --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --page-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__hide__subcmd__ends)
+            opts="-h --page-size --hint --socket --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -475,7 +520,7 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide__subcmd__help)
-            opts="put get cut jump search list rm usage help"
+            opts="put get cut jump ends search list rm usage help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -489,6 +534,20 @@ _jqjail() {
             return 0
             ;;
         jqjail__subcmd__hide__subcmd__help__subcmd__cut)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jqjail__subcmd__hide__subcmd__help__subcmd__ends)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -64,17 +64,18 @@ complete -c jqjail -n "__fish_jqjail_needs_command" -a "stats" -d '`jqjail stats
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "tools" -d '`jqjail tools`: the tool definitions for a model API (no daemon is needed)'
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "mcp" -d 'The MCP server over stdio (jqjail-mcp(1)); its options are jqjail-mcp\'s'
 complete -c jqjail -n "__fish_jqjail_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -s h -l help -d 'Print help'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "cut" -d 'Print one page of a hide'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "list" -d 'List this user\'s hides, newest first'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "rm" -d 'Delete a hide'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "usage" -d 'Bytes and hides held, and the quota'
-complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump search list rm usage help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -s h -l help -d 'Print help'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "put" -d 'Store FILE (or stdin) as a hide; prints its entry'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "cut" -d 'Print one page of a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "ends" -d 'Print a hide\'s head and tail: its beginning and its end, each half the page size, and what lies between them'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "list" -d 'List this user\'s hides, newest first'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "rm" -d 'Delete a hide'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "usage" -d 'Bytes and hides held, and the quota'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and not __fish_seen_subcommand_from put get cut jump ends search list rm usage help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l source -d 'Where it came from (its letters and digits start the ID)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l kind -d 'What kind of content it is' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from put" -l meta -d 'A `key=value` pair to keep with it (repeatable)' -r
@@ -91,6 +92,10 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subc
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -l hint -d 'Add the reflection hint for a model'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from jump" -s h -l help -d 'Print help'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from ends" -l page-size -d 'Bytes of both ends together (128 to 1048576; default 16384)' -r
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from ends" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from ends" -l hint -d 'Add the reflection hint for a model'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from ends" -s h -l help -d 'Print help'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l page-size -d 'The page size the reported pages refer to (default 16384)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l max-matches -d 'Report at most this many matches (default 100, at most 10000)' -r
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from search" -l socket -d 'The daemon\'s socket (default as for running a filter)' -r -F
@@ -106,6 +111,7 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subc
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "get" -d 'Write a hide\'s bytes to stdout'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "cut" -d 'Print one page of a hide'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
+complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "ends" -d 'Print a hide\'s head and tail: its beginning and its end, each half the page size, and what lies between them'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "list" -d 'List this user\'s hides, newest first'
 complete -c jqjail -n "__fish_jqjail_using_subcommand hide; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Delete a hide'
@@ -132,6 +138,7 @@ complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subc
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "get" -d 'Write a hide\'s bytes to stdout'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "cut" -d 'Print one page of a hide'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "jump" -d 'Print the JSON page holding the value at PATH'
+complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "ends" -d 'Print a hide\'s head and tail: its beginning and its end, each half the page size, and what lies between them'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "search" -d 'Find every occurrence of QUERY; exit status 1 when there is none'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "list" -d 'List this user\'s hides, newest first'
 complete -c jqjail -n "__fish_jqjail_using_subcommand help; and __fish_seen_subcommand_from hide" -f -a "rm" -d 'Delete a hide'

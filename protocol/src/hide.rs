@@ -293,6 +293,102 @@ pub struct JsonPlace {
     pub ends_in_string: Option<u64>,
 }
 
+/// v4: a hide's beginning and its end together, as a first answer shows an oversized output
+/// (`Request::HideEnds`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideEndsRequest {
+    /// The hide's ID.
+    pub id: String,
+    /// What both ends may hold together (64 to 1,048,576): each is cut as page 1 and the last
+    /// page at half of it. `None` means 16,384.
+    #[serde(default)]
+    pub page_size: Option<u64>,
+    /// Add the reflection-hint preface for a model.
+    #[serde(default)]
+    pub hint: bool,
+    /// As in [`HidePageRequest`]: the most bytes of any path the answer shows.
+    #[serde(default)]
+    pub max_path_bytes: Option<u32>,
+}
+
+/// v4: a hide's beginning and end, and what lies between them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HideEnds {
+    /// The hide.
+    pub hide_id: String,
+    /// Size of the whole hide.
+    pub size: u64,
+    /// The page size asked for (each end is cut at half of it).
+    pub page_size: u64,
+    /// How the ends are cut: `json` (pages that end between values), or `bytes` (the content
+    /// is not one JSON value: `not_json` says why).
+    pub pages: Pages,
+    /// The beginning: the first `head.length` bytes of the content.
+    pub head: End,
+    /// The end: the last `tail.length` bytes of the content. None when the head is the whole
+    /// hide (it fits in half a page).
+    #[serde(default)]
+    pub tail: Option<End>,
+    /// What lies between head and tail (none when they meet).
+    #[serde(default)]
+    pub left_out: Option<LeftOut>,
+    /// Why JSON pages were asked for and byte pages given.
+    #[serde(default)]
+    pub not_json: Option<String>,
+    /// The head's bytes, then the tail's: the message's tail, `content_bytes` on the wire.
+    #[serde(rename = "content_bytes")]
+    pub content: Tail<'static>,
+    /// The reflection hint, when asked for: says what is shown, what is left out, and how to
+    /// read it.
+    #[serde(default)]
+    pub preface: Option<String>,
+}
+
+/// v4: one end of a hide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct End {
+    /// Its byte offset in the hide.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub length: u64,
+    /// Where it is in the document (JSON pages).
+    #[serde(default)]
+    pub json: Option<JsonPlace>,
+}
+
+/// v4: the part of a hide between its head and its tail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// Its byte offset in the hide.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// The innermost value its first byte belongs to (JSON pages).
+    #[serde(default)]
+    pub first: Option<String>,
+    /// The innermost value its last byte belongs to (JSON pages).
+    #[serde(default)]
+    pub last: Option<String>,
+    /// The elements of one array it holds, in whole or in part: where `first` and `last` are
+    /// in the same array (JSON pages).
+    #[serde(default)]
+    pub elements: Option<ElementsLeftOut>,
+}
+
+/// v4: elements of an array left out between head and tail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElementsLeftOut {
+    /// The array's path.
+    pub array: String,
+    /// Index of the first element left out, in whole or in part.
+    pub from: u64,
+    /// Index of the last element left out, in whole or in part.
+    pub to: u64,
+    /// The array's length, where a page of the left-out part names it.
+    #[serde(default)]
+    pub length: Option<u64>,
+}
+
 /// v3: an array a page is in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayPlace {

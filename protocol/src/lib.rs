@@ -28,9 +28,10 @@ pub use codec::{CodecError, Encoding};
 pub use error::ErrorCode;
 pub use frame::{FrameError, MAX_FRAME_BYTES};
 pub use hide::{
-    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
-    HideMatch, HidePage, HidePageRequest, HidePut, HidePutReply, HideRef, HideSearchReply,
-    HideSearchRequest, HideUsageReply, OnOversize,
+    ElementsLeftOut, End, HiddenReply, HideContent, HideCut, HideCutRequest, HideEnds,
+    HideEndsRequest, HideEntry, HideListReply, HideListRequest, HideMatch, HidePage,
+    HidePageRequest, HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest,
+    HideUsageReply, LeftOut, OnOversize,
 };
 pub use limits::{LimitOverrides, Limits};
 pub use message::{
@@ -41,9 +42,10 @@ pub use tail::Tail;
 
 /// The protocol version this build speaks. Version 2 replaced version 1 (inputs, contents
 /// and outputs inside frames) with small frames and raw tails; nothing speaks version 1 any
-/// more. Version 3 added `hide_page` (JSON pages, a page by path) and changed nothing else,
-/// so a version-2 peer is served as before.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// more. Version 3 added `hide_page` (JSON pages, a page by path) and version 4 `hide_ends`
+/// (a hide's beginning and end together); neither changed anything else, so a version-2 or 3
+/// peer is served as before.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The oldest protocol version this build still accepts from a peer.
 pub const MIN_PROTOCOL_VERSION: u32 = 2;

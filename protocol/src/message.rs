@@ -7,9 +7,9 @@
 
 use crate::error::ErrorCode;
 use crate::hide::{
-    HiddenReply, HideContent, HideCut, HideCutRequest, HideEntry, HideListReply, HideListRequest,
-    HidePage, HidePageRequest, HidePut, HidePutReply, HideRef, HideSearchReply, HideSearchRequest,
-    HideUsageReply, OnOversize,
+    HiddenReply, HideContent, HideCut, HideCutRequest, HideEnds, HideEndsRequest, HideEntry,
+    HideListReply, HideListRequest, HidePage, HidePageRequest, HidePut, HidePutReply, HideRef,
+    HideSearchReply, HideSearchRequest, HideUsageReply, OnOversize,
 };
 use crate::limits::{LimitOverrides, Limits};
 use crate::tail::Tail;
@@ -44,6 +44,8 @@ pub enum Request<'a> {
     /// v3: one page of a hide, by number or path, in JSON or byte pages →
     /// [`Response::HidePage`].
     HidePage(HidePageRequest),
+    /// v4: a hide's beginning and end together → [`Response::HideEnds`].
+    HideEnds(HideEndsRequest),
 }
 
 /// A message from the supervisor. Every request gets exactly one response.
@@ -77,6 +79,8 @@ pub enum Response {
     Hidden(HiddenReply),
     /// v3: answer to [`Request::HidePage`].
     HidePage(HidePage),
+    /// v4: answer to [`Request::HideEnds`].
+    HideEnds(Box<HideEnds>),
 }
 
 /// v1: the daemon's counters. A tenant sees the totals and its own row; the daemon's own
@@ -518,6 +522,7 @@ impl<'a> Request<'a> {
                         crate::hide::PageAt::Page(_) | crate::hide::PageAt::Offset(_) => 0,
                     }
             }
+            Request::HideEnds(r) => string_bytes(&r.id),
             Request::HideSearch(r) => string_bytes(&r.id) + string_bytes(&r.query),
             Request::Stats | Request::HideList(_) | Request::HideUsage => 0,
         }
@@ -541,6 +546,7 @@ impl<'a> Request<'a> {
             | Request::HideGet(_)
             | Request::HideCut(_)
             | Request::HidePage(_)
+            | Request::HideEnds(_)
             | Request::HideSearch(_)
             | Request::HideList(_)
             | Request::HideDelete(_)
@@ -565,6 +571,7 @@ impl<'a> Request<'a> {
             | Request::HideGet(_)
             | Request::HideCut(_)
             | Request::HidePage(_)
+            | Request::HideEnds(_)
             | Request::HideSearch(_)
             | Request::HideList(_)
             | Request::HideDelete(_)
@@ -584,6 +591,7 @@ impl Response {
             Response::HideCut(cut) => Some(&cut.content),
             Response::Hidden(hidden) => Some(&hidden.first.content),
             Response::HidePage(page) => Some(&page.content),
+            Response::HideEnds(ends) => Some(&ends.content),
             Response::Hello(_)
             | Response::Error(_)
             | Response::Stats(_)
@@ -603,6 +611,7 @@ impl Response {
             Response::HideCut(cut) => Some(&mut cut.content),
             Response::Hidden(hidden) => Some(&mut hidden.first.content),
             Response::HidePage(page) => Some(&mut page.content),
+            Response::HideEnds(ends) => Some(&mut ends.content),
             Response::Hello(_)
             | Response::Error(_)
             | Response::Stats(_)

@@ -131,7 +131,8 @@ impl Costs {
             Request::HideSearch(_) => (false, true, Some(Read)),
             // A JSON page is described by reading from its mark (64 KiB or more) and, the
             // first time a hide is paged at a page size, by laying out the whole hide.
-            Request::HidePage(_) => (true, true, Some(Read)),
+            // Head and tail: four pages at half the page size (one layout the first time).
+            Request::HidePage(_) | Request::HideEnds(_) => (true, true, Some(Read)),
             Request::HidePut(put) => {
                 let whole = put.content.len() <= READ_WHOLE_TAIL;
                 let small = put.content.len() <= SMALL_PUT;

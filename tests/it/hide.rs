@@ -753,3 +753,138 @@ fn json_pages_name_their_paths_and_a_path_finds_its_page() {
     assert!(page.not_json.unwrap().contains("not one JSON value"));
     assert!(page.preface.unwrap().contains("byte windows"));
 }
+
+/// Issue 37: a hide's head and tail (protocol 4's `hide_ends`): its beginning and its end, each
+/// a JSON page at half the page size, and what lies between them, named by bytes, paths and the
+/// elements of one array; the three are the hide, byte for byte. A hide that fits half a page
+/// is all head; one that is not JSON is cut in bytes and says so.
+#[test]
+fn head_and_tail_show_both_ends_and_name_what_lies_between() {
+    use jqjail_client::{HideEndsRequest, hide_buffer::format_ends};
+    use jqjail_store::json_page::{JsonLayout, render};
+    let d = Daemon::start();
+    let mut c = d.client();
+    let doc = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/issues.json")).unwrap();
+    let id = c
+        .hide_put("k", "gh", &doc, &BTreeMap::new())
+        .unwrap()
+        .entry
+        .id;
+    let ends = |c: &mut jqjail_client::Client, id: &str, page_size| {
+        c.hide_ends(HideEndsRequest {
+            id: id.into(),
+            page_size: Some(page_size),
+            hint: true,
+            max_path_bytes: None,
+        })
+    };
+    for page_size in [128, 600, 1200, 4096] {
+        let e = ends(&mut c, &id, page_size).unwrap();
+        let layout = JsonLayout::new(&doc, page_size / 2).unwrap();
+        let pages = layout.pages();
+        let (head, tail, left) = (
+            &e.head,
+            e.tail.as_ref().unwrap(),
+            e.left_out.as_ref().unwrap(),
+        );
+        let bytes = e.content.as_bytes();
+        let h = head.length as usize;
+        // Head, what is left out and tail are the document, in order.
+        assert_eq!(head.offset, 0);
+        assert_eq!(&bytes[..h], &doc[..h]);
+        assert_eq!(left.offset, head.length);
+        assert_eq!(tail.offset, left.offset + left.bytes);
+        assert_eq!(tail.offset + tail.length, doc.len() as u64);
+        assert_eq!(&bytes[h..], &doc[tail.offset as usize..]);
+        assert!(head.length + tail.length <= page_size, "{page_size}");
+        // Each end is the JSON page at half the size, named as that page is.
+        let (first, last) = (&pages[0], pages.last().unwrap());
+        assert_eq!(head.json.as_ref().unwrap().last, render(&first.last));
+        assert_eq!(tail.json.as_ref().unwrap().first, render(&last.first));
+        assert_eq!(left.first.as_deref(), Some(&*render(&pages[1].first)));
+        let before_tail = &pages[pages.len() - 2];
+        assert_eq!(left.last.as_deref(), Some(&*render(&before_tail.last)));
+        let el = left.elements.as_ref().unwrap();
+        assert_eq!(
+            (el.array.as_str(), el.length),
+            ("$", Some(20)),
+            "{page_size}"
+        );
+        assert!(el.from <= el.to && el.to <= 19, "{el:?}");
+        let preface = e.preface.as_deref().unwrap();
+        assert!(
+            preface.contains(&format!("Left out between them: {} bytes", left.bytes))
+                && preface.contains("it has 20 elements"),
+            "{preface}"
+        );
+        let shown = format_ends(&e);
+        assert!(
+            shown.contains(&format!(
+                "[HIDE id={id} head: bytes 0..{h} of {}",
+                doc.len()
+            )) && shown.contains(&format!(
+                "[… left out: bytes {}..{}",
+                left.offset, tail.offset
+            )) && shown.contains(&format!("elements {} to {} of $", el.from, el.to)),
+            "{shown}"
+        );
+    }
+    // All of it fits half a page: all head.
+    let e = ends(&mut c, &id, 32_768).unwrap();
+    assert_eq!(
+        (e.head.length, e.tail.is_none(), e.left_out.is_none()),
+        (doc.len() as u64, true, true)
+    );
+    // Not JSON: byte ends, saying why.
+    let text = "word ".repeat(1000);
+    let tid = c
+        .hide_put("k", "text", text.as_bytes(), &BTreeMap::new())
+        .unwrap()
+        .entry
+        .id;
+    let e = ends(&mut c, &tid, 1000).unwrap();
+    assert_eq!(e.pages, Pages::Bytes);
+    assert!(e.not_json.is_some() && e.head.json.is_none());
+    let left = e.left_out.unwrap();
+    assert_eq!(
+        e.head.length + left.bytes + e.tail.unwrap().length,
+        text.len() as u64
+    );
+    assert!(left.first.is_none() && left.elements.is_none());
+    // A size too small for two ends names the limit and the value.
+    let err = ends(&mut c, &id, 100).unwrap_err().to_string();
+    assert!(
+        err.contains("INVALID_REQUEST") && err.contains("page_size is 100") && err.contains("128"),
+        "{err}"
+    );
+    let err = ends(&mut c, "nosuch-0123abcd", 1000)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("NOT_FOUND"), "{err}");
+    // `jqjail hide ends`: each end's text with its fields.
+    let printed = json(&cli(
+        &d,
+        &["ends", &id, "--page-size", "600", "--hint"],
+        b"",
+    ));
+    let (head, tail) = (&printed["head"], &printed["tail"]);
+    let text = String::from_utf8(doc.clone()).unwrap();
+    let head_text = head["content"].as_str().unwrap();
+    let tail_text = tail["content"].as_str().unwrap();
+    assert!(
+        text.starts_with(head_text) && text.ends_with(tail_text),
+        "{printed}"
+    );
+    assert_eq!(
+        head_text.len() as u64
+            + printed["left_out"]["bytes"].as_u64().unwrap()
+            + tail_text.len() as u64,
+        doc.len() as u64
+    );
+    assert!(
+        printed["preface"]
+            .as_str()
+            .unwrap()
+            .contains("Left out between them")
+    );
+}

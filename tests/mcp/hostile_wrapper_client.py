@@ -77,9 +77,10 @@ async def main(cli, socket):
                 assert bool(result.is_error) == is_error, (name, result.is_error)
                 text = result.content[0].text
                 assert "kept it as hide" in text, text[:300]
-                hide_id = re.search(r"\[HIDE id=(\S+) page=1/", text).group(1)
+                hide_id = re.search(r"\[HIDE id=(\S+) head: bytes 0\.\.", text).group(1)
                 # The whole result is in the hide, readable by ID: its last page too.
-                pages = int(re.search(r"page=1/(\d+) ", text).group(1))
+                first = await session.call_tool("hide_jump", {"hide_id": hide_id, "page": 1})
+                pages = int(re.search(r"page=1/(\d+) ", first.content[0].text).group(1))
                 assert pages > 100, pages
                 last = await session.call_tool("hide_jump", {"hide_id": hide_id, "page": pages})
                 assert not last.is_error and f"page={pages}/{pages}" in last.content[0].text, last

@@ -73,9 +73,15 @@ async def main(cli, socket):
             # (with a link to the hide: see resources_client.py)
             hidden = await call(session, "jq", {"filter": "[range(30000)]", "input": "null"}, blocks=2)
             assert "kept it as hide" in hidden and "Shape: " in hidden, hidden[:500]
-            match = re.search(r"\[HIDE id=(\S+) page=1/(\d+) ", hidden)
+            # The first answer is its head and tail, and what lies between (issue 37).
+            match = re.search(r"\[HIDE id=(\S+) head: bytes 0\.\.", hidden)
             assert match, hidden[:500]
-            hide_id, pages = match.group(1), int(match.group(2))
+            hide_id = match.group(1)
+            assert f"[HIDE id={hide_id} tail: bytes " in hidden and "[… left out: bytes " in hidden, hidden[-800:]
+            assert "elements " in hidden and " of $, in whole or in part (30000 elements)" in hidden, hidden[-800:]
+            # Then paging starts at page 1.
+            page1 = await call(session, "hide_next", {})
+            pages = int(re.search(rf"\[HIDE id={hide_id} page=1/(\d+) ", page1).group(1))
             assert pages >= 2, pages
             second = await call(session, "hide_next", {})
             assert f"[HIDE id={hide_id} page=2/{pages} " in second, second[:300]

@@ -49,8 +49,11 @@ assert.match(await call("jq", { filter: ".[", input: "null" }, true), /^COMPILE_
 assert.match(await call("json_path", { query: "zzz", input: doc }, true), /^MISSING_PROPERTY: /);
 const kept = await client.callTool({ name: "jq", arguments: { filter: "[range(30000)]", input: "null" } });
 const hidden = kept.content[0].text;
-const match = hidden.match(/\[HIDE id=(\S+) page=1\/(\d+) /);
-assert.ok(match, hidden.slice(0, 300));
+// The first answer: head and tail, and what lies between; paging starts at page 1.
+const headId = hidden.match(/\[HIDE id=(\S+) head: bytes 0\.\./);
+assert.ok(headId && hidden.includes("[… left out: bytes "), hidden.slice(0, 300));
+const match = (await call("hide_next", {})).match(/\[HIDE id=(\S+) page=1\/(\d+) /);
+assert.ok(match && match[1] === headId[1]);
 assert.ok((await call("hide_next", {})).includes(`[HIDE id=${match[1]} page=2/${match[2]} `));
 
 // The kept output links to its hide; the link reads as the hide, a page URI as the page.
@@ -62,7 +65,7 @@ assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate).sort(), ["jqjail://
 const { resources } = await client.listResources();
 assert.deepEqual(resources.map((r) => r.uri), [link.uri]);
 const whole = (await client.readResource({ uri: link.uri })).contents[0].text;
-assert.ok(whole.includes(`kept it as hide ${match[1]}`) && whole.includes(`[HIDE id=${match[1]} page=1/`), whole.slice(0, 300));
+assert.ok(whole.includes(`kept it as hide ${match[1]}`) && whole.includes(`[HIDE id=${match[1]} head: bytes 0..`), whole.slice(0, 300));
 const last = (await client.readResource({ uri: `${link.uri}/page/${match[2]}` })).contents[0].text;
 assert.ok(last.includes(`[HIDE id=${match[1]} page=${match[2]}/${match[2]} `), last.slice(0, 300));
 await assert.rejects(client.readResource({ uri: `${link.uri}/page/${Number(match[2]) + 1}` }), /PAGE_OUT_OF_RANGE/);

@@ -74,20 +74,22 @@ async def handshake(server, report):
             listed = (await session.list_resources()).resources
             assert [r.uri for r in listed] == [link.uri], listed
             assert listed[0].title == "The output of jq", listed[0]
-            pages = int(re.search(r"page=1/(\d+) ", text).group(1))
+            assert f"[HIDE id={link.name} head: bytes 0.." in text, text[:300]
+            pages = int(re.search(r"page=1/(\d+) ", (await session.read_resource(f"{link.uri}/page/1")).contents[0].text).group(1))
             assert pages >= 4, pages
 
             # The link: what the hide is, its shape and page 1, as the tool answered.
             whole = (await session.read_resource(link.uri)).contents
             assert len(whole) == 1 and whole[0].mime_type == "text/plain", whole
             assert f"kept it as hide {link.name}" in whole[0].text and "Shape: " in whole[0].text, whole[0].text[:300]
-            assert f"[HIDE id={link.name} page=1/{pages} " in whole[0].text, whole[0].text[:300]
+            assert f"[HIDE id={link.name} head: bytes 0.." in whole[0].text, whole[0].text[:300]
             third = (await session.read_resource(f"{link.uri}/page/3")).contents[0].text
             assert f"[HIDE id={link.name} page=3/{pages} " in third, third[:300]
             assert "[END page 3/" in third, third[-100:]
-            # The model's cursor is where its own reading left it (page 1, from the tool).
-            second = (await session.call_tool("hide_next", {})).content[0].text
-            assert f"page=2/{pages} " in second, second[:300]
+            # The model's cursor is where its own reading left it: the head and tail, so
+            # hide_next reads page 1.
+            first = (await session.call_tool("hide_next", {})).content[0].text
+            assert f"page=1/{pages} " in first, first[:300]
 
             code, message = await refused(session.read_resource, f"{link.uri}/page/{pages + 1}")
             assert message.startswith("PAGE_OUT_OF_RANGE: "), (code, message)

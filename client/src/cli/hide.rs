@@ -1,4 +1,4 @@
-//! `jqjail hide put|get|cut|jump|search|list|rm|usage`: the hide store from a shell.
+//! `jqjail hide put|get|cut|jump|ends|search|list|rm|usage`: the hide store from a shell.
 //!
 //! Every subcommand but `get` prints one JSON value on stdout; `get` writes the hide's raw
 //! bytes. A search that finds nothing prints its (empty) result and exits with status 1, like
@@ -9,7 +9,7 @@ use super::run::write_out;
 use super::{Exit, Handshake, connected, failed, report};
 use clap::{Parser, Subcommand};
 use jqjail_protocol::hide::{PageAt, Pages};
-use jqjail_protocol::{HidePageRequest, HideSearchRequest};
+use jqjail_protocol::{HideEnds, HideEndsRequest, HidePageRequest, HideSearchRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -70,6 +70,18 @@ enum Op {
         /// The value's path: `$[130].labels`, `.[130].labels` or `[130,"labels"]`.
         path: String,
         /// Bytes per page (64 to 1048576; default 16384).
+        #[arg(long)]
+        page_size: Option<u64>,
+        /// Add the reflection hint for a model.
+        #[arg(long)]
+        hint: bool,
+    },
+    /// Print a hide's head and tail: its beginning and its end, each half the page size, and
+    /// what lies between them.
+    Ends {
+        /// The hide's ID.
+        id: String,
+        /// Bytes of both ends together (128 to 1048576; default 16384).
         #[arg(long)]
         page_size: Option<u64>,
         /// Add the reflection hint for a model.
@@ -162,6 +174,27 @@ pub(super) fn main(args: HideArgs) -> Exit {
         } => client
             .hide_page(page_request(&id, PageAt::Path(path), page_size, hint))
             .map(|p| print_page(&p, p.content.as_bytes(), &id)),
+        Op::Ends {
+            id,
+            page_size,
+            hint,
+        } => client
+            .hide_ends(HideEndsRequest {
+                id: id.clone(),
+                page_size,
+                hint,
+                max_path_bytes: None,
+            })
+            .map(|ends| match ends_json(&ends) {
+                Some(v) => print_json(&v),
+                None => {
+                    report(
+                        "NOT_TEXT",
+                        &format!("an end of {id} is not UTF-8 text; use `jqjail hide get`"),
+                    );
+                    Exit::Input
+                }
+            }),
         Op::Search {
             id,
             query,
@@ -231,6 +264,30 @@ pub(super) fn page_json(page: &impl serde::Serialize, content: &[u8]) -> Option<
     fields.insert("content".into(), Value::String(text.to_string()));
     if fields.get("preface").is_some_and(Value::is_null) {
         fields.remove("preface");
+    }
+    Some(v)
+}
+
+/// A head and tail as the CLI prints it: its fields, each end with its `content` as text.
+fn ends_json(ends: &HideEnds) -> Option<Value> {
+    let bytes = ends.content.as_bytes();
+    let head = (ends.head.length as usize).min(bytes.len());
+    let (head_text, tail_text) = (
+        std::str::from_utf8(&bytes[..head]).ok()?,
+        std::str::from_utf8(&bytes[head..]).ok()?,
+    );
+    let mut v = serde_json::to_value(ends).ok()?;
+    let fields = v.as_object_mut()?;
+    fields.remove("content_bytes");
+    if fields.get("preface").is_some_and(Value::is_null) {
+        fields.remove("preface");
+    }
+    fields
+        .get_mut("head")?
+        .as_object_mut()?
+        .insert("content".into(), json!(head_text));
+    if let Some(tail) = fields.get_mut("tail").and_then(Value::as_object_mut) {
+        tail.insert("content".into(), json!(tail_text));
     }
     Some(v)
 }

@@ -270,6 +270,107 @@ type HideBuffer struct {
 	// Why the last Store failed, and whether its content needed paging.
 	failed     error
 	failedSize int
+	// What FirstAnswer shows.
+	first First
+}
+
+// First is what a buffer's first answer of an oversized output shows.
+type First int
+
+const (
+	// HeadAndTail is its beginning and its end, each half a page, and what lies between them
+	// (the default: a reader knows, say, the main array's length from it; jqjail-bench --reader).
+	HeadAndTail First = iota
+	// Page is page 1.
+	Page
+)
+
+// MinEndsPageSize is the smallest page size a head and tail is cut at (two ends of the
+// smallest page); a buffer of smaller pages shows page 1 first.
+const MinEndsPageSize = 128
+
+// SetFirst makes FirstAnswer show first.
+func (b *HideBuffer) SetFirst(first First) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.first = first
+}
+
+// FirstAnswer is the first answer of a hide ("" for the latest) with the reflection hint, as a
+// model reads it: its head and tail (then Next reads page 1), or page 1 (then page 2), as
+// SetFirst chose.
+func (b *HideBuffer) FirstAnswer(id string) (string, error) {
+	id, err := b.pick(id)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	first := b.first
+	b.mu.Unlock()
+	if first == Page || b.pageSize < MinEndsPageSize {
+		cut, err := b.serve(id, at{page: 1}, true)
+		if err != nil {
+			return "", err
+		}
+		return Format(cut), nil
+	}
+	var ends *jqjail.HideEnds
+	err = b.store.with(func(ctx context.Context, c *jqjail.Client) error {
+		var err error
+		ends, err = c.HideEnds(ctx, id, jqjail.EndsOptions{PageSize: uint64(b.pageSize), Hint: true})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	b.latest, b.latestSize = ends.HideID, int(ends.Size)
+	delete(b.cursors, ends.HideID)
+	b.mu.Unlock()
+	return FormatEnds(ends), nil
+}
+
+// FormatEnds is a head and tail as a model sees it: the hint, the head with a header naming
+// its bytes and paths, a line for what is left out between (bytes, paths, the elements of one
+// array), the tail with its header, an end marker.
+func FormatEnds(e *jqjail.HideEnds) string {
+	var out strings.Builder
+	if e.Preface != "" {
+		out.WriteString(e.Preface + "\n")
+	}
+	header := func(what string, end jqjail.End) {
+		fmt.Fprintf(&out, "[HIDE id=%s %s: bytes %d..%d of %d", e.HideID, what, end.Offset, end.Offset+end.Length, e.Size)
+		if end.JSON != nil {
+			fmt.Fprintf(&out, " · %s … %s", end.JSON.First, end.JSON.Last)
+		}
+		out.WriteString("]\n")
+	}
+	head := len(e.Content)
+	if int(e.Head.Length) < head {
+		head = int(e.Head.Length)
+	}
+	header("head", e.Head)
+	out.Write(e.Content[:head])
+	if l := e.LeftOut; l != nil {
+		fmt.Fprintf(&out, "\n[… left out: bytes %d..%d (%d bytes)", l.Offset, l.Offset+l.Bytes, l.Bytes)
+		if l.First != "" && l.Last != "" {
+			fmt.Fprintf(&out, " · %s … %s", l.First, l.Last)
+		}
+		if el := l.Elements; el != nil {
+			fmt.Fprintf(&out, " · elements %d to %d of %s, in whole or in part", el.From, el.To, el.Array)
+			if el.Length != nil {
+				fmt.Fprintf(&out, " (%d elements)", *el.Length)
+			}
+		}
+		out.WriteString(" …]")
+	}
+	if e.Tail != nil {
+		out.WriteString("\n")
+		header("tail", *e.Tail)
+		out.Write(e.Content[head:])
+	}
+	fmt.Fprintf(&out, "\n[END head and tail of %s; hide_next reads from page 1]", e.HideID)
+	return out.String()
 }
 
 // NewHideBuffer is a buffer of pageSize-byte pages over the store of the daemon found as

@@ -234,3 +234,67 @@ func TestTheSeedsBufferCallsWork(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// Issue 37: a buffer's first answer is the hide's head and tail by default, naming what lies
+// between (bytes, paths, elements of the array), and hide_next then reads page 1; SetFirst(Page)
+// shows page 1 first, as before.
+func TestTheFirstAnswerIsHeadAndTail(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("[")
+	for i := 0; i < 60; i++ {
+		if i > 0 {
+			doc.WriteString(",")
+		}
+		fmt.Fprintf(&doc, `{"id":%d,"title":"issue %d"}`, i, i)
+	}
+	doc.WriteString("]")
+	b := NewHideBuffer(400)
+	h := b.Store("issues", doc.String())
+	if b.Err() != nil {
+		t.Fatal(b.Err())
+	}
+	shown, err := b.FirstAnswer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"[HIDE id=" + h.ID + " head: bytes 0..",
+		"[… left out: bytes ",
+		" of $, in whole or in part (60 elements) …]",
+		"[HIDE id=" + h.ID + " tail: bytes ",
+		"Left out between them: ",
+	} {
+		if !strings.Contains(shown, want) {
+			t.Fatalf("no %q in\n%s", want, shown)
+		}
+	}
+	if out := b.CallTool("hide_next", map[string]any{}); !strings.Contains(out, "page=1/") {
+		t.Fatal(out)
+	}
+	ends, err := func() (*jqjail.HideEnds, error) {
+		var e *jqjail.HideEnds
+		err := NewStore("").with(func(ctx context.Context, c *jqjail.Client) error {
+			var err error
+			e, err = c.HideEnds(ctx, h.ID, jqjail.EndsOptions{PageSize: 400})
+			return err
+		})
+		return e, err
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, left, tail := ends.Head, ends.LeftOut, ends.Tail
+	if head.Offset != 0 || left.Offset != head.Length || tail.Offset != left.Offset+left.Bytes || tail.Offset+tail.Length != uint64(doc.Len()) {
+		t.Fatalf("head %+v, left out %+v, tail %+v do not make the hide", head, left, tail)
+	}
+	if string(ends.Content) != doc.String()[:head.Length]+doc.String()[tail.Offset:] {
+		t.Fatal("the content is not the head and the tail")
+	}
+	b.SetFirst(Page)
+	if shown, err := b.FirstAnswer(h.ID); err != nil || !strings.Contains(shown, "page=1/") {
+		t.Fatal(shown, err)
+	}
+	if out := b.CallTool("hide_next", map[string]any{}); !strings.Contains(out, "page=2/") {
+		t.Fatal(out)
+	}
+}

@@ -132,6 +132,32 @@ def test_an_oversized_output_becomes_a_hide_and_the_buffer_pages_it(socket_path)
         assert buf.call_tool("hide_jump", {}).startswith("error: hide_jump needs")
 
 
+def test_head_and_tail_name_what_lies_between_and_are_the_buffers_first_answer(socket_path):
+    with jqjail.Client(socket_path) as c:
+        hide_id = c.hide_put(ISSUES, source="github")["entry"].id
+        ends = c.hide_ends(hide_id, page_size=600, hint=True)
+        whole = ISSUES.encode()
+        left = ends.left_out
+        assert ends.head.offset == 0 and ends.content[: ends.head.length] == whole[: ends.head.length]
+        assert left.offset == ends.head.length and ends.tail.offset == left.offset + left.bytes
+        assert ends.content[ends.head.length :] == whole[ends.tail.offset :] and ends.tail.offset + ends.tail.length == len(whole)
+        assert left.elements["array"] == "$" and left.elements["length"] == 50, left
+        assert f"Left out between them: {left.bytes} bytes" in ends.preface
+        assert c.hide_ends(hide_id, page_size=1 << 20).tail is None
+        with pytest.raises(jqjail.JqjailError) as e:
+            c.hide_ends(hide_id, page_size=100)
+        assert e.value.code == "INVALID_REQUEST" and "page_size is 100" in e.value.message
+        # The buffer's first answer is the head and tail; then paging starts at page 1.
+        buf = jqjail.HideBuffer(c, 600)
+        shown = buf.first_answer(hide_id)
+        assert shown.startswith(ends.preface) and f"[HIDE id={hide_id} head: bytes 0.." in shown, shown[:300]
+        assert "[… left out: bytes " in shown and " of $, in whole or in part (50 elements) …]" in shown, shown
+        assert f"[HIDE id={hide_id} page=1/" in buf.call_tool("hide_next", {})
+        by_page = jqjail.HideBuffer(c, 600, first="page")
+        assert f"[HIDE id={hide_id} page=1/" in by_page.first_answer(hide_id)
+        assert f"[HIDE id={hide_id} page=2/" in by_page.call_tool("hide_next", {})
+
+
 def test_the_async_client(socket_path):
     async def main():
         async with await jqjail.AsyncClient.connect(socket_path) as c:

@@ -2,7 +2,7 @@ import { accessSync, constants as fsConstants, existsSync, lstatSync, readdirSyn
 import { connect as netConnect, Socket } from "node:net";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import {
-  Cost, decodeResponse, errorOf, cutOf, pageOf, HidePage, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
+  Cost, decodeResponse, errorOf, cutOf, endsOf, pageOf, HideEnds, HidePage, frame, Hidden, HideCut, HideEntry, JqjailError, Limits,
   MAX_RESPONSE_FRAME_BYTES, MAX_TAIL_BYTES, NotListening, PROTOCOL_VERSION, Response, tailLength, unavailable, UntrustedSocket, VERSION,
 } from "./wire.js";
 import { otherVersion, startPrivate } from "./private.js";
@@ -22,6 +22,11 @@ function withTimeout(signal: AbortSignal | undefined, timeoutMs: number | undefi
 }
 
 /** The hello reply's limits, each a safe non-negative integer (they bound what is read). */
+/** The `hide_ends` request's fields (also what the conformance vectors hold). */
+export function endsRequest(id: string, options: { pageSize?: number; hint?: boolean; maxPathBytes?: number } = {}): Record<string, unknown> {
+  return { id, page_size: options.pageSize ?? null, hint: options.hint ?? false, max_path_bytes: options.maxPathBytes ?? null };
+}
+
 function limitsOf(fields: any, path: string): Limits {
   const names = ["max_input_bytes", "max_filter_bytes", "max_depth", "max_output_bytes", "timeout_ms", "max_heap_bytes"] as const;
   const limits = fields?.limits;
@@ -516,6 +521,17 @@ export class Client {
     const request = { hide_page: { id, at: where, page_size: options.pageSize ?? null, hint: options.hint ?? false, pages: options.pages ?? "json" } };
     const r = await this.call(request, undefined, ["hide_page"]);
     return pageOf(r.response.fields, r.tail);
+  }
+
+  /**
+   * A hide's head and tail (protocol 4): its beginning and its end, each half of `pageSize`
+   * (16,384 unless given, at least 128), and what lies between them: bytes, paths and the
+   * elements of one array.
+   */
+  async hideEnds(id: string, options: { pageSize?: number; hint?: boolean; maxPathBytes?: number } = {}): Promise<HideEnds> {
+    const request = { hide_ends: endsRequest(id, options) };
+    const r = await this.call(request, undefined, ["hide_ends"]);
+    return endsOf(r.response.fields, r.tail);
   }
 
   async hideSearch(id: string, query: string, options: { ignoreCase?: boolean; pageSize?: number; maxMatches?: number } = {}): Promise<{ hide_id: string; matches: { page: number; offset: number }[]; truncated: boolean; total_pages: number; page_size: number }> {

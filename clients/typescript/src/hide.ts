@@ -1,7 +1,31 @@
 import { Client } from "./client.js";
-import { Hidden, HideCut, HideEntry, HidePage, JqjailError } from "./wire.js";
+import { End, Hidden, HideCut, HideEnds, HideEntry, HidePage, JqjailError } from "./wire.js";
 
 export const TOOL_OUTPUT_KIND = "tool_output";
+
+/** The smallest page size a head and tail is cut at (two ends of the smallest page). */
+export const MIN_ENDS_PAGE_SIZE = 128;
+
+/** A head and tail as a model sees it: the hint, the head with a header naming its bytes and paths, a line for what is left out between (bytes, paths, the elements of one array), the tail with its header, an end marker. */
+export function formatEnds(ends: HideEnds): string {
+  const header = (what: string, end: End): string =>
+    `[HIDE id=${ends.hide_id} ${what}: bytes ${end.offset}..${end.offset + end.length} of ${ends.size}` +
+    (end.json !== null ? ` · ${end.json.first} … ${end.json.last}` : "") + "]\n";
+  const head = Math.min(ends.head.length, ends.content.length);
+  let out = (ends.preface ? ends.preface + "\n" : "") + header("head", ends.head) + ends.content.subarray(0, head).toString("utf8");
+  const left = ends.left_out;
+  if (left !== null) {
+    out += `\n[… left out: bytes ${left.offset}..${left.offset + left.bytes} (${left.bytes} bytes)`;
+    if (left.first !== null && left.last !== null) out += ` · ${left.first} … ${left.last}`;
+    if (left.elements !== null) {
+      out += ` · elements ${left.elements.from} to ${left.elements.to} of ${left.elements.array}, in whole or in part`;
+      if (left.elements.length !== null) out += ` (${left.elements.length} elements)`;
+    }
+    out += " …]";
+  }
+  if (ends.tail !== null) out += "\n" + header("tail", ends.tail) + ends.content.subarray(head).toString("utf8");
+  return out + `\n[END head and tail of ${ends.hide_id}; hide_next reads from page 1]`;
+}
 
 /** A page as a model sees it: the hint (page 1), a header, the text, an end marker. */
 export function formatCut(cut: HideCut): string {
@@ -35,7 +59,35 @@ export class HideBuffer {
   private latest: { id: string; size: number } | null = null;
   private cursors = new Map<string, number>();
 
-  constructor(readonly client: Client, readonly pageSize = 16_384, readonly pages: "json" | "bytes" = "json") {}
+  /**
+   * `first`: what `firstAnswer` shows of an oversized output, its head and tail (its beginning
+   * and its end, each half a page, and what lies between: the default, measured by
+   * `jqjail-bench --reader`) or page 1.
+   */
+  constructor(
+    readonly client: Client,
+    readonly pageSize = 16_384,
+    readonly pages: "json" | "bytes" = "json",
+    readonly first: "head_and_tail" | "page" = "head_and_tail",
+  ) {}
+
+  /**
+   * The first answer of a hide (default: the latest) with the hint, as the model reads it: its
+   * head and tail (then `next` reads page 1), or page 1 (then page 2). Pages under 128 bytes
+   * have no room for two ends: page 1 is shown.
+   */
+  async firstAnswer(id?: string): Promise<string> {
+    const hide = this.pick(id);
+    if (this.first === "page" || this.pageSize < MIN_ENDS_PAGE_SIZE) {
+      const page = await this.serve(hide, { page: 1 }, true);
+      this.latest = { id: page.hide_id, size: page.size };
+      return formatPage(page);
+    }
+    const ends = await this.client.hideEnds(hide, { pageSize: this.pageSize, hint: true });
+    this.latest = { id: ends.hide_id, size: ends.size };
+    this.cursors.delete(ends.hide_id);
+    return formatEnds(ends);
+  }
 
   /** Stores a tool's output and makes it the latest hide. */
   async store(content: string | Uint8Array, source = ""): Promise<HideEntry> {

@@ -1,7 +1,7 @@
-// The jqjail protocol v3 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
+// The jqjail protocol v4 in its JSON encoding (PROTOCOL.md): frames, tails, responses.
 // Everything here is pure; the client moves the bytes.
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 export const VERSION = "0.1.0";
 /** Response frames longer than this are refused (the daemon's never are). */
 export const MAX_RESPONSE_FRAME_BYTES = 8 << 20;
@@ -109,6 +109,36 @@ export interface HidePage extends HideCut {
   not_json: string | null;
 }
 
+/** One end of a hide: its offset and length, and where it is (JSON pages). */
+export interface End {
+  offset: number;
+  length: number;
+  json: JsonPlace | null;
+}
+
+/** What lies between a hide's head and tail: its offset and bytes, the paths of its first and last values, and the elements of one array it touches, in whole or in part. */
+export interface LeftOut {
+  offset: number;
+  bytes: number;
+  first: string | null;
+  last: string | null;
+  elements: { array: string; from: number; to: number; length: number | null } | null;
+}
+
+/** A hide's head and tail (protocol 4): `tail` is null when the head is all of it, `left_out` when they meet; `content` is the head's bytes, then the tail's. */
+export interface HideEnds {
+  hide_id: string;
+  size: number;
+  page_size: number;
+  pages: "json" | "bytes";
+  head: End;
+  tail: End | null;
+  left_out: LeftOut | null;
+  not_json: string | null;
+  content: Buffer;
+  preface: string | null;
+}
+
 /** A run's output over the output limit, kept as a hide: its entry and page 1. */
 export interface Hidden {
   entry: HideEntry;
@@ -157,6 +187,7 @@ export function tailLength(r: Response, bound: number): number {
     case "hide_content":
     case "hide_cut":
     case "hide_page":
+    case "hide_ends":
       n = r.fields?.content_bytes;
       break;
     case "hidden":
@@ -177,20 +208,44 @@ export function errorOf(fields: any): JqjailError {
   return new JqjailError(fields.code, String(fields.message ?? ""), fields.limit ?? null, fields.actual ?? null, fields.detail ?? null);
 }
 
+function placeOf(json: any): JsonPlace | null {
+  return json === null || json === undefined ? null : {
+    first: json.first,
+    last: json.last,
+    array: json.array ?? null,
+    depth: json.depth,
+    starts_in_string: json.starts_in_string ?? null,
+    ends_in_string: json.ends_in_string ?? null,
+  };
+}
+
 export function pageOf(fields: any, content: Buffer): HidePage {
-  const json = fields.json ?? null;
   return {
     ...cutOf(fields, content),
     pages: fields.pages === "bytes" ? "bytes" : "json",
-    json: json === null ? null : {
-      first: json.first,
-      last: json.last,
-      array: json.array ?? null,
-      depth: json.depth,
-      starts_in_string: json.starts_in_string ?? null,
-      ends_in_string: json.ends_in_string ?? null,
-    },
+    json: placeOf(fields.json),
     not_json: fields.not_json ?? null,
+  };
+}
+
+export function endsOf(fields: any, content: Buffer): HideEnds {
+  const end = (e: any): End | null => (e === null || e === undefined ? null : { offset: e.offset, length: e.length, json: placeOf(e.json) });
+  const head = end(fields.head);
+  if (head === null || !Number.isSafeInteger(head.length) || head.length > content.length) {
+    throw unavailable("the daemon's hide_ends answer has a head longer than its content");
+  }
+  const left = fields.left_out ?? null;
+  return {
+    hide_id: fields.hide_id,
+    size: fields.size,
+    page_size: fields.page_size,
+    pages: fields.pages === "bytes" ? "bytes" : "json",
+    head,
+    tail: end(fields.tail),
+    left_out: left === null ? null : { offset: left.offset, bytes: left.bytes, first: left.first ?? null, last: left.last ?? null, elements: left.elements ?? null },
+    not_json: fields.not_json ?? null,
+    content,
+    preface: fields.preface ?? null,
   };
 }
 

@@ -5,7 +5,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { Client, decodeResponse, frame, HideBuffer, JqjailError, runRequest, tailLength, toolDefinitions } from "../src/index.js";
+import { Client, decodeResponse, endsRequest, frame, HideBuffer, JqjailError, runRequest, tailLength, toolDefinitions } from "../src/index.js";
 import { Daemon, REPO, startDaemon } from "./daemon.js";
 
 let daemon: Daemon;
@@ -51,6 +51,7 @@ test("the requests it writes mean what the conformance vectors' do, and every re
   ours["hide_page by path"] = { hide_page: { ...page, at: { path: "$[17].labels" } } };
   ours["hide_page by offset"] = { hide_page: { ...page, at: { offset: 70 }, page_size: 64 } };
   ours["hide_page in bytes"] = { hide_page: { ...page, at: { page: 1 }, pages: "bytes" } };
+  ours["hide_ends"] = { hide_ends: endsRequest("github-1a2b3c4d", { pageSize: 1200, hint: true, maxPathBytes: 64 }) };
   for (const [name, request] of Object.entries(ours)) {
     assert.deepEqual(normal(request), normal(JSON.parse(requests.get(name).json)), name);
   }
@@ -205,6 +206,32 @@ test("a hide buffer pages, searches and answers a model's tool calls", async () 
     assert.match(await b.callTool("hide_jump", { page: 4 }), /page=4\/4/);
     assert.match(await b.callTool("hide_search", { query: "ROW 07", ignore_case: true }), /on page 1/);
     assert.match(await b.callTool("hide_jump", { page: 9 }), /^error: PAGE_OUT_OF_RANGE/);
+  } finally {
+    c.close();
+  }
+});
+
+test("a buffer's first answer is the head and tail, naming what lies between; then paging starts at page 1", async () => {
+  const c = await Client.connect();
+  try {
+    const doc = JSON.stringify(Array.from({ length: 60 }, (_, i) => ({ id: i, title: `issue ${i}` })));
+    const b = new HideBuffer(c, 400);
+    const entry = await b.store(doc, "issues");
+    const shown = await b.firstAnswer();
+    for (const want of [`[HIDE id=${entry.id} head: bytes 0..`, "[… left out: bytes ", " of $, in whole or in part (60 elements) …]", `[HIDE id=${entry.id} tail: bytes `, "Left out between them: "]) {
+      assert.ok(shown.includes(want), `no ${want} in ${shown}`);
+    }
+    assert.match(await b.callTool("hide_next", {}), /page=1\//);
+    const ends = await c.hideEnds(entry.id, { pageSize: 400 });
+    const left = ends.left_out!;
+    assert.equal(left.offset, ends.head.length);
+    assert.equal(ends.tail!.offset, left.offset + left.bytes);
+    assert.equal(ends.tail!.offset + ends.tail!.length, doc.length);
+    assert.equal(ends.content.toString("utf8"), doc.slice(0, ends.head.length) + doc.slice(ends.tail!.offset));
+    await assert.rejects(c.hideEnds(entry.id, { pageSize: 100 }), /page_size is 100/);
+    const byPage = new HideBuffer(c, 400, "json", "page");
+    assert.match(await byPage.firstAnswer(entry.id), /page=1\//);
+    assert.match(await byPage.callTool("hide_next", {}), /page=2\//);
   } finally {
     c.close();
   }

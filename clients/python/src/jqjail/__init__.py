@@ -1,6 +1,6 @@
 """jqjail: run untrusted jq filters over large JSON in the jqjail daemon's confined workers.
 
-Standard library only. `Client` (blocking) and `AsyncClient` (asyncio) speak protocol v3 in
+Standard library only. `Client` (blocking) and `AsyncClient` (asyncio) speak protocol v4 in
 its JSON encoding; errors are `JqjailError` with the daemon's stable `code`."""
 
 from ._wire import (
@@ -8,18 +8,21 @@ from ._wire import (
     Cost,
     ConnectionFailed,
     HideContent,
+    End,
     HideCut,
+    HideEnds,
     HideEntry,
     HidePage,
     Hidden,
     JqjailError,
     JsonPlace,
+    LeftOut,
     Limits,
     RunReply,
 )
 from .aio import AsyncClient
 from .client import Client
-from .hide_buffer import HideBuffer, format_cut, format_page
+from .hide_buffer import HideBuffer, format_cut, format_ends, format_page
 from .tools import definitions
 
 #: The package's version (also in the hello it sends, as `jqjail-python/VERSION`).
@@ -31,17 +34,21 @@ __all__ = [
     "Client",
     "ConnectionFailed",
     "Cost",
+    "End",
     "HideBuffer",
     "HideContent",
     "HideCut",
+    "HideEnds",
     "HideEntry",
     "HidePage",
     "Hidden",
     "JqjailError",
     "JsonPlace",
+    "LeftOut",
     "Limits",
     "RunReply",
     "definitions",
     "format_cut",
+    "format_ends",
     "format_page",
 ]

@@ -45,6 +45,11 @@ def hide_page(
     return Request(encode({"hide_page": body}), b"", ("hide_page",))
 
 
+def hide_ends(hide_id: str, page_size: Optional[int], hint: bool, max_path_bytes: Optional[int] = None) -> Request:
+    body = {"id": hide_id, "page_size": page_size, "hint": hint, "max_path_bytes": max_path_bytes}
+    return Request(encode({"hide_ends": body}), b"", ("hide_ends",))
+
+
 def hide_search(
     hide_id: str, query: str, ignore_case: bool, page_size: Optional[int], max_matches: Optional[int]
 ) -> Request:

@@ -1,4 +1,4 @@
-"""The jqjail protocol v3 in its JSON encoding (PROTOCOL.md): frames, tails, and the one
+"""The jqjail protocol v4 in its JSON encoding (PROTOCOL.md): frames, tails, and the one
 response each request gets. Shared by the blocking and the asyncio clients, which only move
 bytes; everything here is pure."""
 
@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 CLIENT_NAME = "jqjail-python/0.1.0"
 SYSTEM_SOCKET = "/run/jqjail/jqjail.sock"
 SOCKET_ENV = "JQJAIL_SOCKET"
@@ -132,6 +132,52 @@ class HidePage(HideCut):
 
 
 @dataclass(frozen=True)
+class End:
+    """One end of a hide (protocol v4): its offset and length, and where it is (JSON)."""
+
+    offset: int
+    length: int
+    json: Optional[JsonPlace] = None
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """What lies between a hide's head and tail: its offset and bytes, the paths of its first and
+    last values, and the elements of one array it touches (`{"array", "from", "to", "length"}`)."""
+
+    offset: int
+    bytes: int
+    first: Optional[str] = None
+    last: Optional[str] = None
+    elements: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class HideEnds:
+    """A hide's head and tail (protocol v4): `head` and `tail` (None: the head is all of it),
+    `left_out` (None: they meet), `content` the head's bytes then the tail's."""
+
+    hide_id: str
+    size: int
+    page_size: int
+    pages: str
+    head: End
+    tail: Optional[End]
+    left_out: Optional[LeftOut]
+    not_json: Optional[str]
+    content: bytes
+    preface: Optional[str] = None
+
+    @property
+    def head_text(self) -> str:
+        return self.content[: self.head.length].decode("utf-8", errors="replace")
+
+    @property
+    def tail_text(self) -> str:
+        return self.content[self.head.length :].decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
 class Hidden:
     """A run's output over the output limit, kept as a hide: its entry and page 1."""
 
@@ -200,7 +246,7 @@ def tail_length(variant: str, fields: Any, limits: Optional[Limits]) -> int:
     """How many raw bytes follow this response's frame (PROTOCOL.md, "Tails")."""
     if variant == "run":
         n = fields.get("output_bytes", 0)
-    elif variant in ("hide_content", "hide_cut", "hide_page"):
+    elif variant in ("hide_content", "hide_cut", "hide_page", "hide_ends"):
         n = fields.get("content_bytes", 0)
     elif variant == "hidden":
         n = fields.get("first", {}).get("content_bytes", 0)
@@ -272,22 +318,49 @@ def cut_of(c: Any, content: bytes) -> HideCut:
     )
 
 
+def place_of(place: Any) -> Optional[JsonPlace]:
+    if place is None:
+        return None
+    return JsonPlace(
+        first=place["first"],
+        last=place["last"],
+        array=place.get("array"),
+        depth=int(place["depth"]),
+        starts_in_string=place.get("starts_in_string"),
+        ends_in_string=place.get("ends_in_string"),
+    )
+
+
 def page_of(c: Any, content: bytes) -> HidePage:
-    place = c.get("json")
     return HidePage(
         **vars(cut_of(c, content)),
         pages=str(c["pages"]),
-        json=None
-        if place is None
-        else JsonPlace(
-            first=place["first"],
-            last=place["last"],
-            array=place.get("array"),
-            depth=int(place["depth"]),
-            starts_in_string=place.get("starts_in_string"),
-            ends_in_string=place.get("ends_in_string"),
-        ),
+        json=place_of(c.get("json")),
         not_json=c.get("not_json"),
+    )
+
+
+def ends_of(c: Any, content: bytes) -> HideEnds:
+    def end(e: Any) -> Optional[End]:
+        return None if e is None else End(int(e["offset"]), int(e["length"]), place_of(e.get("json")))
+
+    left = c.get("left_out")
+    head = end(c["head"])
+    if head is None or head.length > len(content):
+        raise ConnectionFailed("the daemon's hide_ends answer has a head longer than its content")
+    return HideEnds(
+        hide_id=str(c["hide_id"]),
+        size=int(c["size"]),
+        page_size=int(c["page_size"]),
+        pages=str(c["pages"]),
+        head=head,
+        tail=end(c.get("tail")),
+        left_out=None
+        if left is None
+        else LeftOut(int(left["offset"]), int(left["bytes"]), left.get("first"), left.get("last"), left.get("elements")),
+        not_json=c.get("not_json"),
+        content=content,
+        preface=c.get("preface"),
     )
 
 
@@ -311,6 +384,8 @@ def answer(request: Request, variant: str, fields: Any, tail: bytes) -> Any:
         return cut_of(fields, tail)
     if variant == "hide_page":
         return page_of(fields, tail)
+    if variant == "hide_ends":
+        return ends_of(fields, tail)
     if variant == "hide_put":
         return {
             "entry": entry_of(fields["entry"]),

@@ -13,6 +13,7 @@ from ._wire import (
     ConnectionFailed,
     HideContent,
     HideCut,
+    HideEnds,
     HidePage,
     HideEntry,
     Hidden,
@@ -191,6 +192,14 @@ class AsyncClient:
         a byte `offset` it holds (a search match's), in JSON pages (pages end between values and name their paths; text falls back to byte
         pages and says why) or `pages="bytes"`. Needs a daemon of protocol 3."""
         return await self._call(req.hide_page(hide_id, page, path, page_size, hint, pages, offset))
+
+    async def hide_ends(
+        self, hide_id: str, *, page_size: Optional[int] = None, hint: bool = False, max_path_bytes: Optional[int] = None
+    ) -> HideEnds:
+        """A hide's head and tail: its beginning and its end, each half of `page_size` (16,384
+        unless given, at least 128), and what lies between them (bytes, paths and the elements
+        of one array). Needs a daemon of protocol 4."""
+        return await self._call(req.hide_ends(hide_id, page_size, hint, max_path_bytes))
 
     async def hide_search(
         self, hide_id: str, query: str, *, ignore_case: bool = False, page_size: Optional[int] = None, max_matches: Optional[int] = None

@@ -2,16 +2,24 @@
 store, with the `hide_next`, `hide_jump` and `hide_search` tools (as the Rust crate's).
 
 Pages are JSON pages (protocol 3): a JSON hide's pages end between values and each header
-names the paths the page holds and the array it is in; text is paged in bytes."""
+names the paths the page holds and the array it is in; text is paged in bytes.
+
+The first answer (`first_answer`) is the hide's head and tail by default (protocol 4): its
+beginning and its end, each half a page, and a line saying what lies between them; a reader
+then knows, say, the main array's length from the first answer (`jqjail-bench --reader`,
+BENCHMARKS.md). `HideBuffer(..., first="page")` shows page 1 instead."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ._wire import HideCut, HideEntry, HidePage, Hidden, JqjailError
+from ._wire import End, HideCut, HideEnds, HideEntry, HidePage, Hidden, JqjailError
 from .client import Client
 
 TOOL_OUTPUT_KIND = "tool_output"
+
+#: The smallest page size a head and tail is cut at (two ends of the smallest page).
+MIN_ENDS_PAGE_SIZE = 128
 
 
 def format_cut(cut: HideCut) -> str:
@@ -44,14 +52,47 @@ def format_page(page: HidePage) -> str:
     return out
 
 
+def format_ends(ends: HideEnds) -> str:
+    """A head and tail as the model sees it: the hint, the head with a header naming its bytes
+    and paths, a line for what is left out between (bytes, paths, the elements of one array),
+    the tail with its header, an end marker (as the Rust crate's `format_ends`)."""
+
+    def header(what: str, end: End) -> str:
+        out = f"[HIDE id={ends.hide_id} {what}: bytes {end.offset}..{end.offset + end.length} of {ends.size}"
+        if end.json is not None:
+            out += f" · {end.json.first} … {end.json.last}"
+        return out + "]\n"
+
+    out = (ends.preface + "\n") if ends.preface else ""
+    out += header("head", ends.head) + ends.head_text
+    left = ends.left_out
+    if left is not None:
+        out += f"\n[… left out: bytes {left.offset}..{left.offset + left.bytes} ({left.bytes} bytes)"
+        if left.first is not None and left.last is not None:
+            out += f" · {left.first} … {left.last}"
+        if left.elements is not None:
+            el = left.elements
+            out += f" · elements {el['from']} to {el['to']} of {el['array']}, in whole or in part"
+            if el.get("length") is not None:
+                out += f" ({el['length']} elements)"
+        out += " …]"
+    if ends.tail is not None:
+        out += "\n" + header("tail", ends.tail) + ends.tail_text
+    out += f"\n[END head and tail of {ends.hide_id}; hide_next reads from page 1]"
+    return out
+
+
 class HideBuffer:
     """Remembers the latest hide and, per hide, the last page served, so `hide_next` reads
     on. The pages stay on the daemon's disk."""
 
-    def __init__(self, client: Client, page_size: int = 16_384, pages: str = "json"):
+    def __init__(self, client: Client, page_size: int = 16_384, pages: str = "json", first: str = "head_and_tail"):
+        if first not in ("head_and_tail", "page"):
+            raise ValueError(f"first is 'head_and_tail' or 'page', not {first!r}")
         self.client = client
         self.page_size = page_size
         self.pages = pages
+        self.first = first
         self.latest: Optional[Tuple[str, int]] = None
         self._cursors: Dict[str, int] = {}
 
@@ -77,6 +118,20 @@ class HideBuffer:
 
     def first_cut(self) -> HidePage:
         return self._serve(self._pick(None), {"page": 1}, True)
+
+    def first_answer(self, hide_id: Optional[str] = None) -> str:
+        """The first answer of a hide (default: the latest) with the hint, as the model reads it:
+        its head and tail (then `next()` reads page 1), or page 1 (then page 2), as the buffer
+        was made. Pages under 128 bytes have no room for two ends: page 1 is shown."""
+        hide_id = self._pick(hide_id)
+        if self.first == "page" or self.page_size < MIN_ENDS_PAGE_SIZE:
+            page = self._serve(hide_id, {"page": 1}, True)
+            self.latest = (page.hide_id, page.size)
+            return format_page(page)
+        ends = self.client.hide_ends(hide_id, page_size=self.page_size, hint=True)
+        self.latest = (ends.hide_id, ends.size)
+        self._cursors.pop(ends.hide_id, None)
+        return format_ends(ends)
 
     def next(self, hide_id: Optional[str] = None) -> HidePage:
         hide_id = self._pick(hide_id)

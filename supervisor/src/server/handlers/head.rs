@@ -48,6 +48,7 @@ pub(crate) fn check_head(
         | Request::HideGet(_)
         | Request::HideCut(_)
         | Request::HidePage(_)
+        | Request::HideEnds(_)
         | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)

@@ -14,15 +14,17 @@ use crate::arriving::Arriving;
 use crate::config::TenantOf;
 use crate::tenant::StoreCall;
 use jqjail_protocol::hide::{
-    ArrayPlace, DEFAULT_LIST_PAGE, JsonPlace, LIST_PAGE_LABEL_BYTES, MAX_LIST_PAGE, MAX_PATH_BYTES,
-    MAX_SHOWN_PATH, PageAt, Pages,
+    ArrayPlace, DEFAULT_LIST_PAGE, ElementsLeftOut, End, HideEnds, HideEndsRequest, JsonPlace,
+    LIST_PAGE_LABEL_BYTES, LeftOut, MAX_LIST_PAGE, MAX_PATH_BYTES, MAX_SHOWN_PATH, PageAt, Pages,
 };
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePage,
     HidePageRequest, HidePut, HidePutReply, HideSearchReply, HideUsageReply, Request, Response,
     Tail,
 };
-use jqjail_store::page::{DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, SearchOptions};
+use jqjail_store::page::{
+    DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, SearchOptions,
+};
 use jqjail_store::{Store, StoreError, json_page};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -60,6 +62,7 @@ pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> 
             Ok(Response::HideCut(cut(store, tenant, &r.id, r.page, page_size, r.hint)?).into())
         }
         Request::HidePage(r) => Ok(Response::HidePage(page(store, tenant, r)?).into()),
+        Request::HideEnds(r) => Ok(Response::HideEnds(Box::new(ends(store, tenant, r)?)).into()),
         Request::HideSearch(r) => {
             let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
             let opts = SearchOptions {
@@ -371,14 +374,183 @@ fn page(store: &Store, tenant: &TenantOf, r: HidePageRequest) -> Result<HidePage
         let preface = r.hint.then(|| preface(&c));
         return Ok(hide_page(c, page_size, None, None, preface));
     }
-    let shown = r.max_path_bytes.unwrap_or(MAX_SHOWN_PATH);
+    let shown = shown_bytes(r.max_path_bytes)?;
+    let paged = store.json_page(&tenant.name, &r.id, at, page_size)?;
+    Ok(json_reply(paged, page_size, r.hint, shown))
+}
+
+/// A hide's head and tail: JSON pages 1 and N at half the page size (byte pages for content
+/// that is not one JSON value), and what lies between, from pages 2 and N - 1.
+fn ends(store: &Store, tenant: &TenantOf, r: HideEndsRequest) -> Result<HideEnds, StoreError> {
+    let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    if !(2 * MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(StoreError::Invalid(format!(
+            "page_size is {page_size}; head and tail need {} to {MAX_PAGE_SIZE} bytes (each end is half of it, at least {MIN_PAGE_SIZE})",
+            2 * MIN_PAGE_SIZE
+        )));
+    }
+    let shown = shown_bytes(r.max_path_bytes)?;
+    let half = page_size / 2;
+    let at = |n| store.json_page(&tenant.name, &r.id, jqjail_store::PageAt::Number(n), half);
+    let head = at(1)?;
+    let total = head.cut.total_pages;
+    let tail = (total > 1).then(|| at(total)).transpose()?;
+    let (after, before) = match total {
+        0..=2 => (None, None),
+        3 => {
+            let middle = at(2)?;
+            (Some(middle.clone()), Some(middle))
+        }
+        _ => (Some(at(2)?), Some(at(total - 1)?)),
+    };
+    let place = |p: &jqjail_store::Paged| p.json.as_ref().ok().map(|j| json_place(j, shown));
+    let end = |p: &jqjail_store::Paged| End {
+        offset: p.cut.offset,
+        length: p.cut.content.len() as u64,
+        json: place(p),
+    };
+    let left_out = match (&after, &before) {
+        (Some(a), Some(b)) => {
+            let (first, last) = match (&a.json, &b.json) {
+                (Ok(a), Ok(b)) => (Some(a), Some(b)),
+                _ => (None, None),
+            };
+            let offset = a.cut.offset;
+            Some(LeftOut {
+                offset,
+                bytes: b.cut.offset + b.cut.content.len() as u64 - offset,
+                first: first.map(|j| shown_path(&j.first, shown)),
+                last: last.map(|j| shown_path(&j.last, shown)),
+                elements: first
+                    .zip(last)
+                    .and_then(|(a, b)| elements_left_out(a, b, shown)),
+            })
+        }
+        _ => None,
+    };
+    let mut content = head.cut.content.clone();
+    if let Some(tail) = &tail {
+        content.extend_from_slice(&tail.cut.content);
+    }
+    let mut ends = HideEnds {
+        hide_id: head.cut.hide_id.clone(),
+        size: head.cut.size,
+        page_size,
+        pages: match head.json {
+            Ok(_) => Pages::Json,
+            Err(_) => Pages::Bytes,
+        },
+        head: end(&head),
+        tail: tail.as_ref().map(end),
+        left_out,
+        not_json: head.json.as_ref().err().map(ToString::to_string),
+        content: Tail::from(content),
+        preface: None,
+    };
+    if r.hint {
+        ends.preface = Some(ends_preface(&ends, page_size));
+    }
+    Ok(ends)
+}
+
+/// The elements of one array that the part between `first`'s start and `last`'s end touches:
+/// where both are in the same array, at different indices.
+fn elements_left_out(
+    first: &json_page::JsonPage,
+    last: &json_page::JsonPage,
+    shown: usize,
+) -> Option<ElementsLeftOut> {
+    let (a, b) = (&first.first, &last.last);
+    let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
+    let (Some(json_page::Step::Index(from)), Some(json_page::Step::Index(to))) =
+        (a.get(common), b.get(common))
+    else {
+        return None;
+    };
+    let array = &a[..common];
+    let length = [&first.array, &last.array]
+        .into_iter()
+        .flatten()
+        .find(|(path, _)| path[..] == *array)
+        .map(|(_, length)| *length);
+    Some(ElementsLeftOut {
+        array: shown_path(array, shown),
+        from: *from,
+        to: *to,
+        length,
+    })
+}
+
+/// The reflection hint of a head and tail: what is shown, what is left out, how to read on.
+fn ends_preface(e: &HideEnds, page_size: u64) -> String {
+    let span = |end: &End| match &end.json {
+        Some(p) => format!(" ({} … {})", p.first, p.last),
+        None => String::new(),
+    };
+    let mut out = format!(
+        "[HIDE id={} head and tail, bytes={} pages={}] This output is too large to read at once. ",
+        e.hide_id,
+        e.size,
+        match e.pages {
+            Pages::Json => "json",
+            Pages::Bytes => "bytes",
+        }
+    );
+    match (&e.tail, &e.left_out) {
+        (None, _) => {
+            let _ = write!(out, "Shown: all {} bytes{}.", e.head.length, span(&e.head));
+        }
+        (Some(tail), left) => {
+            let _ = write!(
+                out,
+                "Shown: its first {} bytes{} and its last {} bytes{}.",
+                e.head.length,
+                span(&e.head),
+                tail.length,
+                span(tail)
+            );
+            match left {
+                None => out.push_str(" Nothing is left out between them."),
+                Some(l) => {
+                    let _ = write!(out, " Left out between them: {} bytes", l.bytes);
+                    if let (Some(first), Some(last)) = (&l.first, &l.last) {
+                        let _ = write!(out, ", {first} … {last}");
+                    }
+                    if let Some(el) = &l.elements {
+                        let _ = write!(
+                            out,
+                            " (elements {} to {} of {}, in whole or in part",
+                            el.from, el.to, el.array
+                        );
+                        if let Some(n) = el.length {
+                            let _ = write!(out, "; it has {n} elements");
+                        }
+                        out.push(')');
+                    }
+                    out.push('.');
+                }
+            }
+            out.push_str(" The two parts are fragments of the whole, not values.");
+        }
+    }
+    let _ = write!(
+        out,
+        " Summarise what you need before reading further, and do not infer what the left-out part holds. \
+         Read it with hide_next (from page 1, {page_size} bytes a page), hide_jump (a page number, or a path such as the ones above) \
+         or hide_search, or narrow the whole output with jq over the hide."
+    );
+    out
+}
+
+/// The most bytes of a path an answer shows, as asked (at most [`MAX_SHOWN_PATH`]).
+fn shown_bytes(asked: Option<u32>) -> Result<usize, StoreError> {
+    let shown = asked.unwrap_or(MAX_SHOWN_PATH);
     if shown > MAX_SHOWN_PATH {
         return Err(StoreError::Invalid(format!(
             "max_path_bytes is {shown}; it may be at most {MAX_SHOWN_PATH}"
         )));
     }
-    let paged = store.json_page(&tenant.name, &r.id, at, page_size)?;
-    Ok(json_reply(paged, page_size, r.hint, shown as usize))
+    Ok(shown as usize)
 }
 
 /// `path` as shown in an answer: at most `max` bytes, cut in the middle with `…` (whose
@@ -403,20 +575,7 @@ fn shown_path(path: &[json_page::Step], max: usize) -> String {
 fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool, shown: usize) -> HidePage {
     let c = paged.cut;
     let (json, not_json) = match paged.json {
-        Ok(p) => (
-            Some(JsonPlace {
-                first: shown_path(&p.first, shown),
-                last: shown_path(&p.last, shown),
-                array: p.array.map(|(path, length)| ArrayPlace {
-                    path: shown_path(&path, shown),
-                    length,
-                }),
-                depth: p.depth as u64,
-                starts_in_string: p.starts_in_string,
-                ends_in_string: p.ends_in_string,
-            }),
-            None,
-        ),
+        Ok(p) => (Some(json_place(&p, shown)), None),
         Err(why) => (None, Some(why.to_string())),
     };
     let preface = hint.then(|| match &json {
@@ -427,6 +586,21 @@ fn json_reply(paged: jqjail_store::Paged, page_size: u64, hint: bool, shown: usi
         ),
     });
     hide_page(c, page_size, json, not_json, preface)
+}
+
+/// Where a JSON page is, as an answer shows it (paths at most `shown` bytes).
+fn json_place(p: &json_page::JsonPage, shown: usize) -> JsonPlace {
+    JsonPlace {
+        first: shown_path(&p.first, shown),
+        last: shown_path(&p.last, shown),
+        array: p.array.as_ref().map(|(path, length)| ArrayPlace {
+            path: shown_path(path, shown),
+            length: *length,
+        }),
+        depth: p.depth as u64,
+        starts_in_string: p.starts_in_string,
+        ends_in_string: p.ends_in_string,
+    }
 }
 
 /// A page as `hide_page` answers it: a JSON page where `json` says where it is, else a byte

@@ -75,6 +75,7 @@ async fn answer_kind(
         | Request::HideGet(_)
         | Request::HideCut(_)
         | Request::HidePage(_)
+        | Request::HideEnds(_)
         | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)
