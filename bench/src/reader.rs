@@ -19,10 +19,11 @@
 //! a model does before it guesses); "pages" is what a reader that must be right reads, from
 //! page 1 on when nothing else helps, the first answer counted as one page.
 //!
-//! The pages are the daemon's own (`hide_page`, JSON and bytes); head and tail are its JSON
-//! page 1 and last page at half the page size, as a first answer holding both would show.
+//! The pages are the daemon's own (`hide_page`, JSON and bytes); head and tail is its
+//! `hide_ends` answer (JSON page 1 and the last JSON page at half the page size, and the line
+//! naming what lies between, whose array length a reader also reads).
 
-use jqjail_client::{Client, HidePage, HidePageRequest, PageAt, Pages};
+use jqjail_client::{Client, HideEnds, HideEndsRequest, HidePage, HidePageRequest, PageAt, Pages};
 use std::fmt::Write as _;
 
 /// One step of a path.
@@ -403,7 +404,7 @@ impl Shown {
         match self {
             Shown::Bytes => "byte pages",
             Shown::Json => "JSON pages",
-            Shown::HeadTail => "head and tail, then JSON pages",
+            Shown::HeadTail => "head and tail (hide_ends), then JSON pages",
         }
     }
 }
@@ -537,6 +538,31 @@ impl Pages_ {
     }
 }
 
+/// What a reader knows from a head and tail: the head walked from the document's start, the
+/// tail from the path its first value has.
+fn read_ends(ends: &HideEnds) -> Vec<Event> {
+    let bytes = ends.content.as_bytes();
+    let head = (ends.head.length as usize).min(bytes.len());
+    let mut out = Vec::new();
+    Walker::start(0).walk(&bytes[..head], &mut out);
+    if let Some(tail) = &ends.tail {
+        let rest = &bytes[head..];
+        let first = rest.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        let walker = tail.json.as_ref().and_then(|place| {
+            Walker::at(
+                &place.first,
+                first.unwrap_or(b' '),
+                place.starts_in_string.is_some(),
+                tail.offset as usize,
+            )
+        });
+        if let Some(mut w) = walker {
+            w.walk(rest, &mut out);
+        }
+    }
+    out
+}
+
 /// The truth: every scalar and every array's length, from a walk of the whole document.
 struct Truth {
     scalars: Vec<(Vec<Step>, usize, String)>,
@@ -581,7 +607,14 @@ pub(crate) fn measure(
         .id;
     let bytes = Pages_::fetch(client, &id, Pages::Bytes, doc.page_size)?;
     let json = Pages_::fetch(client, &id, Pages::Json, doc.page_size)?;
-    let half = Pages_::fetch(client, &id, Pages::Json, (doc.page_size / 2).max(64))?;
+    let ends = client
+        .hide_ends(HideEndsRequest {
+            id: id.clone(),
+            page_size: Some(doc.page_size),
+            hint: false,
+            max_path_bytes: None,
+        })
+        .map_err(|e| format!("hide_ends: {e}"))?;
     let main = write_path(&doc.main);
     let depth = doc.main.len();
     // Values inside elements of the main array, and those at the asked path.
@@ -622,11 +655,7 @@ pub(crate) fn measure(
         let first: Vec<Event> = match shown {
             Shown::Bytes => bytes.read(0),
             Shown::Json => json.read(0),
-            Shown::HeadTail => {
-                let mut e = half.read(0);
-                e.extend(half.read(half.pages.len() - 1));
-                e
-            }
+            Shown::HeadTail => read_ends(&ends),
         };
         let find_owner = |events: &[Event], at: usize| {
             events.iter().find_map(|e| match e {
@@ -693,7 +722,13 @@ pub(crate) fn measure(
         let from_first = match shown {
             Shown::Bytes => closes(&first),
             Shown::Json => json.header_length(0, &main).or(closes(&first)),
-            Shown::HeadTail => half.header_length(0, &main).or(closes(&first)),
+            Shown::HeadTail => ends
+                .left_out
+                .as_ref()
+                .and_then(|l| l.elements.as_ref())
+                .filter(|el| el.array == main)
+                .and_then(|el| el.length)
+                .or(closes(&first)),
         };
         let last = match shown {
             Shown::Bytes => closes(&bytes.read(bytes.pages.len() - 1)),
