@@ -145,7 +145,9 @@ impl AsyncClient {
         &mut self,
         request: HideEndsRequest,
     ) -> Result<Box<HideEnds>, ClientError> {
-        self.call(calls::ends(request)).await
+        let ends = self.call(calls::ends(request)).await?;
+        crate::check_ends(&ends).map_err(ClientError::Protocol)?;
+        Ok(ends)
     }
 
     /// Every occurrence of a string in a hide (empty matches: not found).

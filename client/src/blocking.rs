@@ -217,7 +217,9 @@ impl Client {
     /// A hide's beginning and end together, each half the page size, and what lies between
     /// (protocol 4): the first answer a model reads of an oversized output.
     pub fn hide_ends(&mut self, request: HideEndsRequest) -> Result<Box<HideEnds>, ClientError> {
-        self.call(calls::ends(request))
+        let ends = self.call(calls::ends(request))?;
+        crate::check_ends(&ends).map_err(ClientError::Protocol)?;
+        Ok(ends)
     }
 
     /// Every occurrence of a string in a hide (empty matches: not found).

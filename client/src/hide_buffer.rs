@@ -442,7 +442,7 @@ pub fn format_ends(ends: &HideEnds) -> String {
             "[HIDE id={} {what}: bytes {}..{} of {}",
             ends.hide_id,
             end.offset,
-            end.offset + end.length,
+            end.offset.saturating_add(end.length),
             ends.size
         );
         if let Some(place) = &end.json {
@@ -457,7 +457,7 @@ pub fn format_ends(ends: &HideEnds) -> String {
             out,
             "\n[… left out: bytes {}..{} ({} bytes)",
             left.offset,
-            left.offset + left.bytes,
+            left.offset.saturating_add(left.bytes),
             left.bytes
         );
         if let (Some(first), Some(last)) = (&left.first, &left.last) {

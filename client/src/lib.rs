@@ -279,6 +279,40 @@ pub(crate) fn fill(mut response: Response, bytes: Vec<u8>) -> Response {
 }
 
 /// The calls both clients make, built once.
+/// What a daemon's head and tail must be before it is trusted: the head from byte 0, the
+/// tail to the hide's end, what is left out between them, both ends the content, and the
+/// elements left out in order and in their array.
+pub(crate) fn check_ends(e: &HideEnds) -> Result<(), String> {
+    let content = e.content.as_bytes().len() as u64;
+    let tail = e.tail.as_ref().map_or(0, |t| t.length);
+    let left = e.left_out.as_ref().map_or(0, |l| l.bytes);
+    let sum = [e.head.length, left, tail]
+        .into_iter()
+        .try_fold(0u64, |a, b| a.checked_add(b));
+    let fits = e.head.offset == 0
+        && e.head.length.checked_add(tail) == Some(content)
+        && sum == Some(e.size)
+        && e.left_out
+            .as_ref()
+            .is_none_or(|l| l.offset == e.head.length)
+        && e.tail
+            .as_ref()
+            .is_none_or(|t| t.offset == e.head.length + left)
+        && (e.tail.is_some() || e.left_out.is_none())
+        && e.left_out
+            .as_ref()
+            .and_then(|l| l.elements.as_ref())
+            .is_none_or(|el| el.from <= el.to && el.length.is_none_or(|n| el.to < n));
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "the daemon's head and tail of {} do not make the hide (head {:?}, left out {:?}, tail {:?}, {content} bytes of content, size {})",
+            e.hide_id, e.head, e.left_out, e.tail, e.size
+        ))
+    }
+}
+
 pub(crate) mod calls {
     use super::*;
     use jqjail_protocol::{HideCutRequest, HideListRequest, HidePut, HideRef, Input, RunRequest};
@@ -487,5 +521,67 @@ pub(crate) fn only_output(answer: Answer) -> Result<RunReply, ClientError> {
             "the output was kept as hide {}; call run_answer to receive hides",
             h.entry.id
         ))),
+    }
+}
+
+#[cfg(test)]
+mod ends_tests {
+    use super::*;
+
+    fn ends() -> HideEnds {
+        HideEnds {
+            hide_id: "x-00000000".into(),
+            size: 100,
+            page_size: 40,
+            pages: Pages::Bytes,
+            head: End {
+                offset: 0,
+                length: 20,
+                json: None,
+            },
+            tail: Some(End {
+                offset: 80,
+                length: 20,
+                json: None,
+            }),
+            left_out: Some(LeftOut {
+                offset: 20,
+                bytes: 60,
+                first: None,
+                last: None,
+                elements: None,
+            }),
+            not_json: None,
+            content: Tail::from(vec![b'a'; 40]),
+            preface: None,
+        }
+    }
+
+    /// A lying daemon's head and tail is refused, never sliced or summed past its bounds
+    /// (an attacker's review found the client trusted every field).
+    #[test]
+    fn a_head_and_tail_that_does_not_make_the_hide_is_refused() {
+        assert!(check_ends(&ends()).is_ok());
+        let lies: [fn(&mut HideEnds); 7] = [
+            |e| e.head.length = 41,
+            |e| e.head.offset = 1,
+            |e| e.tail.as_mut().unwrap().offset = u64::MAX,
+            |e| e.left_out.as_mut().unwrap().bytes = u64::MAX,
+            |e| e.size = 99,
+            |e| e.tail = None,
+            |e| {
+                e.left_out.as_mut().unwrap().elements = Some(ElementsLeftOut {
+                    array: "$".into(),
+                    from: 5,
+                    to: 3,
+                    length: None,
+                })
+            },
+        ];
+        for (n, lie) in lies.into_iter().enumerate() {
+            let mut e = ends();
+            lie(&mut e);
+            assert!(check_ends(&e).is_err(), "lie {n} was taken");
+        }
     }
 }

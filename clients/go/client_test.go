@@ -595,3 +595,36 @@ func readFrame(r io.Reader) ([]byte, error) {
 	_, err := io.ReadFull(r, body)
 	return body, err
 }
+
+// A lying daemon's head and tail is refused, never sliced or summed (an attacker's review).
+func TestALyingHeadAndTailIsRefused(t *testing.T) {
+	good := func() *HideEnds {
+		nine := uint64(9)
+		return &HideEnds{
+			HideID: "x-00000000", Size: 100, PageSize: 40, Pages: "bytes",
+			Head:    End{Offset: 0, Length: 20},
+			Tail:    &End{Offset: 80, Length: 20},
+			LeftOut: &LeftOut{Offset: 20, Bytes: 60, Elements: &ElementsLeftOut{Array: "$", From: 1, To: 3, Length: &nine}},
+			Content: make([]byte, 40),
+		}
+	}
+	if err := checkEnds(good()); err != nil {
+		t.Fatal(err)
+	}
+	lies := []func(e *HideEnds){
+		func(e *HideEnds) { e.Head.Length = 41 },
+		func(e *HideEnds) { e.Head.Offset = 1 },
+		func(e *HideEnds) { e.LeftOut.Bytes = ^uint64(0) },
+		func(e *HideEnds) { e.Tail.Offset = ^uint64(0) },
+		func(e *HideEnds) { e.Size = 99 },
+		func(e *HideEnds) { e.Tail = nil },
+		func(e *HideEnds) { e.LeftOut.Elements.From = 5 },
+	}
+	for n, lie := range lies {
+		e := good()
+		lie(e)
+		if checkEnds(e) == nil {
+			t.Errorf("lie %d was taken", n)
+		}
+	}
+}

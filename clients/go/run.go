@@ -304,11 +304,39 @@ func (c *Client) HideEnds(ctx context.Context, id string, opts EndsOptions) (*Hi
 	if err := json.Unmarshal(r.fields, &ends); err != nil {
 		return nil, unavailable("the daemon's hide_ends answer does not decode: %v", err)
 	}
-	if ends.Head.Length > uint64(len(tail)) {
-		return nil, unavailable("the daemon's hide_ends answer has a head longer than its content")
-	}
 	ends.Content = tail
+	if err := checkEnds(&ends); err != nil {
+		return nil, err
+	}
 	return &ends, nil
+}
+
+// checkEnds refuses a head and tail that does not make the hide: head, what is left out and
+// tail must be the hide, the content both ends, the elements in order and in their array (a
+// lying daemon's numbers are never sliced or summed).
+func checkEnds(e *HideEnds) error {
+	var tailLen, leftBytes uint64
+	if e.Tail != nil {
+		tailLen = e.Tail.Length
+	}
+	if e.LeftOut != nil {
+		leftBytes = e.LeftOut.Bytes
+	}
+	const max = ^uint64(0)
+	ok := e.Head.Offset == 0 &&
+		e.Head.Length <= max-tailLen && e.Head.Length+tailLen == uint64(len(e.Content)) &&
+		leftBytes <= max-e.Head.Length-tailLen && e.Head.Length+leftBytes+tailLen == e.Size &&
+		e.Size <= 1<<62 &&
+		(e.LeftOut == nil || (e.Tail != nil && e.LeftOut.Offset == e.Head.Length)) &&
+		(e.Tail == nil || e.Tail.Offset == e.Head.Length+leftBytes)
+	if ok && e.LeftOut != nil && e.LeftOut.Elements != nil {
+		el := e.LeftOut.Elements
+		ok = el.From <= el.To && (el.Length == nil || el.To < *el.Length)
+	}
+	if !ok {
+		return unavailable("the daemon's head and tail of %s do not make the hide", e.HideID)
+	}
+	return nil
 }
 
 func endsRequest(id string, opts EndsOptions) any {

@@ -679,18 +679,7 @@ impl Store {
     pub fn json_page(&self, tenant: &str, id: &str, at: PageAt, page_size: u64) -> Result<Paged> {
         check_page_size(page_size)?;
         let (entry, file) = self.open_hide(tenant, id)?;
-        let mut whole = None;
-        let laid = match self.layouts.get(tenant, &entry.sha256, page_size) {
-            Some(laid) => laid,
-            None => {
-                let doc = page::read_range(&file, 0..entry.size)?;
-                let laid = std::sync::Arc::new(json_page::JsonIndex::new(&doc, page_size));
-                self.layouts
-                    .put(tenant, &entry.sha256, page_size, laid.clone());
-                whole = Some(doc);
-                laid
-            }
-        };
+        let (laid, mut whole) = self.laid_out(tenant, &entry, &file, page_size)?;
         let index = match &*laid {
             Ok(index) => index,
             Err(not_json) => {
@@ -723,42 +712,74 @@ impl Store {
                 index.page_of(offset)
             }
         };
-        let (Some(range), Some(window)) = (index.range(page), index.window(page)) else {
-            return Err(StoreError::PageOutOfRange {
-                id: entry.id,
-                page,
-                total: index.total_pages(),
-                page_size,
-            });
+        json_cut(&entry, &file, index, whole.as_deref(), page, page_size)
+    }
+
+    /// A hide's head and tail: its pages 1, 2, N - 1 and N at `page_size` (those there are,
+    /// each once, in that order), JSON pages or, for content that is not one JSON value, byte
+    /// pages; from one open file and one layout, so they are pages of one content and cost one
+    /// read of the hide when its layout is not kept.
+    pub fn json_ends(&self, tenant: &str, id: &str, page_size: u64) -> Result<Vec<Paged>> {
+        check_page_size(page_size)?;
+        let (entry, file) = self.open_hide(tenant, id)?;
+        let (laid, whole) = self.laid_out(tenant, &entry, &file, page_size)?;
+        let wanted = |total: u64| {
+            let mut pages: Vec<u64> = vec![1, 2, total.saturating_sub(1), total];
+            pages.retain(|&n| n >= 1 && n <= total);
+            pages.dedup();
+            pages
         };
-        let read;
-        let bytes = match &whole {
-            Some(doc) => &doc[window.start as usize..window.end as usize],
-            None => {
-                read = page::read_range(&file, window.clone())?;
-                &read[..]
+        match &*laid {
+            Ok(index) => wanted(index.total_pages())
+                .into_iter()
+                .map(|n| json_cut(&entry, &file, index, whole.as_deref(), n, page_size))
+                .collect(),
+            Err(not_json) => {
+                let layout = Layout::new(&file, entry.size, page_size)?;
+                wanted(layout.total_pages())
+                    .into_iter()
+                    .map(|n| {
+                        let range = layout.page(n).ok_or_else(|| {
+                            StoreError::Damaged(format!("hide `{}` lost its page {n}", entry.id))
+                        })?;
+                        Ok(Paged {
+                            cut: Cut {
+                                content: page::read_range(&file, range.clone())?,
+                                hide_id: entry.id.clone(),
+                                page: n,
+                                total_pages: layout.total_pages(),
+                                offset: range.start,
+                                size: entry.size,
+                            },
+                            json: Err(not_json.clone()),
+                        })
+                    })
+                    .collect()
             }
-        };
-        let described = index.page(page, bytes).ok_or_else(|| {
-            StoreError::Damaged(format!(
-                "hide `{}` no longer reads as the JSON it was laid out from",
-                entry.id
-            ))
-        })?;
-        let content = bytes
-            [(range.start - window.start) as usize..(range.end - window.start) as usize]
-            .to_vec();
-        Ok(Paged {
-            cut: Cut {
-                hide_id: entry.id,
-                page,
-                total_pages: index.total_pages(),
-                offset: range.start,
-                size: entry.size,
-                content,
-            },
-            json: Ok(described),
-        })
+        }
+    }
+
+    /// The hide's JSON layout at `page_size` (or why it has none), kept or made; when made,
+    /// also the content it was made of.
+    #[allow(clippy::type_complexity)]
+    fn laid_out(
+        &self,
+        tenant: &str,
+        entry: &Entry,
+        file: &File,
+        page_size: u64,
+    ) -> Result<(
+        std::sync::Arc<std::result::Result<json_page::JsonIndex, json_page::NotJson>>,
+        Option<Vec<u8>>,
+    )> {
+        if let Some(laid) = self.layouts.get(tenant, &entry.sha256, page_size) {
+            return Ok((laid, None));
+        }
+        let doc = page::read_range(file, 0..entry.size)?;
+        let laid = std::sync::Arc::new(json_page::JsonIndex::new(&doc, page_size));
+        self.layouts
+            .put(tenant, &entry.sha256, page_size, laid.clone());
+        Ok((laid, Some(doc)))
     }
 
     /// Every occurrence of `query` in a hide (up to the bound), with its page at `page_size`.
@@ -1091,6 +1112,53 @@ fn check_offset(entry: &Entry, offset: u64) -> Result<()> {
 
 /// The byte page of the hide `entry` (whose file is `file`) at `at`; a path is refused with
 /// `no_path(id)`. The hide's byte pages are laid out once.
+/// JSON page `page` of a hide laid out as `index`, read from `whole` (the content) when it
+/// was read, else from the file.
+fn json_cut(
+    entry: &Entry,
+    file: &File,
+    index: &json_page::JsonIndex,
+    whole: Option<&[u8]>,
+    page: u64,
+    page_size: u64,
+) -> Result<Paged> {
+    let (Some(range), Some(window)) = (index.range(page), index.window(page)) else {
+        return Err(StoreError::PageOutOfRange {
+            id: entry.id.clone(),
+            page,
+            total: index.total_pages(),
+            page_size,
+        });
+    };
+    let read;
+    let bytes = match whole {
+        Some(doc) => &doc[window.start as usize..window.end as usize],
+        None => {
+            read = page::read_range(file, window.clone())?;
+            &read[..]
+        }
+    };
+    let described = index.page(page, bytes).ok_or_else(|| {
+        StoreError::Damaged(format!(
+            "hide `{}` no longer reads as the JSON it was laid out from",
+            entry.id
+        ))
+    })?;
+    let content =
+        bytes[(range.start - window.start) as usize..(range.end - window.start) as usize].to_vec();
+    Ok(Paged {
+        cut: Cut {
+            hide_id: entry.id.clone(),
+            page,
+            total_pages: index.total_pages(),
+            offset: range.start,
+            size: entry.size,
+            content,
+        },
+        json: Ok(described),
+    })
+}
+
 fn byte_cut(
     entry: Entry,
     file: &File,

@@ -861,6 +861,33 @@ fn head_and_tail_show_both_ends_and_name_what_lies_between() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("NOT_FOUND"), "{err}");
+    // A key given twice names two arrays with one path: elements are said only where they
+    // hold of one array (an attacker's review got "elements 17 to 13 of $.a; it has 1000").
+    for doc in [
+        format!(
+            "{{\"a\":{:?},\"a\":{:?}}}",
+            (0..1000).collect::<Vec<_>>(),
+            (0..20).collect::<Vec<_>>()
+        ),
+        format!(
+            "{{\"a\":{:?},\"a\":{:?}}}",
+            (0..20).collect::<Vec<_>>(),
+            (0..1000).collect::<Vec<_>>()
+        ),
+    ] {
+        let dup = c
+            .hide_put("k", "dup", doc.as_bytes(), &BTreeMap::new())
+            .unwrap()
+            .entry
+            .id;
+        let e = ends(&mut c, &dup, 128).unwrap();
+        if let Some(el) = e.left_out.as_ref().and_then(|l| l.elements.as_ref()) {
+            assert!(
+                el.from <= el.to && el.length.is_none_or(|n| el.to < n),
+                "{el:?}"
+            );
+        }
+    }
     // `jqjail hide ends`: each end's text with its fields.
     let printed = json(&cli(
         &d,

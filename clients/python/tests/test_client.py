@@ -253,3 +253,28 @@ def test_an_interrupted_call_closes_the_connection_instead_of_answering_out_of_s
         await a.close()
 
     asyncio.run(main())
+
+
+def test_a_lying_daemons_head_and_tail_is_refused():
+    """An attacker's review found the decoder took any numbers: a negative head, a left-out
+    part of 2**64 bytes, elements that were not an object."""
+    from jqjail._wire import ConnectionFailed, ends_of
+
+    good = {
+        "hide_id": "x-00000000", "size": 100, "page_size": 40, "pages": "bytes",
+        "head": {"offset": 0, "length": 20}, "tail": {"offset": 80, "length": 20},
+        "left_out": {"offset": 20, "bytes": 60, "elements": {"array": "$", "from": 1, "to": 3, "length": 9}},
+    }
+    assert ends_of(good, b"a" * 40).left_out.elements["to"] == 3
+    lies = [
+        {"head": {"offset": 0, "length": -3}},
+        {"head": {"offset": 0, "length": 41}},
+        {"left_out": {"offset": 20, "bytes": 2**64 - 1}},
+        {"left_out": {"offset": 20, "bytes": 60, "elements": "oops"}},
+        {"left_out": {"offset": 20, "bytes": 60, "elements": {"array": "$", "from": 5, "to": 3}}},
+        {"size": 99},
+        {"tail": None},
+    ]
+    for lie in lies:
+        with pytest.raises(ConnectionFailed):
+            ends_of({**good, **lie}, b"a" * 40)

@@ -228,21 +228,42 @@ export function pageOf(fields: any, content: Buffer): HidePage {
   };
 }
 
+/** A head and tail, checked: head, what is left out and tail must be the hide, and the content both ends (a lying daemon's numbers are refused, never sliced or summed). */
 export function endsOf(fields: any, content: Buffer): HideEnds {
-  const end = (e: any): End | null => (e === null || e === undefined ? null : { offset: e.offset, length: e.length, json: placeOf(e.json) });
+  const bad = (why: string) => unavailable(`the daemon's hide_ends answer ${why}`);
+  const count = (v: unknown): number => {
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw bad(`has a bad number: ${JSON.stringify(v)}`);
+    return v;
+  };
+  const end = (e: any): End | null => (e === null || e === undefined ? null : { offset: count(e.offset), length: count(e.length), json: placeOf(e.json) });
+  if (fields === null || typeof fields !== "object") throw bad("does not decode");
   const head = end(fields.head);
-  if (head === null || !Number.isSafeInteger(head.length) || head.length > content.length) {
-    throw unavailable("the daemon's hide_ends answer has a head longer than its content");
-  }
+  const tail = end(fields.tail);
+  const size = count(fields.size);
   const left = fields.left_out ?? null;
+  const leftBytes = left === null ? 0 : count(left.bytes);
+  let elements = null;
+  if (left !== null && left.elements !== null && left.elements !== undefined) {
+    const el = left.elements;
+    const from = count(el.from), to = count(el.to), length = el.length === null || el.length === undefined ? null : count(el.length);
+    if (typeof el.array !== "string" || from > to || (length !== null && to >= length)) throw bad("has bad elements");
+    elements = { array: el.array, from, to, length };
+  }
+  const tailLength = tail === null ? 0 : tail.length;
+  if (
+    head === null || head.offset !== 0 || head.length + tailLength !== content.length || head.length + leftBytes + tailLength !== size ||
+    (left !== null && (tail === null || count(left.offset) !== head.length)) || (tail !== null && tail.offset !== head.length + leftBytes)
+  ) {
+    throw bad("has a head and tail that do not make the hide");
+  }
   return {
-    hide_id: fields.hide_id,
-    size: fields.size,
-    page_size: fields.page_size,
+    hide_id: String(fields.hide_id),
+    size,
+    page_size: count(fields.page_size),
     pages: fields.pages === "bytes" ? "bytes" : "json",
     head,
-    tail: end(fields.tail),
-    left_out: left === null ? null : { offset: left.offset, bytes: left.bytes, first: left.first ?? null, last: left.last ?? null, elements: left.elements ?? null },
+    tail,
+    left_out: left === null ? null : { offset: head.length, bytes: leftBytes, first: left.first ?? null, last: left.last ?? null, elements },
     not_json: fields.not_json ?? null,
     content,
     preface: fields.preface ?? null,

@@ -5,7 +5,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { Client, decodeResponse, endsRequest, frame, HideBuffer, JqjailError, runRequest, tailLength, toolDefinitions } from "../src/index.js";
+import { Client, decodeResponse, endsOf, endsRequest, frame, HideBuffer, JqjailError, runRequest, tailLength, toolDefinitions } from "../src/index.js";
 import { Daemon, REPO, startDaemon } from "./daemon.js";
 
 let daemon: Daemon;
@@ -234,6 +234,27 @@ test("a buffer's first answer is the head and tail, naming what lies between; th
     assert.match(await byPage.callTool("hide_next", {}), /page=2\//);
   } finally {
     c.close();
+  }
+});
+
+test("a lying daemon's head and tail is refused, never sliced or summed", () => {
+  const good = {
+    hide_id: "x-00000000", size: 100, page_size: 40, pages: "bytes",
+    head: { offset: 0, length: 20 }, tail: { offset: 80, length: 20 },
+    left_out: { offset: 20, bytes: 60, elements: { array: "$", from: 1, to: 3, length: 9 } },
+  };
+  const content = Buffer.alloc(40, 97);
+  assert.equal(endsOf(good, content).left_out!.elements!.to, 3);
+  for (const lie of [
+    { head: { offset: 0, length: -3 } },
+    { head: { offset: 0, length: 41 } },
+    { left_out: { offset: 20, bytes: 2 ** 64 } },
+    { left_out: { offset: 20, bytes: 60, elements: { array: "$", from: 5, to: 3 } } },
+    { left_out: { offset: 20, bytes: 60, elements: "oops" } },
+    { size: 99 },
+    { tail: null },
+  ]) {
+    assert.throws(() => endsOf({ ...good, ...lie }, content), /hide_ends answer/, JSON.stringify(lie));
   }
 });
 

@@ -341,27 +341,53 @@ def page_of(c: Any, content: bytes) -> HidePage:
 
 
 def ends_of(c: Any, content: bytes) -> HideEnds:
-    def end(e: Any) -> Optional[End]:
-        return None if e is None else End(int(e["offset"]), int(e["length"]), place_of(e.get("json")))
+    """A head and tail, checked: head, what is left out and tail must be the hide, and the
+    content both ends (a lying daemon's numbers are refused, never sliced or summed)."""
 
-    left = c.get("left_out")
-    head = end(c["head"])
-    if head is None or head.length > len(content):
-        raise ConnectionFailed("the daemon's hide_ends answer has a head longer than its content")
-    return HideEnds(
-        hide_id=str(c["hide_id"]),
-        size=int(c["size"]),
-        page_size=int(c["page_size"]),
-        pages=str(c["pages"]),
-        head=head,
-        tail=end(c.get("tail")),
-        left_out=None
-        if left is None
-        else LeftOut(int(left["offset"]), int(left["bytes"]), left.get("first"), left.get("last"), left.get("elements")),
-        not_json=c.get("not_json"),
-        content=content,
-        preface=c.get("preface"),
-    )
+    def count(v: Any) -> int:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 64:
+            raise ConnectionFailed(f"the daemon's hide_ends answer has a bad number: {v!r}")
+        return v
+
+    def end(e: Any) -> Optional[End]:
+        if e is None:
+            return None
+        return End(count(e["offset"]), count(e["length"]), place_of(e.get("json")))
+
+    try:
+        left = c.get("left_out")
+        head, tail, size = end(c["head"]), end(c.get("tail")), count(c["size"])
+        left_bytes = 0 if left is None else count(left["bytes"])
+        elements = None if left is None else left.get("elements")
+        if elements is not None:
+            el_from, el_to = count(elements["from"]), count(elements["to"])
+            length = elements.get("length")
+            if not isinstance(elements.get("array"), str) or el_from > el_to or (length is not None and el_to >= count(length)):
+                raise ConnectionFailed(f"the daemon's hide_ends answer has bad elements: {elements!r}")
+        tail_length = 0 if tail is None else tail.length
+        if (
+            head is None
+            or head.offset != 0
+            or head.length + tail_length != len(content)
+            or head.length + left_bytes + tail_length != size
+            or (left is not None and (tail is None or count(left["offset"]) != head.length))
+            or (tail is not None and tail.offset != head.length + left_bytes)
+        ):
+            raise ConnectionFailed("the daemon's head and tail do not make the hide")
+        return HideEnds(
+            hide_id=str(c["hide_id"]),
+            size=size,
+            page_size=count(c["page_size"]),
+            pages=str(c["pages"]),
+            head=head,
+            tail=tail,
+            left_out=None if left is None else LeftOut(head.length, left_bytes, left.get("first"), left.get("last"), elements),
+            not_json=c.get("not_json"),
+            content=content,
+            preface=c.get("preface"),
+        )
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ConnectionFailed(f"the daemon's hide_ends answer does not decode: {e!r}") from None
 
 
 def answer(request: Request, variant: str, fields: Any, tail: bytes) -> Any:

@@ -391,17 +391,18 @@ fn ends(store: &Store, tenant: &TenantOf, r: HideEndsRequest) -> Result<HideEnds
     }
     let shown = shown_bytes(r.max_path_bytes)?;
     let half = page_size / 2;
-    let at = |n| store.json_page(&tenant.name, &r.id, jqjail_store::PageAt::Number(n), half);
-    let head = at(1)?;
+    // One open file and one layout: the pages are of one content, and a hide whose layout is
+    // not kept is read once, not four times.
+    let pages = store.json_ends(&tenant.name, &r.id, half)?;
+    let numbered = |n: u64| pages.iter().find(|p| p.cut.page == n);
+    let head = numbered(1)
+        .ok_or_else(|| StoreError::Damaged(format!("hide `{}` has no page 1", r.id)))?
+        .clone();
     let total = head.cut.total_pages;
-    let tail = (total > 1).then(|| at(total)).transpose()?;
+    let tail = (total > 1).then(|| numbered(total).cloned()).flatten();
     let (after, before) = match total {
         0..=2 => (None, None),
-        3 => {
-            let middle = at(2)?;
-            (Some(middle.clone()), Some(middle))
-        }
-        _ => (Some(at(2)?), Some(at(total - 1)?)),
+        _ => (numbered(2).cloned(), numbered(total - 1).cloned()),
     };
     let place = |p: &jqjail_store::Paged| p.json.as_ref().ok().map(|j| json_place(j, shown));
     let end = |p: &jqjail_store::Paged| End {
@@ -416,9 +417,12 @@ fn ends(store: &Store, tenant: &TenantOf, r: HideEndsRequest) -> Result<HideEnds
                 _ => (None, None),
             };
             let offset = a.cut.offset;
+            let end = b.cut.offset + b.cut.content.len() as u64;
             Some(LeftOut {
                 offset,
-                bytes: b.cut.offset + b.cut.content.len() as u64 - offset,
+                bytes: end.checked_sub(offset).ok_or_else(|| {
+                    StoreError::Damaged(format!("hide `{}`: its pages do not follow", r.id))
+                })?,
                 first: first.map(|j| shown_path(&j.first, shown)),
                 last: last.map(|j| shown_path(&j.last, shown)),
                 elements: first
@@ -473,6 +477,11 @@ fn elements_left_out(
         .flatten()
         .find(|(path, _)| path[..] == *array)
         .map(|(_, length)| *length);
+    // A path names one array unless a key is given twice (then it may name two): what does
+    // not hold of one array is not said.
+    if from > to || length.is_some_and(|n| *to >= n) {
+        return None;
+    }
     Some(ElementsLeftOut {
         array: shown_path(array, shown),
         from: *from,
