@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[global_allocator]
@@ -65,6 +65,8 @@ struct Opts {
     paging_only: bool,
     /// Only the model reader's table (`reader.rs`).
     reader_only: bool,
+    /// Throughput of this build against another build's `jqjail-bench`, interleaved.
+    against: Option<PathBuf>,
     out: PathBuf,
 }
 
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         throughput_only: false,
         paging_only: false,
         reader_only: false,
+        against: None,
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
@@ -103,6 +106,10 @@ fn main() -> ExitCode {
             Some("--throughput") => opts.throughput_only = true,
             Some("--paging") => opts.paging_only = true,
             Some("--reader") => opts.reader_only = true,
+            Some("--against") => match rest.next() {
+                Some(p) => opts.against = Some(PathBuf::from(p)),
+                None => return usage("--against needs another build's jqjail-bench"),
+            },
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
                 None => return usage("--out needs a file"),
@@ -121,7 +128,7 @@ fn main() -> ExitCode {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader] [--out FILE]"
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH] [--out FILE]"
     );
     ExitCode::from(2)
 }
@@ -136,9 +143,14 @@ struct Daemon {
 impl Daemon {
     /// Starts the daemon with the benchmark's settings and `extra` flags.
     fn start(extra: &[&str]) -> Result<Daemon, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        Daemon::start_of(&exe, extra)
+    }
+
+    /// [`Daemon::start`], the daemon of the `jqjail-bench` at `exe`.
+    fn start_of(exe: &Path, extra: &[&str]) -> Result<Daemon, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let socket = dir.path().join("bench.sock");
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // The daemon runs as deployed; its workers get the tunable from the daemon.
         let child = Command::new(exe)
             .env_remove("GLIBC_TUNABLES")
@@ -174,6 +186,28 @@ impl Daemon {
             socket,
             _dir: dir,
         })
+    }
+
+    /// CPU time so far of the daemon, its reaped children (the workers, which it reaps) and
+    /// its live zygote, ms.
+    fn cpu_ms(&self) -> f64 {
+        let pid = self.child.id();
+        let zygotes: f64 = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                stat.contains("(jqjail-zygote)")
+                    && stat
+                        .rsplit_once(')')
+                        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                        == Some(pid)
+            })
+            .map(|p| process_cpu_ms(p, false))
+            .sum();
+        process_cpu_ms(pid, true) + zygotes
     }
 
     /// Resets the daemon's VmHWM to its current RSS (`/proc/PID/clear_refs`, value 5).
@@ -256,6 +290,13 @@ struct Cell {
 fn run(opts: &Opts) -> Result<(), String> {
     let started = Instant::now();
     let seconds = if opts.smoke { 0.3 } else { 3.0 };
+    if let Some(other) = &opts.against {
+        println!(
+            "{}",
+            against(other, if opts.smoke { 2 } else { 15 }, seconds / 3.0)?
+        );
+        return Ok(());
+    }
     if opts.throughput_only {
         let daemon = Daemon::start(&[])?;
         let rates = throughput_by_setting(&daemon, seconds)?;
@@ -376,7 +417,7 @@ fn run(opts: &Opts) -> Result<(), String> {
         "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
         "throughput_rps": throughput.iter().map(|(setting, rates)| json!({
             "setting": setting.name, "flags": setting.flags,
-            "rates": rates.iter().map(|(c, r)| json!({"concurrency": c, "rps": r})).collect::<Vec<_>>(),
+            "rates": rates.iter().map(|r| json!({"concurrency": r.concurrency, "rps": r.per_second, "round_trip": r.latency.json(), "cpu_ms_per_request": r.cpu_ms, "machine_busy_ms_per_request": r.busy_ms})).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "supervisor_rss_kib_streaming_20mib": stream_rss.iter().map(|(c, r)| json!({"concurrency": c, "vm_hwm_kib": r})).collect::<Vec<_>>(),
         "supervisor_peak_rss_kib": supervisor_peak_kib,
@@ -525,14 +566,14 @@ const SETTINGS: [Setting; 3] = [
     Setting {
         name: "default settings",
         flags: &[],
-        levels: &[1, 4, 16, 64],
+        levels: &[1, 2, 4, 16, 64],
     },
     // The worker flags of `systemd/jqjail.service`: no namespaces (RestrictNamespaces=) and
     // no per-worker cgroup (MemoryMax= bounds the service).
     Setting {
         name: "the systemd unit's worker settings",
         flags: &["--isolation", "none", "--cgroup-memory-bytes", "0"],
-        levels: &[1, 4],
+        levels: &[1, 2, 4, 16, 64],
     },
     // Each worker exec'd instead of forked by the zygote.
     Setting {
@@ -542,7 +583,21 @@ const SETTINGS: [Setting; 3] = [
     },
 ];
 
-type Rates = Vec<(usize, f64)>;
+/// One concurrency's measurement.
+struct Rate {
+    concurrency: usize,
+    per_second: f64,
+    /// Each request's round trip.
+    latency: Samples,
+    /// CPU time per request of the daemon, its zygote and its workers (those reaped in the
+    /// window: the supervisor's children's times), ms.
+    cpu_ms: f64,
+    /// Both cores' busy time per request, everything on the machine included (the clients,
+    /// the kernel's threads), ms: with 2 cores, 2,000 / this is the ceiling on requests/s.
+    busy_ms: f64,
+}
+
+type Rates = Vec<Rate>;
 
 /// Throughput under each of [`SETTINGS`]; the first is `daemon`, already running.
 fn throughput_by_setting(
@@ -562,12 +617,17 @@ fn throughput_by_setting(
     Ok(out)
 }
 
-/// The throughput table: one row per concurrency, one column per setting.
+/// The throughput table: one row per concurrency, for each setting its requests/s, the
+/// round trip's median and p99 under that load, and the CPU each request cost.
 fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
     let mut r = String::new();
     let _ = writeln!(
         r,
-        "### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n"
+        "### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n\n\
+         Each setting: requests/s; each request's round trip under that load, median / p99 ms; \
+         CPU per request, ms, of the daemon with its zygote and workers, and of the whole \
+         machine (clients and kernel threads too: with two cores, 2,000 ms / this is the \
+         ceiling on requests/s).\n"
     );
     let mut head = "| concurrency |".to_string();
     let mut rule = "|---|".to_string();
@@ -577,24 +637,36 @@ fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
         } else {
             format!(" (`{}`)", setting.flags.join(" "))
         };
-        let _ = write!(head, " requests/s, {}{flags} |", setting.name);
-        rule.push_str("---|");
+        let _ = write!(
+            head,
+            " {name}{flags}: req/s | round trip | CPU: jqjail / machine |",
+            name = setting.name
+        );
+        rule.push_str("---|---|---|");
     }
     let _ = writeln!(r, "{head}\n{rule}");
     let mut levels: Vec<usize> = rates
         .iter()
-        .flat_map(|(_, rs)| rs.iter().map(|(c, _)| *c))
+        .flat_map(|(_, rs)| rs.iter().map(|rate| rate.concurrency))
         .collect();
     levels.sort_unstable();
     levels.dedup();
     for c in levels {
         let _ = write!(r, "| {c} |");
         for (_, rs) in rates {
-            match rs.iter().find(|(rc, _)| *rc == c) {
-                Some((_, rps)) => {
-                    let _ = write!(r, " {rps:.0} |");
+            match rs.iter().find(|rate| rate.concurrency == c) {
+                Some(rate) => {
+                    let _ = write!(
+                        r,
+                        " {:.0} | {:.2} / {:.2} | {:.2} / {:.2} |",
+                        rate.per_second,
+                        rate.latency.median(),
+                        rate.latency.p99(),
+                        rate.cpu_ms,
+                        rate.busy_ms
+                    );
                 }
-                None => r.push_str(" – |"),
+                None => r.push_str(" – | – | – |"),
             }
         }
         r.push('\n');
@@ -603,49 +675,168 @@ fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
 }
 
 /// The best rate of one setting.
-fn best(rates: &[(usize, f64)]) -> f64 {
-    rates.iter().map(|(_, r)| *r).fold(f64::NAN, f64::max)
+fn best(rates: &[Rate]) -> f64 {
+    rates
+        .iter()
+        .map(|rate| rate.per_second)
+        .fold(f64::NAN, f64::max)
 }
 
-fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Vec<(usize, f64)> {
+fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Rates {
     let input = corpus::issues(2048);
     let mut out = Vec::new();
     for &concurrency in levels {
-        let done = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..concurrency)
             .map(|_| {
-                let (done, stop, socket, input) = (
-                    done.clone(),
-                    stop.clone(),
-                    daemon.socket.clone(),
-                    input.clone(),
-                );
+                let (stop, socket, input) = (stop.clone(), daemon.socket.clone(), input.clone());
                 std::thread::spawn(move || {
                     let mut c = Client::connect(&socket).expect("connect");
+                    // When each answer came, and how long it took.
+                    let mut answered = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
+                        let t = Instant::now();
                         if c.run(".[0]", &input, &RunOptions::default()).is_ok() {
-                            done.fetch_add(1, Ordering::Relaxed);
+                            answered.push((Instant::now(), t.elapsed()));
                         }
                     }
+                    answered
                 })
             })
             .collect();
-        let t = Instant::now();
+        // The clients connect and the pool fills before the window opens.
+        std::thread::sleep(Duration::from_millis(200));
+        let (cpu0, busy0) = (daemon.cpu_ms(), busy_ms());
+        let opened = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(seconds));
+        let (cpu1, busy1) = (daemon.cpu_ms(), busy_ms());
+        let closed = Instant::now();
         stop.store(true, Ordering::Relaxed);
-        let elapsed = t.elapsed().as_secs_f64();
-        let count = done.load(Ordering::Relaxed);
+        // Only the answers that came while the CPU was measured.
+        let mut latency = Samples(Vec::new());
         for th in threads {
-            let _ = th.join();
+            if let Ok(answered) = th.join() {
+                latency.0.extend(
+                    answered
+                        .into_iter()
+                        .filter(|(at, _)| (opened..closed).contains(at))
+                        .map(|(_, took)| took.as_secs_f64() * 1000.0),
+                );
+            }
         }
+        let in_window = latency.0.len().max(1) as f64;
+        let per_second = in_window / (closed - opened).as_secs_f64();
+        let rate = Rate {
+            concurrency,
+            per_second,
+            latency,
+            cpu_ms: (cpu1 - cpu0) / in_window,
+            busy_ms: (busy1 - busy0) / in_window,
+        };
         eprintln!(
-            "throughput at {concurrency}: {:.0} req/s",
-            count as f64 / elapsed
+            "throughput at {concurrency}: {:.0} req/s, {:.2} / {:.2} ms, CPU {:.2} / {:.2} ms a request",
+            rate.per_second,
+            rate.latency.median(),
+            rate.latency.p99(),
+            rate.cpu_ms,
+            rate.busy_ms
         );
-        out.push((concurrency, count as f64 / elapsed));
+        out.push(rate);
     }
     out
+}
+
+/// This build's daemon against another build's (`other`, its `jqjail-bench`), both running,
+/// in `rounds` alternating windows of `seconds` at concurrency 4 under default settings (the
+/// order flips each round): the medians of requests/s and CPU per request, and new / old.
+fn against(other: &Path, rounds: usize, seconds: f64) -> Result<String, String> {
+    let this = std::env::current_exe().map_err(|e| e.to_string())?;
+    let daemons = [Daemon::start_of(other, &[])?, Daemon::start_of(&this, &[])?];
+    let mut runs: [Vec<Rate>; 2] = Default::default();
+    for round in 0..rounds {
+        for i in [round % 2, 1 - round % 2] {
+            runs[i].extend(throughput(&daemons[i], &[4], seconds));
+        }
+    }
+    let median =
+        |rates: &[Rate], f: fn(&Rate) -> f64| Samples(rates.iter().map(f).collect()).median();
+    let mut r = format!(
+        "### `{}` (old) against this build (new): throughput at concurrency 4, {rounds} alternating {seconds:.1} s windows each, medians\n\n\
+         | | requests/s | round trip p50 / p99, ms | CPU per request, jqjail, ms | CPU per request, machine, ms |\n|---|---|---|---|---|\n",
+        other.display()
+    );
+    let row = |rates: &[Rate]| {
+        (
+            median(rates, |r| r.per_second),
+            median(rates, |r| r.latency.median()),
+            median(rates, |r| r.latency.p99()),
+            median(rates, |r| r.cpu_ms),
+            median(rates, |r| r.busy_ms),
+        )
+    };
+    let (old, new) = (row(&runs[0]), row(&runs[1]));
+    for (name, v) in [("old", old), ("new", new)] {
+        let _ = writeln!(
+            r,
+            "| {name} | {:.0} | {:.2} / {:.2} | {:.3} | {:.3} |",
+            v.0, v.1, v.2, v.3, v.4
+        );
+    }
+    let _ = writeln!(
+        r,
+        "| new / old | {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
+        new.0 / old.0,
+        new.1 / old.1,
+        new.2 / old.2,
+        new.3 / old.3,
+        new.4 / old.4
+    );
+    Ok(r)
+}
+
+/// Busy time of all CPUs since boot, ms (`/proc/stat`: everything but idle and iowait).
+fn busy_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    busy * 1000.0 / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf reads a constant.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// User plus system time of `/proc/PID/stat`, ms: its own (fields 14, 15) and, with
+/// `children`, its reaped children's (16, 17).
+fn process_cpu_ms(pid: u32, children: bool) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name's closing parenthesis: state is field 3.
+    let fields: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0.0);
+    let mut ticks = field(14) + field(15);
+    if children {
+        ticks += field(16) + field(17);
+    }
+    ticks * 1000.0 / clock_ticks()
 }
 
 /// The daemon's peak RSS while 20 MiB inputs stream through it at concurrency 1 and 4.
@@ -1200,8 +1391,87 @@ fn render(
             target(ok)
         );
     }
+    raised_targets(&mut r, small, big, throughput, memory_limit, startup);
     for n in notes {
         let _ = writeln!(r, "\nNote: {n}");
     }
     r
+}
+
+/// The raised targets, each beside what this run measured.
+fn raised_targets(
+    r: &mut String,
+    small: Option<&Cell>,
+    big: Option<&Cell>,
+    throughput: &[(&Setting, Rates)],
+    memory_limit: &[(f64, u64, String)],
+    startup: &[(&str, Samples)],
+) {
+    let target = |ok: bool| if ok { "met" } else { "NOT met" };
+    let _ = writeln!(r, "\nThe raised targets:\n");
+    if let Some(c) = small {
+        let (p50, p99) = (c.jqjail.median(), c.jqjail.p99());
+        let _ = writeln!(
+            r,
+            "- small `.[0]` p50 ≤ 0.2 ms and p99 ≤ 0.6 ms: {p50:.2} / {p99:.2} ms — {}",
+            target(p50 <= 0.2 && p99 <= 0.6)
+        );
+        let cli = c.clis.iter().find(|(n, _)| *n == JQJAIL_CLI);
+        let jaq = c.clis.iter().find(|(n, _)| *n == "jaq");
+        if let (Some((_, ours)), Some((_, jaq))) = (cli, jaq) {
+            let (ours, jaq) = (ours.median(), jaq.median());
+            let _ = writeln!(
+                r,
+                "- the `jqjail` CLI ≤ 0.4 × the jaq CLI: {:.2} × — {}",
+                ours / jaq,
+                target(ours <= 0.4 * jaq)
+            );
+        }
+    }
+    if let Some(c) = big {
+        let (j, own) = (c.jqjail.median(), c.engine_in_process.median());
+        let _ = writeln!(
+            r,
+            "- 20 MiB `.[0]` ≤ 1.15 × jqjail's engine in-process: {:.2} × — {}",
+            j / own,
+            target(j <= 1.15 * own)
+        );
+    }
+    for ((setting, rates), goal) in throughput.iter().zip([2500.0, 3000.0]) {
+        let from_two = rates.iter().filter(|rate| rate.concurrency >= 2);
+        let least = from_two
+            .clone()
+            .map(|rate| rate.per_second)
+            .fold(f64::INFINITY, f64::min);
+        // Holding: no step to more clients loses more than the machine's noise (5 %).
+        let holds = rates
+            .windows(2)
+            .all(|w| w[1].per_second >= 0.95 * w[0].per_second);
+        let _ = writeln!(
+            r,
+            "- {}: ≥ {goal:.0} req/s at every concurrency ≥ 2: least {least:.0} — {}; rising or holding from 1 to {}: {}",
+            setting.name,
+            target(least >= goal),
+            rates.last().map_or(0, |rate| rate.concurrency),
+            if holds { "yes" } else { "NO" }
+        );
+    }
+    if let Some((_, s)) = startup.first() {
+        let _ = writeln!(
+            r,
+            "- worker start ≤ 0.25 ms (forked, default isolation, median): {:.2} ms — {}",
+            s.median(),
+            target(s.median() <= 0.25)
+        );
+    }
+    let mut times = Samples(memory_limit.iter().map(|(t, _, _)| *t).collect());
+    if !times.0.is_empty() {
+        times.0.sort_by(f64::total_cmp);
+        let _ = writeln!(
+            r,
+            "- `[range(1e9)]` → MEMORY_LIMIT ≤ 0.25 s (median of the runs): {:.0} ms — {}",
+            times.median(),
+            target(times.median() <= 250.0)
+        );
+    }
 }
