@@ -15,8 +15,9 @@
 //! exec'd worker, and the worker's parent check and parent-death signal refer to the
 //! supervisor. The zygote has no children, and exits when the supervisor closes the socket.
 //!
-//! What a worker inherits from the zygote: its memory (the parsed prelude and nothing from any
-//! request; the zygote never sees a job), its address-space layout (the same for every worker,
+//! What a worker inherits from the zygote: its memory (the parsed prelude and the workers'
+//! seccomp program, into which each writes its own pid, and nothing from any request; the
+//! zygote never sees a job), its address-space layout (the same for every worker,
 //! where exec would draw a new one), and its descriptors, which the worker closes before it
 //! runs anything (`confine::keep_only_fd3`).
 
@@ -74,6 +75,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     // inherited. Each check is a `cpuid`, which traps to the hypervisor in a VM; measured in
     // the workers' throughput profile at about 4 % of their CPU when each fork ran them anew.
     crate::enter::warm_up(&engine);
+    // The workers' allowlist, built once; each worker writes its pid into a copy.
+    if let Err(why) = crate::seccomp::prepare() {
+        eprintln!("jqjail zygote: building the workers' seccomp allowlist failed: {why}");
+        return EXIT_SETUP;
+    }
     // Last: the zygote's own allowlist, which its children inherit until they install theirs.
     if let Err(why) = crate::seccomp::install_zygote() {
         eprintln!("jqjail zygote: installing its seccomp allowlist failed: {why}");
