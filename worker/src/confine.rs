@@ -9,7 +9,9 @@
 //!    by now);
 //! 4. the process name (`comm`) becomes `jqjail-worker`, as `ps` and the tests see it;
 //! 5. SIGXCPU handler, so the CPU limit ends in a known exit status;
-//! 6. the data-segment baseline read from /proc (before the root disappears);
+//! 6. the data-segment baseline read from /proc (before the root disappears); a worker forked
+//!    by the zygote takes the zygote's at the fork instead (`crate::zygote`, which measures it
+//!    only when its own heap has moved), the same number at a tenth of a start's cost;
 //! 7. namespaces and the empty root, as configured (`crate::isolate`);
 //! 8. rlimits: DATA (heap above the baseline), CPU, CORE 0, FSIZE 0, NPROC 0, NOFILE 4 — set
 //!    after the steps that open files, since NOFILE 4 forbids new fds. RLIMIT_STACK is set by
@@ -30,6 +32,7 @@ use crate::alloc::exit_on_allocation_failure;
 use jqjail_protocol::worker::{EXIT_CPU, StartupArgs, WORKER_FD};
 use rlimit::Resource;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A step of the confinement failed; the worker must not run a filter.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +109,10 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
     }
 
     // 6.
-    let baseline = data_baseline_bytes().map_err(sys("read /proc/self/status"))?;
+    let baseline = match FORKED_BASELINE.load(Ordering::Relaxed) {
+        0 => data_baseline_bytes().map_err(sys("read /proc/self/status"))?,
+        forked => forked,
+    };
 
     // 7.
     let in_user_namespace =
@@ -294,8 +300,18 @@ pub(crate) fn set_capabilities(effective: u64, permitted: u64) -> io::Result<()>
     Ok(())
 }
 
+/// The data segment size a forked worker starts from: its zygote's at the fork, set by the
+/// zygote just before it and inherited with its memory. 0: not known (the worker measures).
+static FORKED_BASELINE: AtomicU64 = AtomicU64::new(0);
+
+/// Sets what the workers forked from now on take as their data segment's baseline (0: each
+/// measures its own).
+pub(crate) fn set_forked_baseline(bytes: u64) {
+    FORKED_BASELINE.store(bytes, Ordering::Relaxed);
+}
+
 /// The process's data segment size now (VmData), which RLIMIT_DATA counts.
-fn data_baseline_bytes() -> io::Result<u64> {
+pub(crate) fn data_baseline_bytes() -> io::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     status
         .lines()

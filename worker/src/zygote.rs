@@ -85,6 +85,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         eprintln!("jqjail zygote: installing its seccomp allowlist failed: {why}");
         return EXIT_SETUP;
     }
+    let mut baseline = Baseline::default();
     loop {
         let (text, fds) = match receive() {
             Ok(Some(request)) => request,
@@ -98,8 +99,10 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         let reply = match fds.as_slice() {
             [sock, stderr] => {
                 let lines: Vec<&str> = text.lines().collect();
-                StartupArgs::parse(&lines)
-                    .and_then(|startup| fork_worker(&engine, &startup, sock, stderr, life))
+                StartupArgs::parse(&lines).and_then(|startup| {
+                    crate::confine::set_forked_baseline(baseline.current().unwrap_or(0));
+                    fork_worker(&engine, &startup, sock, stderr, life)
+                })
             }
             _ => Err(format!(
                 "a request carries the worker's socket and stderr, 2 descriptors, not {}",
@@ -163,6 +166,50 @@ fn least_privilege() -> Result<(), crate::confine::ConfineError> {
     }
     let mask: u64 = ZYGOTE_CAPS.iter().map(|c| 1u64 << c).sum();
     crate::confine::set_capabilities(mask, mask).map_err(fail("capset"))
+}
+
+/// The zygote's data segment size (VmData), which a worker forked now starts with and sets its
+/// RLIMIT_DATA above. Reading it from /proc/self/status was a tenth of each worker's start-up
+/// CPU (the throughput profile, BENCHMARKS.md); the zygote reads it again only when its heap
+/// has moved. The zygote is single-threaded and only malloc maps memory in it, so its data
+/// segment changes only with the program break or malloc's mapped chunks: the mark.
+#[derive(Default)]
+struct Baseline {
+    known: Option<(u64, HeapMark)>,
+}
+
+/// Where the heap stands: the program break and the bytes in malloc's mapped chunks.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct HeapMark(usize, usize);
+
+impl HeapMark {
+    fn now() -> HeapMark {
+        // SAFETY: sbrk(0) reads the current break; mallinfo2 reads malloc's counters. Neither
+        // changes anything, and the zygote has no other thread.
+        let (brk, info) = unsafe { (libc::sbrk(0) as usize, libc::mallinfo2()) };
+        HeapMark(brk, info.hblkhd)
+    }
+}
+
+impl Baseline {
+    /// VmData now, in bytes; `None` when it could not be read with the heap standing still
+    /// (each worker then reads its own).
+    fn current(&mut self) -> Option<u64> {
+        let now = HeapMark::now();
+        if self.known.is_none_or(|(_, mark)| mark != now) {
+            self.known = None;
+            for _ in 0..3 {
+                let before = HeapMark::now();
+                let bytes = crate::confine::data_baseline_bytes().ok()?;
+                // The read's own buffer may have moved the heap: then the number is not sure.
+                if HeapMark::now() == before {
+                    self.known = Some((bytes, before));
+                    break;
+                }
+            }
+        }
+        self.known.map(|(bytes, _)| bytes)
+    }
 }
 
 /// Receives one request: its text and the descriptors attached. `None` at end of stream.
@@ -252,5 +299,28 @@ fn fork_worker(
             unsafe { libc::_exit(code) }
         }
         pid => Ok(pid as i32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_baseline_is_read_again_once_the_heap_moves() {
+        let mut baseline = Baseline::default();
+        let first = baseline.current().expect("VmData with the heap standing still");
+        let (_, mark) = baseline.known.expect("kept");
+        // Kept while the heap stands: the mark is where the heap was when it was read.
+        assert!(first > 0 && mark.0 > 0);
+        // A chunk this large is mapped on its own: the mark moves, and the number with it.
+        let big = vec![1u8; 64 << 20];
+        let moved = baseline.current().expect("VmData");
+        assert!(
+            moved >= first + (60 << 20),
+            "{moved} after 64 MiB, {first} before"
+        );
+        drop(big);
+        assert!(baseline.current().expect("VmData") < moved);
     }
 }
