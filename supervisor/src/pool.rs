@@ -308,8 +308,12 @@ impl Pool {
         let last_start_error = Arc::new(std::sync::Mutex::new(None));
         let stats = Arc::new(PoolStats::default());
         let quiet = Arc::new(Quiet::default());
-        // Two refillers: one worker's start-up (exec, confinement, prelude) overlaps another's.
-        for _ in 0..2 {
+        // One refiller for each worker kept ready: under load the pool is empty, and every
+        // slot is a start under way. A start is mostly waiting (on the zygote, on the kernel's
+        // namespace and seccomp set-up), so as many as the pool holds overlap; with two, the
+        // refills, not the CPU, bounded throughput (a quarter of two cores idle at 1,300
+        // requests/s; BENCHMARKS.md, issue 38).
+        for _ in 0..cfg.prestart.max(1) {
             let tx = tx.clone();
             let launcher = cfg.launcher.clone();
             let startup = cfg.startup;
