@@ -67,6 +67,8 @@ struct Opts {
     reader_only: bool,
     /// Throughput of this build against another build's `jqjail-bench`, interleaved.
     against: Option<PathBuf>,
+    /// Daemon flags of the old and the new side of `--against` (a setting against another).
+    side_flags: [Vec<String>; 2],
     out: PathBuf,
 }
 
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
         paging_only: false,
         reader_only: false,
         against: None,
+        side_flags: Default::default(),
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
@@ -109,6 +112,16 @@ fn main() -> ExitCode {
             Some("--against") => match rest.next() {
                 Some(p) => opts.against = Some(PathBuf::from(p)),
                 None => return usage("--against needs another build's jqjail-bench"),
+            },
+            Some(side @ ("--old-flags" | "--new-flags")) => match rest.next() {
+                Some(flags) => {
+                    opts.side_flags[usize::from(side == "--new-flags")] = flags
+                        .to_string_lossy()
+                        .split_whitespace()
+                        .map(String::from)
+                        .collect();
+                }
+                None => return usage(&format!("{side} needs the daemon flags, in one argument")),
             },
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
@@ -128,7 +141,7 @@ fn main() -> ExitCode {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH] [--out FILE]"
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH [--old-flags FLAGS] [--new-flags FLAGS]] [--out FILE]"
     );
     ExitCode::from(2)
 }
@@ -160,14 +173,17 @@ impl Daemon {
             .arg("--store")
             .arg(dir.path().join("store"))
             .args(["--max-output-bytes", &BENCH_MAX_OUTPUT.to_string()])
-            .args([
-                "--prestart",
-                "4",
-                "--max-concurrent",
-                "8",
-                "--max-queue",
-                "4096",
-            ])
+            .args(
+                [
+                    ("--prestart", "4"),
+                    ("--max-concurrent", "8"),
+                    ("--max-queue", "4096"),
+                ]
+                .into_iter()
+                // A setting's own value replaces the benchmark's.
+                .filter(|(flag, _)| !extra.contains(flag))
+                .flat_map(|(flag, value)| [flag, value]),
+            )
             .args(extra)
             .env("JQJAIL_LOG", "warn")
             .stdin(Stdio::null())
@@ -291,9 +307,10 @@ fn run(opts: &Opts) -> Result<(), String> {
     let started = Instant::now();
     let seconds = if opts.smoke { 0.3 } else { 3.0 };
     if let Some(other) = &opts.against {
+        let rounds = if opts.smoke { 2 } else { 15 };
         println!(
             "{}",
-            against(other, if opts.smoke { 2 } else { 15 }, seconds / 3.0)?
+            against(other, &opts.side_flags, rounds, seconds / 3.0)?
         );
         return Ok(());
     }
@@ -749,9 +766,20 @@ fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Rates {
 /// This build's daemon against another build's (`other`, its `jqjail-bench`), both running,
 /// in `rounds` alternating windows of `seconds` at concurrency 4 under default settings (the
 /// order flips each round): the medians of requests/s and CPU per request, and new / old.
-fn against(other: &Path, rounds: usize, seconds: f64) -> Result<String, String> {
+fn against(
+    other: &Path,
+    flags: &[Vec<String>; 2],
+    rounds: usize,
+    seconds: f64,
+) -> Result<String, String> {
     let this = std::env::current_exe().map_err(|e| e.to_string())?;
-    let daemons = [Daemon::start_of(other, &[])?, Daemon::start_of(&this, &[])?];
+    let flags = flags
+        .each_ref()
+        .map(|f| f.iter().map(String::as_str).collect::<Vec<_>>());
+    let daemons = [
+        Daemon::start_of(other, &flags[0])?,
+        Daemon::start_of(&this, &flags[1])?,
+    ];
     let mut runs: [Vec<Rate>; 2] = Default::default();
     for round in 0..rounds {
         for i in [round % 2, 1 - round % 2] {
@@ -761,9 +789,11 @@ fn against(other: &Path, rounds: usize, seconds: f64) -> Result<String, String> 
     let median =
         |rates: &[Rate], f: fn(&Rate) -> f64| Samples(rates.iter().map(f).collect()).median();
     let mut r = format!(
-        "### `{}` (old) against this build (new): throughput at concurrency 4, {rounds} alternating {seconds:.1} s windows each, medians\n\n\
+        "### `{}` (old{}) against this build (new{}): throughput at concurrency 4, {rounds} alternating {seconds:.1} s windows each, medians\n\n\
          | | requests/s | round trip p50 / p99, ms | CPU per request, jqjail, ms | CPU per request, machine, ms |\n|---|---|---|---|---|\n",
-        other.display()
+        other.display(),
+        shown(&flags[0]),
+        shown(&flags[1]),
     );
     let row = |rates: &[Rate]| {
         (
@@ -792,6 +822,15 @@ fn against(other: &Path, rounds: usize, seconds: f64) -> Result<String, String> 
         new.4 / old.4
     );
     Ok(r)
+}
+
+/// Daemon flags as the heading shows them.
+fn shown(flags: &[&str]) -> String {
+    if flags.is_empty() {
+        String::new()
+    } else {
+        format!(", `{}`", flags.join(" "))
+    }
 }
 
 /// Busy time of all CPUs since boot, ms (`/proc/stat`: everything but idle and iowait).

@@ -309,7 +309,9 @@ mod tests {
     #[test]
     fn the_baseline_is_read_again_once_the_heap_moves() {
         let mut baseline = Baseline::default();
-        let first = baseline.current().expect("VmData with the heap standing still");
+        let first = baseline
+            .current()
+            .expect("VmData with the heap standing still");
         let (_, mark) = baseline.known.expect("kept");
         // Kept while the heap stands: the mark is where the heap was when it was read.
         assert!(first > 0 && mark.0 > 0);
