@@ -321,7 +321,10 @@ impl Default for Config {
             limits,
             stack_bytes: DEFAULT_STACK_BYTES,
             cpu_seconds: default_cpu_seconds(limits.timeout_ms),
-            prestart: cpus.clamp(2, 8),
+            // Twice the cores: a ready worker is also a start that can be under way, and
+            // under load the starts, not the CPU, bounded two cores at two (issue 38,
+            // BENCHMARKS.md: +16 % requests/s at 4 clients with 4 against 2).
+            prestart: (2 * cpus).clamp(4, 16),
             max_concurrent: 2 * cpus,
             max_queue: 1024,
             idle_timeout: Duration::from_secs(300),
