@@ -4,7 +4,7 @@
 # process and, in the workers, by start-up phase (bench/profile-phases.py). Two loads:
 #   small  4 clients on their own connections, each running `.a` over {"a":1}
 #          (bench/examples/client_latency);
-#   big    one client running `.[0]` over a 20 MiB array of issue-like objects, through the
+#   big    one client running `.[0]` over a 20 MB array of issue-like objects, through the
 #          `jqjail` CLI.
 # Writes target/profile/{small,big}.{folded,svg,txt} and, with strace installed, the system
 # calls of 200 small requests' workers (target/profile/strace.txt).
@@ -38,13 +38,16 @@ for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
 profile() {
     local name=$1
     shift
+    # In its own process group (job control on), so that the load and all it started stop
+    # together before the next profile.
+    set -m
     "$@" &
     local load=$!
+    set +m
     sleep 1
     perf record -a --call-graph dwarf,16384 -F 1000 -o "$dir/$name.data" -- sleep "$seconds" \
         2>"$dir/perf.log"
-    kill "$load" 2>/dev/null || true
-    pkill -P "$load" 2>/dev/null || true
+    kill -- "-$load" 2>/dev/null || true
     wait "$load" 2>/dev/null || true
     perf script -i "$dir/$name.data" 2>/dev/null |
         target/tools/bin/inferno-collapse-perf --all >"$out/$name.folded"
@@ -66,7 +69,7 @@ issue = lambda i: {"id": i, "title": f"Issue {i}: the worker's start is slow", "
     "labels": [{"name": n} for n in ("bug", "perf")[: i % 3]], "body": "x" * 300,
     "user": {"login": f"user{i % 97}", "id": i * 7}}
 items, size, i = [], 2, 0
-while size < 20 << 20:
+while size < (20 << 20) - (64 << 10):  # under the daemon's 20 MiB input limit
     text = json.dumps(issue(i))
     items.append(text); size += len(text) + 1; i += 1
 open(sys.argv[1], "w").write("[" + ",".join(items) + "]")
@@ -81,7 +84,7 @@ if command -v strace >/dev/null; then
     # The zygote forks every worker: -f follows each from its fork to its exit.
     zygote=$(pgrep -P "$(cat "$dir/pid")" -x jqjail-zygote | head -1 || true)
     if [ -n "$zygote" ]; then
-        strace -c -f -p "$zygote" -o "$out/strace.txt" &
+        strace -q -c -f -p "$zygote" -o "$out/strace.txt" &
         tracer=$!
         sleep 0.5
         "$bin/examples/client_latency" "$dir/s.sock" 200 >/dev/null

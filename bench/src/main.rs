@@ -780,47 +780,48 @@ fn against(
         Daemon::start_of(other, &flags[0])?,
         Daemon::start_of(&this, &flags[1])?,
     ];
-    let mut runs: [Vec<Rate>; 2] = Default::default();
-    for round in 0..rounds {
-        for i in [round % 2, 1 - round % 2] {
-            runs[i].extend(throughput(&daemons[i], &[4], seconds));
-        }
-    }
-    let median =
-        |rates: &[Rate], f: fn(&Rate) -> f64| Samples(rates.iter().map(f).collect()).median();
     let mut r = format!(
-        "### `{}` (old{}) against this build (new{}): throughput at concurrency 4, {rounds} alternating {seconds:.1} s windows each, medians\n\n\
-         | | requests/s | round trip p50 / p99, ms | CPU per request, jqjail, ms | CPU per request, machine, ms |\n|---|---|---|---|---|\n",
+        "### `{}` (old{}) against this build (new{}): {rounds} alternating {seconds:.1} s windows at each concurrency, medians\n\n\
+         | clients | | requests/s | round trip p50 / p99, ms | CPU per request, jqjail, ms | CPU per request, machine, ms |\n|---|---|---|---|---|---|\n",
         other.display(),
         shown(&flags[0]),
         shown(&flags[1]),
     );
+    let median =
+        |rates: &[Rate], f: fn(&Rate) -> f64| Samples(rates.iter().map(f).collect()).median();
     let row = |rates: &[Rate]| {
-        (
+        [
             median(rates, |r| r.per_second),
             median(rates, |r| r.latency.median()),
             median(rates, |r| r.latency.p99()),
             median(rates, |r| r.cpu_ms),
             median(rates, |r| r.busy_ms),
-        )
+        ]
     };
-    let (old, new) = (row(&runs[0]), row(&runs[1]));
-    for (name, v) in [("old", old), ("new", new)] {
-        let _ = writeln!(
-            r,
-            "| {name} | {:.0} | {:.2} / {:.2} | {:.3} | {:.3} |",
-            v.0, v.1, v.2, v.3, v.4
-        );
+    for concurrency in [1, 4] {
+        let mut runs: [Vec<Rate>; 2] = Default::default();
+        for round in 0..rounds {
+            for i in [round % 2, 1 - round % 2] {
+                runs[i].extend(throughput(&daemons[i], &[concurrency], seconds));
+            }
+        }
+        let (old, new) = (row(&runs[0]), row(&runs[1]));
+        let ratio: [f64; 5] = std::array::from_fn(|i| new[i] / old[i]);
+        for (name, v, digits) in [("old", old, 3), ("new", new, 3), ("new / old", ratio, 2)] {
+            let _ = writeln!(
+                r,
+                "| {concurrency} | {name} | {:.*} | {:.2} / {:.2} | {:.*} | {:.*} |",
+                if digits == 2 { 2 } else { 0 },
+                v[0],
+                v[1],
+                v[2],
+                digits,
+                v[3],
+                digits,
+                v[4]
+            );
+        }
     }
-    let _ = writeln!(
-        r,
-        "| new / old | {:.2} | {:.2} / {:.2} | {:.2} | {:.2} |",
-        new.0 / old.0,
-        new.1 / old.1,
-        new.2 / old.2,
-        new.3 / old.3,
-        new.4 / old.4
-    );
     Ok(r)
 }
 
