@@ -308,12 +308,14 @@ impl Pool {
         let last_start_error = Arc::new(std::sync::Mutex::new(None));
         let stats = Arc::new(PoolStats::default());
         let quiet = Arc::new(Quiet::default());
-        // One refiller for each worker kept ready: under load the pool is empty, and every
-        // slot is a start under way. A start is mostly waiting (on the zygote, on the kernel's
-        // namespace and seccomp set-up), so as many as the pool holds overlap; with two, the
-        // refills, not the CPU, bounded throughput (a quarter of two cores idle at 1,300
-        // requests/s; BENCHMARKS.md, issue 38).
-        for _ in 0..cfg.prestart.max(1) {
+        // One refiller for each worker kept ready, up to two a core: under load the pool is
+        // empty, and every slot is a start under way. A start is mostly waiting (on the
+        // zygote, on the kernel's namespace and seccomp set-up), so starts overlap; with two,
+        // the refills, not the CPU, bounded throughput (a quarter of two cores idle at 1,300
+        // requests/s; BENCHMARKS.md, issue 38). Not more: a start is CPU too (about 0.5 ms of
+        // a worker's and the zygote's), and no tenant's slot pays for it.
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        for _ in 0..cfg.prestart.clamp(1, 2 * cores) {
             let tx = tx.clone();
             let launcher = cfg.launcher.clone();
             let startup = cfg.startup;
@@ -622,12 +624,15 @@ async fn run_on(
         // The frame goes as soon as it is decoded: a kept output is held once, not twice.
         Ok(Ok(frame)) => match decode_reply(frame) {
             Ok(reply) => {
-                // Answer now. The worker waits for its socket to close, then exits; it is let
-                // go after `LINGER` and reaped off the request's path (killed if it stays).
+                // Answer now. The worker waits for its socket to close; it is let go after
+                // `LINGER` and reaped off the request's path. It is killed then, not given
+                // `EXIT_GRACE`: it has nothing left to do, and one running an attacker's code
+                // that stayed would run with no slot or turn counting it.
                 let Worker { mut child, sock } = w;
                 tokio::spawn(async move {
                     tokio::time::sleep(LINGER).await;
                     drop(sock);
+                    child.kill();
                     drop(busy);
                     reap(&mut child).await;
                 });

@@ -442,3 +442,34 @@ fn hostile_filters_are_stopped_and_explained_while_others_are_served() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(d.ok(".", "1"), "1");
 }
+
+/// A worker that runs an attacker's code answers, then does not exit (a test-only native makes
+/// it spin, as such a worker could). Its slot was given back with the answer, so nothing
+/// counts it any more: it was left to burn a core and hold its heap for `pool::EXIT_GRACE`
+/// (2 s) before it was killed, and with one refill per slot a tenant could keep many such
+/// workers alive at once. An answered worker is now killed once its answer is on its way.
+#[test]
+fn a_worker_that_answers_and_stays_is_killed_at_once() {
+    let d = Daemon::start();
+    let mut c = d.client();
+    let answered = c
+        .run("_jqjail_test_stay", b"7", &RunOptions::default())
+        .expect("the answer comes before the worker stays");
+    assert_eq!(answered.output, "7");
+    let at = Instant::now();
+    // Spinning, it runs: state R, and its CPU time grows. Ready workers sleep on their socket.
+    let spinning = || {
+        d.workers()
+            .into_iter()
+            .filter(|&p| crate::util::state(p) == Some('R') && crate::util::cpu_ticks(p) >= 5)
+            .collect::<Vec<_>>()
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        spinning(),
+        Vec::<i32>::new(),
+        "an answered worker still runs {} ms after its answer",
+        at.elapsed().as_millis()
+    );
+    assert_eq!(d.ok(".", "1"), "1");
+}

@@ -87,6 +87,12 @@ fn serve_job(engine: &Engine, mut sock: File, startup: &StartupArgs) -> i32 {
     match Encoding::Bincode.encode(&reply) {
         Ok(body) => match write_frame(&mut sock, &body) {
             Ok(()) => {
+                #[cfg(debug_assertions)]
+                if STAY.load(std::sync::atomic::Ordering::Relaxed) {
+                    loop {
+                        std::hint::spin_loop();
+                    }
+                }
                 // Exit only once the supervisor closes the socket: the exit's work then comes
                 // after the answer is on its way (`pool::LINGER` in the supervisor).
                 let mut byte = [0u8; 1];
@@ -180,6 +186,11 @@ fn keep_panics_quiet() {
         }
     }));
 }
+
+/// In debug builds, set by a test's `_jqjail_test_stay`: the worker spins after its answer
+/// instead of exiting, as a worker running an attacker's code could.
+#[cfg(debug_assertions)]
+pub(crate) static STAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What `_jqjail_test_claim` panics with, before the code it claims.
 #[cfg(debug_assertions)]

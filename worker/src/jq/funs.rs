@@ -71,14 +71,20 @@ pub fn funs() -> impl Iterator<Item = Fun<Data>> {
 /// Natives that exist only in debug builds, for tests (compiled out of release builds, which
 /// ship): `_jqjail_test_panic` panics, as an engine bug would; `"CODE" | _jqjail_test_claim`
 /// makes the worker answer an error of that code, as a worker that runs an attacker's code
-/// could (`serve::claimed`).
+/// could (`serve::claimed`); `_jqjail_test_stay` makes it spin after its answer instead of
+/// exiting, as such a worker could (`serve::STAY`).
 #[cfg(debug_assertions)]
 fn test_only() -> impl Iterator<Item = (&'static str, usize, RunPtr<Data>)> {
     let panics: RunPtr<Data> = |_| panic!("_jqjail_test_panic was called");
     let claims: RunPtr<Data> = |cv| panic!("{}{}", crate::serve::CLAIM, cv.1);
+    let stays: RunPtr<Data> = |cv| {
+        crate::serve::STAY.store(true, std::sync::atomic::Ordering::Relaxed);
+        bome(Ok(cv.1))
+    };
     [
         ("_jqjail_test_panic", 0, panics),
         ("_jqjail_test_claim", 0, claims),
+        ("_jqjail_test_stay", 0, stays),
     ]
     .into_iter()
 }
