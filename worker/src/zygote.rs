@@ -172,22 +172,24 @@ fn least_privilege() -> Result<(), crate::confine::ConfineError> {
 /// RLIMIT_DATA above. Reading it from /proc/self/status was a tenth of each worker's start-up
 /// CPU (the throughput profile, BENCHMARKS.md); the zygote reads it again only when its heap
 /// has moved. The zygote is single-threaded and only malloc maps memory in it, so its data
-/// segment changes only with the program break or malloc's mapped chunks: the mark.
+/// segment changes only with the program break, the main arena's size (which glibc extends by
+/// mmap when the break cannot grow) or malloc's mapped chunks: the mark.
 #[derive(Default)]
 struct Baseline {
     known: Option<(u64, HeapMark)>,
 }
 
-/// Where the heap stands: the program break and the bytes in malloc's mapped chunks.
+/// Where the heap stands: the program break, the bytes malloc holds from the system for its
+/// arenas, and those in its mapped chunks.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
-struct HeapMark(usize, usize);
+struct HeapMark(usize, usize, usize);
 
 impl HeapMark {
     fn now() -> HeapMark {
         // SAFETY: sbrk(0) reads the current break; mallinfo2 reads malloc's counters. Neither
         // changes anything, and the zygote has no other thread.
         let (brk, info) = unsafe { (libc::sbrk(0) as usize, libc::mallinfo2()) };
-        HeapMark(brk, info.hblkhd)
+        HeapMark(brk, info.arena, info.hblkhd)
     }
 }
 
