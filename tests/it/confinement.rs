@@ -18,7 +18,28 @@ fn an_idle_worker_forked_by_the_zygote_is_confined() {
     // CLONE_PARENT: the daemon's own child, which it waits for and signals directly.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert_eq!(field(&status, "PPid:"), d.pid().to_string());
-    assert!(d.zygote().is_some(), "{}", d.log());
+    let zygote = d
+        .zygote()
+        .unwrap_or_else(|| panic!("no zygote: {}", d.log()));
+    // The heap limit's baseline is the zygote's data size at the fork, which a forked worker
+    // takes from it rather than reading its own: exactly that, or the limit would be loose.
+    let zygote_status = std::fs::read_to_string(format!("/proc/{zygote}/status")).unwrap();
+    let kib: u64 = field(&zygote_status, "VmData:")
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let data: u64 = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max data size"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    assert_eq!(
+        data,
+        100_000_000 + kib * 1024,
+        "RLIMIT_DATA against the zygote's VmData"
+    );
 }
 
 #[test]
