@@ -213,13 +213,10 @@ impl Daemon {
             .flatten()
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|p| {
-                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-                stat.contains("(jqjail-zygote)")
-                    && stat
-                        .rsplit_once(')')
-                        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                        == Some(pid)
+            .filter(|&p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == "jqjail-zygote")
+                    && stat_field(&stat_fields(p), 4) == pid as f64
             })
             .map(|p| process_cpu_ms(p, false))
             .sum();
@@ -614,6 +611,21 @@ struct Rate {
     busy_ms: f64,
 }
 
+impl Rate {
+    /// Requests/s, round trip p50 / p99, CPU per request of jqjail / the machine, joined by
+    /// `sep`: the throughput table's three cells of one setting.
+    fn cells(&self, sep: &str) -> String {
+        format!(
+            "{:.0}{sep}{:.2} / {:.2}{sep}{:.2} / {:.2}",
+            self.per_second,
+            self.latency.median(),
+            self.latency.p99(),
+            self.cpu_ms,
+            self.busy_ms
+        )
+    }
+}
+
 type Rates = Vec<Rate>;
 
 /// Throughput under each of [`SETTINGS`]; the first is `daemon`, already running.
@@ -673,15 +685,7 @@ fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
         for (_, rs) in rates {
             match rs.iter().find(|rate| rate.concurrency == c) {
                 Some(rate) => {
-                    let _ = write!(
-                        r,
-                        " {:.0} | {:.2} / {:.2} | {:.2} / {:.2} |",
-                        rate.per_second,
-                        rate.latency.median(),
-                        rate.latency.p99(),
-                        rate.cpu_ms,
-                        rate.busy_ms
-                    );
+                    let _ = write!(r, " {} |", rate.cells(" | "));
                 }
                 None => r.push_str(" – | – | – |"),
             }
@@ -751,12 +755,8 @@ fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Rates {
             busy_ms: (busy1 - busy0) / in_window,
         };
         eprintln!(
-            "throughput at {concurrency}: {:.0} req/s, {:.2} / {:.2} ms, CPU {:.2} / {:.2} ms a request",
-            rate.per_second,
-            rate.latency.median(),
-            rate.latency.p99(),
-            rate.cpu_ms,
-            rate.busy_ms
+            "throughput at {concurrency} (req/s, round trip p50 / p99 ms, CPU per request jqjail / machine ms): {}",
+            rate.cells(", ")
         );
         out.push(rate);
     }
@@ -764,8 +764,9 @@ fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Rates {
 }
 
 /// This build's daemon against another build's (`other`, its `jqjail-bench`), both running,
-/// in `rounds` alternating windows of `seconds` at concurrency 4 under default settings (the
-/// order flips each round): the medians of requests/s and CPU per request, and new / old.
+/// each with its side's `flags`, in `rounds` alternating windows of `seconds` at 1 and then
+/// 4 clients (the order flips each round): the medians of requests/s, round trip and CPU per
+/// request, and new / old.
 fn against(
     other: &Path,
     flags: &[Vec<String>; 2],
@@ -862,21 +863,30 @@ fn clock_ticks() -> f64 {
 /// User plus system time of `/proc/PID/stat`, ms: its own (fields 14, 15) and, with
 /// `children`, its reaped children's (16, 17).
 fn process_cpu_ms(pid: u32, children: bool) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command name's closing parenthesis: state is field 3.
-    let fields: Vec<f64> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0.0);
+    let fields = stat_fields(pid);
+    let field = |n| stat_field(&fields, n);
     let mut ticks = field(14) + field(15);
     if children {
         ticks += field(16) + field(17);
     }
     ticks * 1000.0 / clock_ticks()
+}
+
+/// The numeric fields of `/proc/PID/stat` after the command name (whose closing parenthesis
+/// ends field 2), as numbers; a field that is not one reads as 0.
+fn stat_fields(pid: u32) -> Vec<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect()
+}
+
+/// Field `n` (numbered from 1, as proc(5) does; 3 or more) of [`stat_fields`].
+fn stat_field(fields: &[f64], n: usize) -> f64 {
+    fields.get(n - 3).copied().unwrap_or(0.0)
 }
 
 /// The daemon's peak RSS while 20 MiB inputs stream through it at concurrency 1 and 4.
