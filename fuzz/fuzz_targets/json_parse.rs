@@ -5,6 +5,7 @@
 #![no_main]
 
 use jqjail_worker::json::scan;
+use jaq_json::{Num, Val};
 use jqjail_worker::value::{Refusal, parse};
 use libfuzzer_sys::fuzz_target;
 
@@ -19,9 +20,7 @@ fuzz_target!(|data: &[u8]| {
         (Err(scanned), ours) => panic!("the scan refuses ({scanned:?}), the parser: {ours:?}"),
         (Ok(()), ours) => {
             let ours = match ours {
-                // jqjail reads the integer `-0` as jq does (the negative double), jaq as 0.
-                Ok(v) => format!("{:?}", Ok::<_, ()>(v))
-                    .replace("Num(Float(-0.0))", "Num(Int(0))"),
+                Ok(v) => format!("{:?}", Ok::<_, ()>(as_jaq_reads_it(&v))),
                 Err(Refusal::Jaq(e)) => format!("{:?}", Err::<(), _>(e)),
                 Err(Refusal::Scan(e)) => panic!("the scan accepts, the parser refuses: {e:?}"),
             };
@@ -30,3 +29,20 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The value as jaq reads its text: jqjail reads the integer `-0` as jq does (the negative
+/// double), jaq as 0. Numbers only, walked: a string that spells `Num(Float(-0.0))` stays as it
+/// is (CI's fuzz run found that a textual replace on the printed value changed strings too).
+fn as_jaq_reads_it(v: &Val) -> Val {
+    match v {
+        Val::Num(Num::Float(z)) if *z == 0.0 && z.is_sign_negative() => Val::Num(Num::Int(0)),
+        Val::Arr(items) => items.iter().map(as_jaq_reads_it).collect(),
+        Val::Obj(members) => Val::obj(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), as_jaq_reads_it(v)))
+                .collect(),
+        ),
+        v => v.clone(),
+    }
+}
