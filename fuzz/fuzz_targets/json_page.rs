@@ -43,6 +43,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     assert_eq!(next, doc.len() as u64);
-    let far = JsonLayout::with_marks(doc, page_size, 1 + u64::from(knob) * 97).expect("the same document");
+    let far = JsonLayout::with_marks(doc, page_size, 1 + u64::from(knob) * 97)
+        .expect("the same document");
     assert_eq!(far, layout, "marks elsewhere, other pages");
 });

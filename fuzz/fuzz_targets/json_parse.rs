@@ -4,8 +4,8 @@
 //! reach).
 #![no_main]
 
-use jqjail_worker::json::scan;
 use jaq_json::{Num, Val};
+use jqjail_worker::json::scan;
 use jqjail_worker::value::{Refusal, parse};
 use libfuzzer_sys::fuzz_target;
 
@@ -13,7 +13,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&knob, text)) = data.split_first() else {
         return;
     };
-    let max_depth = if knob < 200 { 1000 } else { u32::from(knob - 200) };
+    let max_depth = if knob < 200 {
+        1000
+    } else {
+        u32::from(knob - 200)
+    };
     let ours = parse(&bytes::Bytes::copy_from_slice(text), max_depth);
     match (scan(text, max_depth), ours) {
         (Err(scanned), Err(Refusal::Scan(e))) => assert_eq!(scanned, e),

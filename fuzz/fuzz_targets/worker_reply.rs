@@ -13,6 +13,9 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(started) = Encoding::Bincode.decode::<Started>(data) {
         let again = Encoding::Bincode.encode(&started).unwrap();
-        assert_eq!(Encoding::Bincode.decode::<Started>(&again).unwrap(), started);
+        assert_eq!(
+            Encoding::Bincode.decode::<Started>(&again).unwrap(),
+            started
+        );
     }
 });
