@@ -83,7 +83,7 @@ def range($from; $upto; $by):
   if ($from | type) != "number" or ($upto | type) != "number" or ($by | type) != "number"
   then error("Range bounds must be numeric")
   elif $by == 0 then empty
-  else _jaq_range($from; $upto; $by) end;
+  else _jqjail_range($from; $upto; $by) end;
 # jaq's range/2 and range/1 call its native directly, which counts on past a bound that is
 # not a number (`range(0; null)` never ended).
 def range($from; $upto): range($from; $upto; 1);

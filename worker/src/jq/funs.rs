@@ -16,8 +16,14 @@ const FROMJSON_MAX_DEPTH: u32 = 256;
 
 /// jqjail's natives.
 pub fn funs() -> impl Iterator<Item = Fun<Data>> {
-    let table: [(&'static str, usize, RunPtr<Data>); 24] = [
+    let table: [(&'static str, usize, RunPtr<Data>); 25] = [
         ("_jqjail_uri", 0, |cv| bome(uri(&cv.1.0))),
+        ("_jqjail_range", 3, |mut cv| {
+            let by = cv.0.pop_var();
+            let upto = cv.0.pop_var();
+            let from = cv.0.pop_var();
+            Box::new(crate::jq::range::range(from, upto, by))
+        }),
         ("length", 0, |cv| bome(length(&cv.1.0))),
         ("utf8bytelength", 0, |cv| {
             bome(match &cv.1.0 {

@@ -4,6 +4,7 @@
 //! - [`val`]: the value type ([`Jv`]) with jq's indexing, path updates, arithmetic and text;
 //! - [`number`]: numbers written as jq writes them;
 //! - [`funs`] and `defs.jq`: jq's builtins where jaq's differ or are missing;
+//! - [`range`]: `range/3`, counted as integers while they are exact;
 //! - [`desugar`]: jq syntax jaq's parser lacks (`?//`, `$__loc__`, `$name: pattern`),
 //!   rewritten into syntax it has before compiling;
 //! - [`modify`]: jq's updates, for a left-hand side where jaq's update would differ.
@@ -13,6 +14,7 @@ pub mod funs;
 pub mod jvparse;
 pub mod modify;
 pub mod number;
+pub mod range;
 pub mod val;
 
 pub use val::Jv;

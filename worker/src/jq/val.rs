@@ -32,7 +32,7 @@ pub type ValR = jaq_core::ValR<Jv>;
 pub type ValX<'a> = jaq_core::ValX<'a, Jv>;
 
 /// The largest integer a double holds exactly; integer arithmetic past it is done in doubles.
-const EXACT: i64 = 1 << 53;
+pub(crate) const EXACT: i64 = 1 << 53;
 
 /// The largest array index an update may create: jq's limit (`INT_MAX >> 2`).
 const MAX_INDEX: f64 = (i32::MAX >> 2) as f64;
