@@ -69,6 +69,8 @@ struct Opts {
     against: Option<PathBuf>,
     /// Daemon flags of the old and the new side of `--against` (a setting against another).
     side_flags: [Vec<String>; 2],
+    /// The client counts `--against` measures at.
+    against_clients: Vec<usize>,
     out: PathBuf,
 }
 
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         reader_only: false,
         against: None,
         side_flags: Default::default(),
+        against_clients: vec![1, 4],
         out: PathBuf::from("target/bench/results.json"),
     };
     let mut rest = args.iter().skip(1);
@@ -123,6 +126,10 @@ fn main() -> ExitCode {
                 }
                 None => return usage(&format!("{side} needs the daemon flags, in one argument")),
             },
+            Some("--clients") => match rest.next().map(|c| clients(&c.to_string_lossy())) {
+                Some(Some(counts)) => opts.against_clients = counts,
+                _ => return usage("--clients needs client counts from 1 to 1024, as 4,64"),
+            },
             Some("--out") => match rest.next() {
                 Some(p) => opts.out = PathBuf::from(p),
                 None => return usage("--out needs a file"),
@@ -139,9 +146,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// `4,64`: client counts, each 1 to 1,024.
+fn clients(list: &str) -> Option<Vec<usize>> {
+    list.split(',')
+        .map(|n| n.trim().parse().ok().filter(|n| (1..=1024).contains(n)))
+        .collect()
+}
+
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH [--old-flags FLAGS] [--new-flags FLAGS]] [--out FILE]"
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH [--old-flags FLAGS] [--new-flags FLAGS] [--clients N,M]] [--out FILE]"
     );
     ExitCode::from(2)
 }
@@ -303,17 +317,25 @@ struct Cell {
 fn run(opts: &Opts) -> Result<(), String> {
     let started = Instant::now();
     let seconds = if opts.smoke { 0.3 } else { 3.0 };
+    // The throughput table's windows: each level's time in three parts, interleaved.
+    let rounds = if opts.smoke { 1 } else { 3 };
     if let Some(other) = &opts.against {
         let rounds = if opts.smoke { 2 } else { 15 };
         println!(
             "{}",
-            against(other, &opts.side_flags, rounds, seconds / 3.0)?
+            against(
+                other,
+                &opts.side_flags,
+                &opts.against_clients,
+                rounds,
+                seconds / 3.0
+            )?
         );
         return Ok(());
     }
     if opts.throughput_only {
         let daemon = Daemon::start(&[])?;
-        let rates = throughput_by_setting(&daemon, seconds)?;
+        let rates = throughput_by_setting(&daemon, seconds, rounds)?;
         println!("{}", render_throughput(&rates));
         return Ok(());
     }
@@ -397,7 +419,7 @@ fn run(opts: &Opts) -> Result<(), String> {
     let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
     let paging = paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 });
     let reader = reader_rows(&mut client, opts.smoke)?;
-    let throughput = throughput_by_setting(&daemon, seconds)?;
+    let throughput = throughput_by_setting(&daemon, seconds, rounds)?;
     let stream_rss = stream_big(&daemon, opts.smoke);
     let supervisor_peak_kib = daemon.status_kib("VmHWM:");
     let memory_limit = memory_limit(&mut client, if opts.smoke { 1 } else { 5 });
@@ -609,6 +631,8 @@ struct Rate {
     /// Both cores' busy time per request, everything on the machine included (the clients,
     /// the kernel's threads), ms: with 2 cores, 2,000 / this is the ceiling on requests/s.
     busy_ms: f64,
+    /// The measuring windows pooled into this rate.
+    windows: usize,
 }
 
 impl Rate {
@@ -628,18 +652,25 @@ impl Rate {
 
 type Rates = Vec<Rate>;
 
-/// Throughput under each of [`SETTINGS`]; the first is `daemon`, already running.
+/// Throughput under each of [`SETTINGS`], `seconds` a level in `rounds` interleaved windows;
+/// the first setting is `daemon`, already running.
 fn throughput_by_setting(
     daemon: &Daemon,
     seconds: f64,
+    rounds: usize,
 ) -> Result<Vec<(&'static Setting, Rates)>, String> {
     let mut out = Vec::new();
     for setting in &SETTINGS {
         eprintln!("throughput, {}:", setting.name);
         let rates = if setting.flags.is_empty() {
-            throughput(daemon, setting.levels, seconds)
+            throughput(daemon, setting.levels, seconds, rounds)
         } else {
-            throughput(&Daemon::start(setting.flags)?, setting.levels, seconds)
+            throughput(
+                &Daemon::start(setting.flags)?,
+                setting.levels,
+                seconds,
+                rounds,
+            )
         };
         out.push((setting, rates));
     }
@@ -650,13 +681,19 @@ fn throughput_by_setting(
 /// round trip's median and p99 under that load, and the CPU each request cost.
 fn render_throughput(rates: &[(&Setting, Rates)]) -> String {
     let mut r = String::new();
+    let rounds = rates
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().map(|rate| rate.windows))
+        .max()
+        .unwrap_or(0);
     let _ = writeln!(
         r,
         "### Throughput, 2 KiB input, `.[0]`, closed loop, fresh worker per request\n\n\
          Each setting: requests/s; each request's round trip under that load, median / p99 ms; \
          CPU per request, ms, of the daemon with its zygote and workers, and of the whole \
          machine (clients and kernel threads too: with two cores, 2,000 ms / this is the \
-         ceiling on requests/s).\n"
+         ceiling on requests/s). Each level's time is {rounds} window(s), the levels measured \
+         in turn and in reverse every other round, pooled.\n"
     );
     let mut head = "| concurrency |".to_string();
     let mut rule = "|---|".to_string();
@@ -703,73 +740,143 @@ fn best(rates: &[Rate]) -> f64 {
         .fold(f64::NAN, f64::max)
 }
 
-fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64) -> Rates {
+/// Requests/s at each of `levels` clients, in `rounds` windows of `seconds / rounds` each, the
+/// levels visited in turn and in the reverse order every other round, so that a change in the
+/// host's load (this VM's neighbours come and go) lands on every level rather than on the
+/// last ones. Each level's windows are pooled: its answers over its time, its CPU over its
+/// answers.
+fn throughput(daemon: &Daemon, levels: &[usize], seconds: f64, rounds: usize) -> Rates {
     let input = corpus::issues(2048);
-    let mut out = Vec::new();
-    for &concurrency in levels {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads: Vec<_> = (0..concurrency)
-            .map(|_| {
-                let (stop, socket, input) = (stop.clone(), daemon.socket.clone(), input.clone());
-                std::thread::spawn(move || {
-                    let mut c = Client::connect(&socket).expect("connect");
-                    // When each answer came, and how long it took.
-                    let mut answered = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
-                        let t = Instant::now();
-                        if c.run(".[0]", &input, &RunOptions::default()).is_ok() {
-                            answered.push((Instant::now(), t.elapsed()));
-                        }
-                    }
-                    answered
-                })
-            })
-            .collect();
-        // The clients connect and the pool fills before the window opens.
-        std::thread::sleep(Duration::from_millis(200));
-        let (cpu0, busy0) = (daemon.cpu_ms(), busy_ms());
-        let opened = Instant::now();
-        std::thread::sleep(Duration::from_secs_f64(seconds));
-        let (cpu1, busy1) = (daemon.cpu_ms(), busy_ms());
-        let closed = Instant::now();
-        stop.store(true, Ordering::Relaxed);
-        // Only the answers that came while the CPU was measured.
-        let mut latency = Samples(Vec::new());
-        for th in threads {
-            if let Ok(answered) = th.join() {
-                latency.0.extend(
-                    answered
-                        .into_iter()
-                        .filter(|(at, _)| (opened..closed).contains(at))
-                        .map(|(_, took)| took.as_secs_f64() * 1000.0),
-                );
-            }
+    let mut pooled: Vec<Window> = levels.iter().map(|&c| Window::empty(c)).collect();
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..levels.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
         }
-        let in_window = latency.0.len().max(1) as f64;
-        let per_second = in_window / (closed - opened).as_secs_f64();
-        let rate = Rate {
-            concurrency,
-            per_second,
-            latency,
-            cpu_ms: (cpu1 - cpu0) / in_window,
-            busy_ms: (busy1 - busy0) / in_window,
-        };
-        eprintln!(
-            "throughput at {concurrency} (req/s, round trip p50 / p99 ms, CPU per request jqjail / machine ms): {}",
-            rate.cells(", ")
-        );
-        out.push(rate);
+        for i in order {
+            let w = window(daemon, levels[i], seconds / rounds as f64, &input);
+            pooled[i].add(w);
+        }
     }
-    out
+    pooled
+        .into_iter()
+        .map(|w| {
+            let rate = w.rate();
+            eprintln!(
+                "throughput at {} (req/s, round trip p50 / p99 ms, CPU per request jqjail / machine ms): {}",
+                rate.concurrency,
+                rate.cells(", ")
+            );
+            rate
+        })
+        .collect()
+}
+
+/// What one or more measuring windows at one client count saw.
+struct Window {
+    concurrency: usize,
+    /// Each answer's round trip, ms.
+    latency: Samples,
+    seconds: f64,
+    windows: usize,
+    /// The daemon tree's and the machine's CPU in the window, ms.
+    cpu_ms: f64,
+    busy_ms: f64,
+}
+
+impl Window {
+    fn empty(concurrency: usize) -> Window {
+        Window {
+            concurrency,
+            latency: Samples(Vec::new()),
+            seconds: 0.0,
+            windows: 0,
+            cpu_ms: 0.0,
+            busy_ms: 0.0,
+        }
+    }
+
+    fn add(&mut self, other: Window) {
+        self.latency.0.extend(other.latency.0);
+        self.seconds += other.seconds;
+        self.windows += other.windows;
+        self.cpu_ms += other.cpu_ms;
+        self.busy_ms += other.busy_ms;
+    }
+
+    fn rate(self) -> Rate {
+        let answered = self.latency.0.len().max(1) as f64;
+        Rate {
+            concurrency: self.concurrency,
+            per_second: answered / self.seconds.max(f64::MIN_POSITIVE),
+            latency: self.latency,
+            cpu_ms: self.cpu_ms / answered,
+            busy_ms: self.busy_ms / answered,
+            windows: self.windows,
+        }
+    }
+}
+
+/// `concurrency` clients in a closed loop, each on its own connection, measured for `seconds`
+/// once they are connected and the pool has filled.
+fn window(daemon: &Daemon, concurrency: usize, seconds: f64, input: &[u8]) -> Window {
+    let input: Arc<[u8]> = input.into();
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (stop, socket, input) = (stop.clone(), daemon.socket.clone(), input.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&socket).expect("connect");
+                // When each answer came, and how long it took.
+                let mut answered = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    if c.run(".[0]", &input, &RunOptions::default()).is_ok() {
+                        answered.push((Instant::now(), t.elapsed()));
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    // The clients connect and the pool fills before the window opens.
+    std::thread::sleep(Duration::from_millis(200));
+    let (cpu0, busy0) = (daemon.cpu_ms(), busy_ms());
+    let opened = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let (cpu1, busy1) = (daemon.cpu_ms(), busy_ms());
+    let closed = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    // Only the answers that came while the CPU was measured.
+    let mut latency = Samples(Vec::new());
+    for th in threads {
+        if let Ok(answered) = th.join() {
+            latency.0.extend(
+                answered
+                    .into_iter()
+                    .filter(|(at, _)| (opened..closed).contains(at))
+                    .map(|(_, took)| took.as_secs_f64() * 1000.0),
+            );
+        }
+    }
+    Window {
+        concurrency,
+        latency,
+        seconds: (closed - opened).as_secs_f64(),
+        windows: 1,
+        cpu_ms: cpu1 - cpu0,
+        busy_ms: busy1 - busy0,
+    }
 }
 
 /// This build's daemon against another build's (`other`, its `jqjail-bench`), both running,
-/// each with its side's `flags`, in `rounds` alternating windows of `seconds` at 1 and then
-/// 4 clients (the order flips each round): the medians of requests/s, round trip and CPU per
-/// request, and new / old.
+/// each with its side's `flags`, in `rounds` alternating windows of `seconds` at each count
+/// of `clients` in turn (the order flips each round): the medians of requests/s, round trip
+/// and CPU per request, and new / old.
 fn against(
     other: &Path,
     flags: &[Vec<String>; 2],
+    clients: &[usize],
     rounds: usize,
     seconds: f64,
 ) -> Result<String, String> {
@@ -799,11 +906,11 @@ fn against(
             median(rates, |r| r.busy_ms),
         ]
     };
-    for concurrency in [1, 4] {
+    for &concurrency in clients {
         let mut runs: [Vec<Rate>; 2] = Default::default();
         for round in 0..rounds {
             for i in [round % 2, 1 - round % 2] {
-                runs[i].extend(throughput(&daemons[i], &[concurrency], seconds));
+                runs[i].extend(throughput(&daemons[i], &[concurrency], seconds, 1));
             }
         }
         let (old, new) = (row(&runs[0]), row(&runs[1]));
