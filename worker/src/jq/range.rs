@@ -85,7 +85,10 @@ impl Iterator for Range {
                 }
                 // The sum jqjail's addition gives: an integer while it stays within ±2^53
                 // (integers never sum to a negative zero), else the doubles' sum.
-                self.state = match next.checked_add(step).filter(|s| s.abs() <= EXACT) {
+                self.state = match next
+                    .checked_add(step)
+                    .filter(|s| (-EXACT..=EXACT).contains(s))
+                {
                     Some(next) => State::Exact { next, step },
                     None => State::Generic(Jv(Val::from(next as f64 + step as f64))),
                 };
@@ -121,7 +124,7 @@ fn read_once(x: Jv) -> Jv {
 /// An integer a double holds exactly.
 fn exact(x: &Jv) -> Option<i64> {
     match x.0 {
-        Val::Num(Num::Int(i)) if (i as i64).abs() <= EXACT => Some(i as i64),
+        Val::Num(Num::Int(i)) if (-EXACT..=EXACT).contains(&(i as i64)) => Some(i as i64),
         _ => None,
     }
 }
@@ -195,6 +198,27 @@ mod tests {
             }
         }
         assert_eq!(compared, bounds.len() * bounds.len() * steps.len());
+    }
+
+    /// The least machine integer is no exact integer (its `abs` overflowed): it starts the
+    /// range as itself, and the next value is the doubles' sum, as jqjail's addition gives.
+    #[test]
+    fn the_least_machine_integer_steps_as_a_double() {
+        use crate::jq::val::Jv;
+        use jaq_json::{Num, Val};
+        let int = |i: isize| Jv(Val::Num(Num::Int(i)));
+        let values: Vec<Jv> = super::range(int(isize::MIN), int(0), int(1))
+            .take(2)
+            .map(|x| x.ok().expect("a number"))
+            .collect();
+        assert_eq!(values[0], int(isize::MIN));
+        let sum = (int(isize::MIN) + int(1)).ok().expect("numbers add");
+        assert!(
+            matches!(values[1].0, Val::Num(Num::Float(_))),
+            "{:?}",
+            values[1]
+        );
+        assert_eq!(format!("{:?}", values[1]), format!("{sum:?}"));
     }
 
     /// jq's `range/1` and `range/2` count by 1 to a bound of any number kind.
