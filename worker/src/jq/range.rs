@@ -200,25 +200,29 @@ mod tests {
         assert_eq!(compared, bounds.len() * bounds.len() * steps.len());
     }
 
-    /// The least machine integer is no exact integer (its `abs` overflowed): it starts the
-    /// range as itself, and the next value is the doubles' sum, as jqjail's addition gives.
+    /// The least machine integer is no exact integer (its `abs` overflowed: a panic in a debug
+    /// build, an integer kept in release). As the start it is itself, and as the start or the
+    /// step the next value is the doubles' sum, as jqjail's addition gives; kept as the integer
+    /// -2^63, it also compared below a bound of -2^63 - 1 that the double equals, one value too
+    /// many (an attacker's review found the step).
     #[test]
     fn the_least_machine_integer_steps_as_a_double() {
         use crate::jq::val::Jv;
         use jaq_json::{Num, Val};
         let int = |i: isize| Jv(Val::Num(Num::Int(i)));
-        let values: Vec<Jv> = super::range(int(isize::MIN), int(0), int(1))
-            .take(2)
-            .map(|x| x.ok().expect("a number"))
-            .collect();
-        assert_eq!(values[0], int(isize::MIN));
-        let sum = (int(isize::MIN) + int(1)).ok().expect("numbers add");
-        assert!(
-            matches!(values[1].0, Val::Num(Num::Float(_))),
-            "{:?}",
-            values[1]
-        );
-        assert_eq!(format!("{:?}", values[1]), format!("{sum:?}"));
+        for (from, upto, by) in [
+            (int(isize::MIN), int(0), int(1)),
+            (int(0), Jv(Val::Num(Num::Float(-1e30))), int(isize::MIN)),
+        ] {
+            let values: Vec<Jv> = super::range(from.clone(), upto, by.clone())
+                .take(2)
+                .map(|x| x.ok().expect("a number"))
+                .collect();
+            let sum = (from.clone() + by).ok().expect("numbers add");
+            assert_eq!(values[0], from);
+            assert!(matches!(values[1].0, Val::Num(Num::Float(_))), "{values:?}");
+            assert_eq!(format!("{:?}", values[1]), format!("{sum:?}"));
+        }
     }
 
     /// jq's `range/1` and `range/2` count by 1 to a bound of any number kind.
