@@ -309,9 +309,20 @@ struct Cell {
     jaq_in_process: Samples,
     /// jqjail's own evaluation in-process.
     engine_in_process: Samples,
-    clis: Vec<(&'static str, Samples)>,
+    /// Each CLI's times; `None` once a run of it failed (its times would be a failure's).
+    clis: Vec<(&'static str, Option<Samples>)>,
     outcome: String,
     worker_peak_rss: u64,
+}
+
+impl Cell {
+    /// The times of the CLI `name`, if it ran and never failed.
+    fn cli(&self, name: &str) -> Option<&Samples> {
+        self.clis
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, s)| s.as_ref())
+    }
 }
 
 fn run(opts: &Opts) -> Result<(), String> {
@@ -446,7 +457,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             "jqjail": c.jqjail.json(), "jaq_in_process": c.jaq_in_process.json(),
             "engine_in_process": c.engine_in_process.json(),
             "worker_peak_rss_bytes": c.worker_peak_rss,
-            "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.json())).collect::<serde_json::Map<_, _>>(),
+            "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.as_ref().map_or(json!("failed"), Samples::json))).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
         "paging": paging.as_ref().map(|p| json!({"input": p.input, "page_size": 16384, "pages": p.pages, "first_json_ms": p.first_json, "bytes": p.bytes.json(), "json": p.json.json()})),
         "reader": reader.iter().map(reader::Row::json).collect::<Vec<_>>(),
@@ -502,7 +513,10 @@ fn measure(
         jqjail: Samples::default(),
         jaq_in_process: Samples::default(),
         engine_in_process: Samples::default(),
-        clis: clis.iter().map(|(t, _)| (*t, Samples::default())).collect(),
+        clis: clis
+            .iter()
+            .map(|(t, _)| (*t, Some(Samples::default())))
+            .collect(),
         outcome: String::new(),
         worker_peak_rss: 0,
     };
@@ -550,7 +564,7 @@ fn measure(
                 std::thread::sleep(CLI_PAUSE);
                 let t = Instant::now();
                 // Each CLI as a user would run it.
-                let _ = command
+                let status = command
                     .env_remove("GLIBC_TUNABLES")
                     .args(["-c", filter])
                     .arg(path)
@@ -558,7 +572,15 @@ fn measure(
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
-                samples.push(t.elapsed());
+                let took = t.elapsed();
+                match status {
+                    Ok(s) if s.success() => {
+                        if let Some(samples) = samples {
+                            samples.push(took);
+                        }
+                    }
+                    _ => *samples = None,
+                }
             }
         }
     }
@@ -1377,12 +1399,12 @@ fn render(
             ms(c.engine_in_process.median()),
             ms(c.engine_in_process.p99())
         );
-        let cli = |t: &str| c.clis.iter().find(|(n, _)| *n == t).map(|(_, s)| s);
         for t in CLIS {
-            match cli(t) {
-                Some(s) => {
+            match c.clis.iter().find(|(n, _)| *n == t) {
+                Some((_, Some(s))) => {
                     let _ = write!(row, " {} / {} |", ms(s.median()), ms(s.p99()));
                 }
+                Some((_, None)) => row.push_str(" failed |"),
                 None => row.push_str(" – |"),
             }
         }
@@ -1393,7 +1415,7 @@ fn render(
             ratio(c.jqjail.median(), c.engine_in_process.median())
         );
         for t in CLIS {
-            let v = cli(t).map_or(f64::NAN, Samples::median);
+            let v = c.cli(t).map_or(f64::NAN, Samples::median);
             let _ = write!(row, " {} |", ratio(c.jqjail.median(), v));
         }
         let _ = writeln!(r, "{row}");
@@ -1483,13 +1505,8 @@ fn render(
             p50,
             target(p50 <= 1.0)
         );
-        let cli = |t: &str| {
-            c.clis
-                .iter()
-                .find(|(n, _)| *n == t)
-                .map(|(_, s)| s.median())
-        };
-        if let (Some(ours), Some(jaq)) = (cli(JQJAIL_CLI), cli("jaq")) {
+        if let (Some(ours), Some(jaq)) = (c.cli(JQJAIL_CLI), c.cli("jaq")) {
+            let (ours, jaq) = (ours.median(), jaq.median());
             let _ = writeln!(
                 r,
                 "- (issue 15) small `.[0]` through the `jqjail` CLI ≤ 0.5 × the jaq CLI: {ours:.2} ms vs {jaq:.2} ms, {:.2} × — {}",
@@ -1507,7 +1524,7 @@ fn render(
             j / inp,
             target(j <= 1.15 * inp)
         );
-        if let Some((_, s)) = c.clis.iter().find(|(t, _)| *t == "jaq") {
+        if let Some(s) = c.cli("jaq") {
             let _ = writeln!(
                 r,
                 "- 20 MiB `.[0]` ≤ jaq CLI: {:.1} ms vs {:.1} ms — {}",
@@ -1573,9 +1590,7 @@ fn raised_targets(
             "- small `.[0]` p50 ≤ 0.2 ms and p99 ≤ 0.6 ms: {p50:.2} / {p99:.2} ms — {}",
             target(p50 <= 0.2 && p99 <= 0.6)
         );
-        let cli = c.clis.iter().find(|(n, _)| *n == JQJAIL_CLI);
-        let jaq = c.clis.iter().find(|(n, _)| *n == "jaq");
-        if let (Some((_, ours)), Some((_, jaq))) = (cli, jaq) {
+        if let (Some(ours), Some(jaq)) = (c.cli(JQJAIL_CLI), c.cli("jaq")) {
             let (ours, jaq) = (ours.median(), jaq.median());
             let _ = writeln!(
                 r,
