@@ -33,6 +33,9 @@ fn smoke_run_completes_and_reports() {
             cell["outcome"].as_str().unwrap().ends_with("output bytes"),
             "{cell}"
         );
+        // jqjail's own CLI, where it is built beside the benchmark, answered every run (a
+        // failed run is marked, not timed).
+        assert_ne!(cell["clis"]["jqjail CLI"], "failed", "{cell}");
     }
     assert_eq!(results["memory_limit"][0]["code"], "MEMORY_LIMIT");
     // The model reader (issue 37): on JSON pages, every answer is right, each page read alone
