@@ -5,7 +5,7 @@
 //!
 //! With PAUSE_US, each timed run follows a pause that long: long enough (a few ms) and the
 //! daemon's pool is full again when the run comes, so the time is the round trip alone, not
-//! the round trip plus the refills of the runs before it competing for the two cores.
+//! the round trip plus the refills of the runs before it competing for the machine's cores.
 
 use jqjail_client::{Client, RunOptions};
 use std::time::Instant;
