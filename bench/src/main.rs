@@ -316,12 +316,14 @@ struct Cell {
 }
 
 impl Cell {
+    /// The column of the CLI `name`, if it was found: its times, or `None` if a run failed.
+    fn cli_column(&self, name: &str) -> Option<&Option<Samples>> {
+        self.clis.iter().find(|(n, _)| *n == name).map(|(_, s)| s)
+    }
+
     /// The times of the CLI `name`, if it ran and never failed.
     fn cli(&self, name: &str) -> Option<&Samples> {
-        self.clis
-            .iter()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, s)| s.as_ref())
+        self.cli_column(name).and_then(Option::as_ref)
     }
 }
 
@@ -553,7 +555,11 @@ fn measure(
         drop(kept);
         // CLIs are slow on big inputs; a third of the rounds is enough for their medians.
         if input.len() < (1 << 20) || round % 3 == 0 {
-            for ((name, exe), (_, samples)) in clis.iter().zip(cell.clis.iter_mut()) {
+            for ((name, exe), (_, column)) in clis.iter().zip(cell.clis.iter_mut()) {
+                // A CLI that failed once is not run again: its column says so already.
+                let Some(samples) = column.as_mut() else {
+                    continue;
+                };
                 let mut command = Command::new(exe);
                 if *name == JQJAIL_CLI {
                     command.arg("--socket").arg(socket);
@@ -572,14 +578,9 @@ fn measure(
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
-                let took = t.elapsed();
                 match status {
-                    Ok(s) if s.success() => {
-                        if let Some(samples) = samples {
-                            samples.push(took);
-                        }
-                    }
-                    _ => *samples = None,
+                    Ok(s) if s.success() => samples.push(t.elapsed()),
+                    _ => *column = None,
                 }
             }
         }
@@ -1400,11 +1401,11 @@ fn render(
             ms(c.engine_in_process.p99())
         );
         for t in CLIS {
-            match c.clis.iter().find(|(n, _)| *n == t) {
-                Some((_, Some(s))) => {
+            match c.cli_column(t) {
+                Some(Some(s)) => {
                     let _ = write!(row, " {} / {} |", ms(s.median()), ms(s.p99()));
                 }
-                Some((_, None)) => row.push_str(" failed |"),
+                Some(None) => row.push_str(" failed |"),
                 None => row.push_str(" – |"),
             }
         }
