@@ -214,14 +214,56 @@ pub(crate) fn not_dumpable() -> Result<(), ConfineError> {
     Ok(())
 }
 
-/// Highest capability number any kernel defines so far; PR_CAPBSET_DROP answers EINVAL past
-/// the running kernel's own last one, which ends the loop.
+/// Highest capability number any kernel defines so far; PR_CAPBSET_READ and PR_CAPBSET_DROP
+/// answer EINVAL past the running kernel's own last one, which ends their loops.
 const MAX_CAP: libc::c_ulong = 63;
+
+/// The capability bounding set a worker forked by the zygote starts with (bit `n`:
+/// capability `n`), recorded by the zygote once it has narrowed its own, and inherited with
+/// its memory. `u64::MAX`: not recorded (the worker reads its own).
+static FORKED_BOUNDING_SET: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Records the calling process's bounding set as the one its forks start with. Called by
+/// the zygote after it narrowed its own, which it never changes again.
+pub(crate) fn record_forked_bounding_set() -> Result<(), ConfineError> {
+    FORKED_BOUNDING_SET.store(bounding_set()?, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The calling process's capability bounding set (bit `n`: capability `n`).
+fn bounding_set() -> Result<u64, ConfineError> {
+    let mut held = 0;
+    for cap in 0..=MAX_CAP {
+        // SAFETY: PR_CAPBSET_READ takes a capability number and touches no memory.
+        match unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } {
+            0 => {}
+            1 => held |= 1 << cap,
+            _ => match io::Error::last_os_error() {
+                e if e.raw_os_error() == Some(libc::EINVAL) => break,
+                e => return Err(sys("prctl(PR_CAPBSET_READ)")(e)),
+            },
+        }
+    }
+    Ok(held)
+}
 
 fn drop_privileges(in_user_namespace: bool, uid: libc::uid_t) -> Result<(), ConfineError> {
     // Bounding set first: it takes CAP_SETPCAP, which the uid change below would remove.
     // Without CAP_SETPCAP (a non-root daemon) the worker has no capabilities to begin with.
-    for cap in 0..=MAX_CAP {
+    // Only what the set holds is dropped: each drop commits new credentials (the old ones
+    // freed after an RCU grace period), even for a capability already out of the set, and a
+    // forked worker holds only the zygote's few. Dropping all 41 each time was about 2 % of the
+    // machine's CPU per small request (BENCHMARKS.md, the levers).
+    let held = if in_user_namespace {
+        // A new user namespace starts with every capability in its bounding set.
+        u64::MAX
+    } else {
+        match FORKED_BOUNDING_SET.load(Ordering::Relaxed) {
+            u64::MAX => bounding_set()?,
+            forked => forked,
+        }
+    };
+    for cap in (0..=MAX_CAP).filter(|cap| held & (1 << cap) != 0) {
         // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             match io::Error::last_os_error().raw_os_error() {

@@ -60,7 +60,9 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         clear_environment();
         die_with_parent(parent)?;
         name_process(ZYGOTE_NAME)?;
-        least_privilege()
+        least_privilege()?;
+        // What every fork's bounding set holds, so that a worker drops only that.
+        crate::confine::record_forked_bounding_set()
     });
     if let Err(why) = set_up {
         eprintln!("jqjail zygote: {why}");
