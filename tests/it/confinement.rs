@@ -411,7 +411,9 @@ fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
     assert!(uids.split_whitespace().all(|u| u == "65534"), "Uid: {uids}");
     assert_eq!(field(&status, "NoNewPrivs:"), "1");
     assert_eq!(field(&status, "Seccomp:"), "2");
-    for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+    // The bounding set too: a new user namespace starts with a full one, which the worker
+    // must empty itself (the set the zygote recorded for its forks does not apply there).
+    for caps in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
         assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
     }
     assert_eq!(environ_owner, 0, "the worker is dumpable");

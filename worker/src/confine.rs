@@ -238,8 +238,10 @@ fn bounding_set() -> Result<u64, ConfineError> {
         match unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } {
             0 => {}
             1 => held |= 1 << cap,
+            // EINVAL past the kernel's last capability. Every kernel has capability 0, so
+            // EINVAL there is the call refused (a filter), and the set unknown: no start.
             _ => match io::Error::last_os_error() {
-                e if e.raw_os_error() == Some(libc::EINVAL) => break,
+                e if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => break,
                 e => return Err(sys("prctl(PR_CAPBSET_READ)")(e)),
             },
         }
@@ -249,7 +251,8 @@ fn bounding_set() -> Result<u64, ConfineError> {
 
 fn drop_privileges(in_user_namespace: bool, uid: libc::uid_t) -> Result<(), ConfineError> {
     // Bounding set first: it takes CAP_SETPCAP, which the uid change below would remove.
-    // Without CAP_SETPCAP (a non-root daemon) the worker has no capabilities to begin with.
+    // Without CAP_SETPCAP (a non-root daemon outside a user namespace) no drop is allowed;
+    // the worker then holds at most what the daemon held, which the capset below empties.
     // Only what the set holds is dropped: each drop commits new credentials (the old ones
     // freed after an RCU grace period), even for a capability already out of the set, and a
     // forked worker holds only the zygote's few. Dropping all 41 each time was about 2 % of the
