@@ -1,6 +1,13 @@
 //! The benchmark's smoke mode runs in `cargo test`, so the benchmark cannot rot: it starts a
 //! real daemon, measures a few iterations of every part, and writes its JSON.
 
+// The workspace's one loud skip: stderr, `$JQJAIL_SKIP_LOG`, a failure under
+// `JQJAIL_TEST_STRICT=1`. `skip_unreachable` is the end-to-end tests' alone.
+#[path = "../../tests/it/skip.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod skip;
+use skip::skip;
+
 #[test]
 fn smoke_run_completes_and_reports() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,23 +80,4 @@ fn smoke_run_completes_and_reports() {
             }
         }
     }
-}
-
-/// Says that a check skipped and why, as `tests/it/util.rs::skip` does for the workspace's
-/// tests: on the real stderr, as a line of `$JQJAIL_SKIP_LOG` (which `.ci/run` counts), and as
-/// a failure under `JQJAIL_TEST_STRICT=1`.
-fn skip(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "skipped: {why}");
-    if let Some(log) = std::env::var_os("JQJAIL_SKIP_LOG") {
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .and_then(|mut f| f.write_all(format!("{why}\n").as_bytes()));
-    }
-    assert!(
-        std::env::var_os("JQJAIL_TEST_STRICT").is_none_or(|v| v != "1"),
-        "this check would skip, but JQJAIL_TEST_STRICT=1 says everything it needs is here: {why}"
-    );
 }
