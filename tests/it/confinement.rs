@@ -237,6 +237,57 @@ fn default_isolation_separates_namespaces_and_empties_the_root() {
         } else {
             crate::util::skip("entering the worker's mount namespace needs root");
         }
+        // A root daemon's zygote enters an empty root of its own first (its own mount
+        // namespace, the host's tree detached), so that each worker's is a copy of one mount;
+        // but each worker still has a mount namespace of its own: not the zygote's, and not
+        // another worker's.
+        let zygote = d
+            .zygote()
+            .unwrap_or_else(|| panic!("no zygote: {}", d.log()));
+        if crate::util::root() {
+            assert_ne!(
+                ns(zygote, "mnt"),
+                ns(daemon, "mnt"),
+                "the zygote's namespace"
+            );
+            assert_eq!(
+                std::fs::read_dir(format!("/proc/{zygote}/root"))
+                    .unwrap()
+                    .count(),
+                0,
+                "the zygote's root is not empty"
+            );
+            if let Ok(out) = Command::new("nsenter")
+                .arg(format!("--mount=/proc/{zygote}/ns/mnt"))
+                .args(["cat", "/proc/self/mountinfo"])
+                .output()
+            {
+                assert!(
+                    !out.status.success() && out.stdout.is_empty(),
+                    "the zygote's mount namespace still holds the host's root:\n{}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+        }
+        let mut others = d.workers();
+        others.retain(|&p| p != pid);
+        others.push(zygote);
+        let mut compared = 0;
+        for other in others {
+            // A worker may have exited meanwhile; as another uid, only root reads its link.
+            if let Ok(theirs) = std::fs::read_link(format!("/proc/{other}/ns/mnt")) {
+                assert_ne!(
+                    ns(pid, "mnt"),
+                    theirs,
+                    "mount namespace shared with {other}"
+                );
+                compared += 1;
+            }
+        }
+        assert!(
+            compared > 0,
+            "no other worker's or zygote's namespace could be read"
+        );
     }
     // Confined workers still do their job.
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
@@ -417,4 +468,114 @@ fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
         assert_eq!(field(&status, caps), "0000000000000000", "{caps}");
     }
     assert_eq!(environ_owner, 0, "the worker is dumpable");
+}
+
+/// A root daemon started in a chroot, where the empty root cannot be made (its root is not a
+/// mount point). The zygote's own attempt fails part way, and it must go back to where it
+/// was: the daemon's mount namespace, and its root and working directory too, which entering a
+/// namespace would otherwise move to the namespace's root, outside the chroot. Its workers
+/// then run without an empty root, as the daemon logs, inside the chroot.
+#[test]
+fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
+    if !crate::util::root() {
+        return crate::util::skip("a daemon in a chroot and a mount namespace needs root");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let jail = tmp.path().join("jail");
+    for dir in ["proc", "dev"] {
+        std::fs::create_dir_all(jail.join(dir)).unwrap();
+    }
+    std::fs::write(jail.join("dev/null"), "").unwrap();
+    std::fs::write(jail.join("jqjaild"), "").unwrap();
+    // The daemon's libraries, copied; the daemon itself is bind-mounted (it is large).
+    let ldd = match Command::new("ldd").arg(crate::util::DAEMON).output() {
+        Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap(),
+        other => {
+            return crate::util::skip(&format!(
+                "ldd (libc-bin) lists the daemon's libraries to copy into the chroot: {other:?}"
+            ));
+        }
+    };
+    for lib in ldd.split_whitespace().filter(|w| w.starts_with('/')) {
+        let to = jail.join(lib.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(lib, &to).unwrap();
+    }
+    let log = tmp.path().join("daemon.log");
+    // unshare, sh and chroot each exec the next: the child is the daemon.
+    let spawned = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -t proc proc \"$1/proc\" && mount --bind /dev/null \"$1/dev/null\" && \
+             mount --bind \"$2\" \"$1/jqjaild\" && \
+             exec chroot \"$1\" /jqjaild --socket /jqjail.sock --store /store",
+        )
+        .args([std::ffi::OsStr::new("sh"), jail.as_os_str()])
+        .arg(crate::util::DAEMON)
+        .env("JQJAIL_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            return crate::util::skip(&format!(
+                "unshare (util-linux) could not be run, to start a daemon in a chroot: {e}"
+            ));
+        }
+    };
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let ready = wait_until(Duration::from_secs(30), || {
+        read_log().contains("jqjaild ready")
+    });
+    let daemon = child.id() as i32;
+    let checked = std::panic::catch_unwind(|| {
+        assert!(
+            ready,
+            "the daemon in the chroot did not start:\n{}",
+            read_log()
+        );
+        let zygote = crate::util::children(daemon)
+            .into_iter()
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim_end() == "jqjail-zygote")
+            })
+            .unwrap_or_else(|| panic!("no zygote:\n{}", read_log()));
+        let link =
+            |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
+        assert_eq!(link(zygote, "ns/mnt"), link(daemon, "ns/mnt"));
+        assert_eq!(
+            link(zygote, "root"),
+            link(daemon, "root"),
+            "the zygote left the chroot"
+        );
+        assert_eq!(link(zygote, "cwd"), link(daemon, "cwd"));
+        assert_eq!(link(daemon, "root"), jail.canonicalize().unwrap());
+        assert!(
+            read_log().contains("empty_root=false"),
+            "the workers' empty root is logged as applied:\n{}",
+            read_log()
+        );
+        let reply = jqjail_client::Client::connect(jail.join("jqjail.sock"))
+            .unwrap()
+            .run(".a", br#"{"a":1}"#, &jqjail_client::RunOptions::default())
+            .unwrap();
+        assert_eq!(reply.output, "1");
+        for worker in crate::util::children(daemon) {
+            if let Ok(root) = std::fs::read_link(format!("/proc/{worker}/root")) {
+                assert_eq!(
+                    root,
+                    jail.canonicalize().unwrap(),
+                    "a child of the daemon left the chroot"
+                );
+            }
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = checked {
+        std::panic::resume_unwind(panic);
+    }
 }

@@ -357,10 +357,36 @@ pub(crate) fn set_forked_baseline(bytes: u64) {
 
 /// The process's data segment size now (VmData), which RLIMIT_DATA counts.
 pub(crate) fn data_baseline_bytes() -> io::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
+    vm_data_bytes(&std::fs::read("/proc/self/status")?)
+}
+
+/// [`data_baseline_bytes`], read again from `status`, this process's `/proc/self/status`
+/// opened earlier (the zygote's, which outlives its access to /proc once it is in its empty
+/// root). The text goes into a buffer on the stack: no allocation moves the heap it measures.
+pub(crate) fn data_baseline_bytes_at(status: &std::fs::File) -> io::Result<u64> {
+    use std::io::{Read, Seek};
+    let mut file = status;
+    file.seek(io::SeekFrom::Start(0))?;
+    let mut buf = [0u8; 8192];
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..])? {
+            0 => break,
+            n => len += n,
+        }
+        if len == buf.len() {
+            return Err(io::Error::other("/proc/self/status is over 8 KiB"));
+        }
+    }
+    vm_data_bytes(&buf[..len])
+}
+
+/// The VmData line of a `/proc/PID/status` text, in bytes.
+fn vm_data_bytes(status: &[u8]) -> io::Result<u64> {
     status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmData:"))
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"VmData:"))
+        .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kib| kib * 1024)
         .ok_or_else(|| io::Error::other("no VmData line"))

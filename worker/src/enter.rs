@@ -6,7 +6,9 @@
 //! Before this, in the zygote, once for every worker it forks (`crate::zygote::run_with`):
 //! descriptors but fd 3 closed, environment emptied, parent-death signal and parent check,
 //! process name, least privilege (no_new_privs, five capabilities), the jaq prelude parsed
-//! and one evaluation run. An exec'd worker parses the prelude itself first thing
+//! and one evaluation run; as root, at the first request for one, an empty root of its own
+//! (`crate::isolate::enter_zygote_root`), a copy of which each worker's mount namespace
+//! starts as. An exec'd worker parses the prelude itself first thing
 //! (`crate::serve::start`), so its heap baseline matches.
 //!
 //! Then, in each worker, [`enter`]:

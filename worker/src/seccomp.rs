@@ -162,6 +162,14 @@ pub fn zygote_allowlist() -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
         any("chdir", libc::SYS_chdir),
         any("chroot", libc::SYS_chroot),
         any("pivot_root", libc::SYS_pivot_root),
+        // Only the zygote's return to its mount namespace, root and working directory where
+        // its own empty root failed part way (`crate::isolate::enter_zygote_root`).
+        (
+            "setns",
+            libc::SYS_setns,
+            vec![rule(vec![arg_eq(1, libc::CLONE_NEWNS as u64)])],
+        ),
+        any("fchdir", libc::SYS_fchdir),
         // Only the detach of the host's root (`crate::isolate`).
         (
             "umount2",

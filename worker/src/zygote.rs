@@ -87,7 +87,19 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         eprintln!("jqjail zygote: installing its seccomp allowlist failed: {why}");
         return EXIT_SETUP;
     }
-    let mut baseline = Baseline::default();
+    // Opened while /proc is in reach: once in its empty root, the zygote reads its heap
+    // baseline only through this.
+    let mut baseline = Baseline {
+        status: std::fs::File::open("/proc/self/status")
+            .inspect_err(|e| {
+                eprintln!(
+                    "jqjail zygote: cannot open /proc/self/status ({e}); each worker reads its own heap baseline and enters its own empty root"
+                )
+            })
+            .ok(),
+        known: None,
+    };
+    let mut root = Root::NotTried;
     loop {
         let (text, fds) = match receive() {
             Ok(Some(request)) => request,
@@ -101,10 +113,18 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         let reply = match fds.as_slice() {
             [sock, stderr] => {
                 let lines: Vec<&str> = text.lines().collect();
-                StartupArgs::parse(&lines).and_then(|startup| {
-                    crate::confine::set_forked_baseline(baseline.current().unwrap_or(0));
-                    fork_worker(&engine, &startup, sock, stderr, life)
-                })
+                match StartupArgs::parse(&lines) {
+                    Ok(startup) => match prepare_fork(&mut root, &mut baseline, &startup) {
+                        Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
+                        Err(Replace(why)) => {
+                            // No answer: the supervisor finds the socket closed, replaces this
+                            // zygote, and the new one serves the next request.
+                            eprintln!("jqjail zygote: {why}; exiting to be replaced");
+                            return EXIT_SETUP;
+                        }
+                    },
+                    Err(why) => Err(why),
+                }
             }
             _ => Err(format!(
                 "a request carries the worker's socket and stderr, 2 descriptors, not {}",
@@ -122,6 +142,74 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             eprintln!("jqjail zygote: cannot reply: {e}");
             return EXIT_SETUP;
         }
+    }
+}
+
+/// Whether the zygote is in an empty root of its own (`crate::isolate::enter_zygote_root`).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Root {
+    /// No request has asked for an empty root yet.
+    NotTried,
+    /// It is: each worker's mount namespace is a copy of the zygote's one mount.
+    Entered,
+    /// Not for this zygote (not root, no heap baseline, or the host refused a step, after
+    /// which the zygote is back in the daemon's mount namespace): each worker enters its
+    /// own, as an exec'd one does, and reports a refusal itself.
+    Left,
+}
+
+/// Why this zygote cannot fork the worker asked for, and must be replaced by a new one.
+struct Replace(String);
+
+/// Before each fork: enters the zygote's empty root at the first request that asks for one,
+/// and sets the heap baseline the worker will take.
+fn prepare_fork(
+    root: &mut Root,
+    baseline: &mut Baseline,
+    startup: &StartupArgs,
+) -> Result<(), Replace> {
+    if *root == Root::NotTried && startup.isolation.empty_root {
+        *root = enter_root(baseline)?;
+    }
+    if *root == Root::Entered && !startup.isolation.empty_root {
+        // A worker without an empty root (the isolation negotiated down after the first
+        // start) would share this zygote's mount namespace: a new zygote forks it instead.
+        return Err(Replace(
+            "a worker without an empty root was asked for, after this zygote entered its own"
+                .to_string(),
+        ));
+    }
+    let forked = baseline.current();
+    if *root == Root::Entered && forked.is_none() {
+        // A worker could not read its own: /proc is out of its reach too.
+        return Err(Replace(
+            "the zygote cannot read its heap baseline".to_string(),
+        ));
+    }
+    crate::confine::set_forked_baseline(forked.unwrap_or(0));
+    Ok(())
+}
+
+/// Enters the zygote's empty root when it can; the first request that asks for one calls
+/// this, so that a host refusing it is found by the workers' own start, as before
+/// (`jqjail_supervisor::pool::negotiate_isolation`).
+fn enter_root(baseline: &mut Baseline) -> Result<Root, Replace> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        // Not root: each worker enters a user namespace first, and its empty root in there.
+        return Ok(Root::Left);
+    }
+    if baseline.current().is_none() {
+        // Its forks would have to read their own, which they cannot in an empty root.
+        return Ok(Root::Left);
+    }
+    match crate::isolate::enter_zygote_root() {
+        Ok(()) => Ok(Root::Entered),
+        Err(crate::isolate::Stranded::Refused(why)) => {
+            eprintln!("jqjail zygote: {why}; each worker enters its own empty root");
+            Ok(Root::Left)
+        }
+        Err(lost) => Err(Replace(lost.to_string())),
     }
 }
 
@@ -176,8 +264,9 @@ fn least_privilege() -> Result<(), crate::confine::ConfineError> {
 /// has moved. The zygote is single-threaded and only malloc maps memory in it, so its data
 /// segment changes only with the program break, the main arena's size (which glibc extends by
 /// mmap when the break cannot grow) or malloc's mapped chunks: the mark.
-#[derive(Default)]
 struct Baseline {
+    /// `/proc/self/status`, opened before the zygote left /proc behind; `None`: not readable.
+    status: Option<std::fs::File>,
     known: Option<(u64, HeapMark)>,
 }
 
@@ -199,12 +288,13 @@ impl Baseline {
     /// VmData now, in bytes; `None` when it could not be read with the heap standing still
     /// (each worker then reads its own).
     fn current(&mut self) -> Option<u64> {
+        let status = self.status.as_ref()?;
         let now = HeapMark::now();
         if self.known.is_none_or(|(_, mark)| mark != now) {
             self.known = None;
             for _ in 0..3 {
                 let before = HeapMark::now();
-                let bytes = crate::confine::data_baseline_bytes().ok()?;
+                let bytes = crate::confine::data_baseline_bytes_at(status).ok()?;
                 // The read's own buffer may have moved the heap: then the number is not sure.
                 if HeapMark::now() == before {
                     self.known = Some((bytes, before));
@@ -310,6 +400,45 @@ fn fork_worker(
 mod tests {
     use super::*;
 
+    fn startup(isolation: jqjail_protocol::worker::Isolation) -> StartupArgs {
+        StartupArgs {
+            parent_pid: 1,
+            heap_bytes: 1 << 20,
+            cpu_seconds: 1,
+            max_input_bytes: 1 << 20,
+            max_filter_bytes: 1 << 10,
+            isolation,
+            uid: 65534,
+        }
+    }
+
+    /// Once in its own empty root, the zygote forks no worker without one (it would share the
+    /// zygote's mount namespace), and none it has no heap baseline for (the worker could not
+    /// read its own): it is replaced instead. Before, and when it left the root to the
+    /// workers, it forks either kind.
+    #[test]
+    fn a_zygote_in_its_empty_root_is_replaced_rather_than_fork_a_worker_it_cannot_confine() {
+        use jqjail_protocol::worker::Isolation;
+        let with = Isolation {
+            empty_root: true,
+            ..Isolation::NONE
+        };
+        let no_baseline = || Baseline {
+            status: None,
+            known: None,
+        };
+        let mut entered = Root::Entered;
+        assert!(prepare_fork(&mut entered, &mut no_baseline(), &startup(Isolation::NONE)).is_err());
+        assert!(prepare_fork(&mut entered, &mut no_baseline(), &startup(with)).is_err());
+        let mut left = Root::Left;
+        assert!(prepare_fork(&mut left, &mut no_baseline(), &startup(Isolation::NONE)).is_ok());
+        assert!(prepare_fork(&mut left, &mut no_baseline(), &startup(with)).is_ok());
+        // Without a baseline it never enters (the test process is not confined by this).
+        let mut untried = Root::NotTried;
+        assert!(prepare_fork(&mut untried, &mut no_baseline(), &startup(with)).is_ok());
+        assert_eq!(untried, Root::Left);
+    }
+
     /// The zygote has one thread; a test binary has one per running test, and their
     /// allocations move the heap under a read. So the check runs alone, in a child: this test
     /// binary again, with only this test, on one thread.
@@ -338,7 +467,10 @@ mod tests {
     }
 
     fn baseline_follows_the_heap() {
-        let mut baseline = Baseline::default();
+        let mut baseline = Baseline {
+            status: std::fs::File::open("/proc/self/status").ok(),
+            known: None,
+        };
         let first = baseline
             .current()
             .expect("VmData with the heap standing still");
