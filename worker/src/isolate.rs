@@ -91,7 +91,7 @@ static FORKED_EMPTY_ROOT: AtomicBool = AtomicBool::new(false);
 /// is the empty read-only tmpfs, made its root by `pivot_root`, the host's tree detached), and
 /// marks its forks as starting there. Each worker still enters a new mount namespace of its
 /// own, but copying it copies one mount instead of the host's tree, and nothing is mounted,
-/// pivoted or detached at every start (measured at 6 to 15 % less CPU per small request:
+/// pivoted or detached at every start (about a sixth less CPU per small request:
 /// BENCHMARKS.md).
 ///
 /// Only the whole of it counts. Where any step fails, `pivot_root` included (a host where a
