@@ -579,3 +579,160 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// Set, to the daemon's directory, for [`exec_daemon_refused_pivot_root`].
+const REFUSED_PIVOT_ENV: &str = "JQJAIL_TEST_REFUSED_PIVOT_ROOT";
+
+/// A root daemon on a host that refuses `pivot_root` (a filter answers EPERM, as a
+/// container's profile may). The zygote's own attempt fails after it mounted the empty root
+/// in a namespace of its own and moved into it, and it must return to the daemon's mount
+/// namespace, root and working directory. Its workers then make their empty root themselves,
+/// chrooting into it, as before.
+#[test]
+fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
+    if !crate::util::root() {
+        return crate::util::skip("a daemon that makes its workers' empty root needs root");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("daemon.log");
+    // The helper execs the daemon: the child is the daemon.
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "confinement::exec_daemon_refused_pivot_root",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(REFUSED_PIVOT_ENV, tmp.path())
+        .env("JQJAIL_LOG", "info")
+        .current_dir(tmp.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let ready = wait_until(Duration::from_secs(30), || {
+        read_log().contains("jqjaild ready")
+    });
+    let daemon = child.id() as i32;
+    let checked = std::panic::catch_unwind(|| {
+        assert!(ready, "the daemon did not start:\n{}", read_log());
+        let reply = jqjail_client::Client::connect(tmp.path().join("jqjail.sock"))
+            .unwrap()
+            .run(".a", br#"{"a":1}"#, &jqjail_client::RunOptions::default())
+            .unwrap();
+        assert_eq!(reply.output, "1");
+        let log = read_log();
+        assert!(
+            log.contains("pivot_root or the detach of the host's root refused")
+                && log.contains("empty_root=true"),
+            "the zygote did not try, or the workers did not make their own empty root:\n{log}"
+        );
+        let zygote = crate::util::children(daemon)
+            .into_iter()
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim_end() == "jqjail-zygote")
+            })
+            .unwrap_or_else(|| panic!("no zygote:\n{log}"));
+        let link =
+            |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
+        for what in ["ns/mnt", "root", "cwd"] {
+            assert_eq!(
+                link(zygote, what),
+                link(daemon, what),
+                "the zygote's {what}"
+            );
+        }
+        let worker = idle_worker_of(daemon);
+        assert_eq!(
+            std::fs::read_dir(format!("/proc/{worker}/root"))
+                .unwrap()
+                .count(),
+            0,
+            "the worker's root is not empty"
+        );
+        assert_ne!(link(worker, "ns/mnt"), link(daemon, "ns/mnt"));
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = checked {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A ready worker of the daemon `pid`.
+fn idle_worker_of(daemon: i32) -> i32 {
+    let mut found = None;
+    assert!(wait_until(Duration::from_secs(5), || {
+        found = crate::util::children(daemon).into_iter().find(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim_end() == "jqjail-worker")
+                && crate::util::state(p) == Some('S')
+        });
+        found.is_some()
+    }));
+    found.unwrap()
+}
+
+/// The daemon of the test above, under a filter that answers `pivot_root` with EPERM (run by
+/// it; ignored otherwise): installs the filter, then execs `jqjaild` on the directory given.
+#[test]
+#[ignore = "run by a_zygote_refused_pivot_root_returns_to_the_daemons_namespace as its daemon"]
+fn exec_daemon_refused_pivot_root() {
+    use std::os::unix::process::CommandExt;
+    let Some(dir) = std::env::var_os(REFUSED_PIVOT_ENV) else {
+        eprintln!("not a daemon run: {REFUSED_PIVOT_ENV} is not set");
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let program = [
+        // The system call's number (seccomp_data.nr, at offset 0).
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        op(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            libc::SYS_pivot_root as u32,
+        ),
+        op(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with a flag, then with a program that lives on this frame for the call.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &fprog as *const libc::sock_fprog
+            ),
+            0,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let err = Command::new(crate::util::DAEMON)
+        .arg("--socket")
+        .arg(dir.join("jqjail.sock"))
+        .arg("--store")
+        .arg(dir.join("store"))
+        .exec();
+    panic!("exec of jqjaild: {err}");
+}

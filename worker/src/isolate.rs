@@ -15,7 +15,8 @@
 //!   in the namespace (`chroot` into it where the host refuses `pivot_root`). The zygote of a
 //!   root daemon makes such a root once for itself where the host allows all of it
 //!   ([`enter_zygote_root`]); each worker it forks then needs only a new mount namespace, a
-//!   copy of the zygote's, which holds nothing but that one read-only tmpfs.
+//!   copy of the zygote's, in which nothing but that read-only tmpfs is within reach (and no
+//!   other mount is left, unless the daemon runs in a chroot of its own).
 //!
 //! Never a PID namespace: a worker that were PID 1 of one would ignore its own SIGABRT and
 //! SIGXCPU.
@@ -87,10 +88,11 @@ pub fn isolate(parts: Isolation) -> Result<bool, Refused> {
 static FORKED_EMPTY_ROOT: AtomicBool = AtomicBool::new(false);
 
 /// For the zygote of a root daemon, before it forks the first worker that asks for an empty
-/// root: enters one itself, as a worker would (a mount namespace of its own whose only mount
-/// is the empty read-only tmpfs, made its root by `pivot_root`, the host's tree detached), and
-/// marks its forks as starting there. Each worker still enters a new mount namespace of its
-/// own, but copying it copies one mount instead of the host's tree, and nothing is mounted,
+/// root: enters one itself, as a worker would (a mount namespace of its own whose root is the
+/// empty read-only tmpfs, made so by `pivot_root`, the host's tree detached: its only mount,
+/// unless the daemon runs in a chroot of its own), and marks its forks as starting there.
+/// Each worker still enters a new mount namespace of its own, but copying it copies one mount
+/// instead of the host's tree, and nothing is mounted,
 /// pivoted or detached at every start (about a sixth less CPU per small request:
 /// BENCHMARKS.md).
 ///
@@ -117,11 +119,25 @@ pub(crate) fn enter_zygote_root() -> Result<(), Stranded> {
         })
     });
     if let Err(refused) = made {
-        place.go_back().map_err(Stranded::Lost)?;
-        return Err(Stranded::Refused(refused));
+        return Err(match place.go_back() {
+            Ok(()) => Stranded::Refused(refused),
+            Err(GoBack::Stayed(e)) => {
+                // Still in the new namespace, a private copy of the daemon's, with the root it
+                // had: its forks do it all themselves from there, as from the daemon's.
+                eprintln!(
+                    "jqjail zygote: cannot return to the daemon's mount namespace ({e}); it keeps a copy of it"
+                );
+                Stranded::Refused(refused)
+            }
+            Err(GoBack::Lost(e)) => Stranded::Lost(e),
+        });
     }
+    // pivot_root(".", ".") left the working directory at the new root; this only makes sure.
     // SAFETY: chdir with a NUL-terminated constant string.
-    check(unsafe { libc::chdir(c"/".as_ptr()) }, "empty_root").map_err(Stranded::Refused)?;
+    if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
+        // In the empty root but not marked so: its forks must not come from here.
+        return Err(Stranded::Lost(io::Error::last_os_error()));
+    }
     FORKED_EMPTY_ROOT.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -129,12 +145,22 @@ pub(crate) fn enter_zygote_root() -> Result<(), Stranded> {
 /// Why the zygote has no empty root of its own.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Stranded {
-    /// A step was refused; the zygote is back where it was.
+    /// A step was refused; the zygote is where it was, or in a private copy of its mount
+    /// namespace with the same root.
     #[error("{0}")]
     Refused(Refused),
-    /// A step was refused, and the zygote could not go back to the mount namespace, root and
-    /// working directory it had: it must not fork again.
-    #[error("the zygote cannot return to its mount namespace and root: {0}")]
+    /// The zygote is not where it was (its root or working directory moved, out of a chroot
+    /// perhaps) and cannot go back: it must not fork again.
+    #[error("the zygote cannot return to its root and working directory: {0}")]
+    Lost(io::Error),
+}
+
+/// Why [`Place::go_back`] did not.
+enum GoBack {
+    /// `setns` was refused: nothing moved since the `unshare` but what the namespace holds.
+    Stayed(io::Error),
+    /// The namespace was entered, which moved the root and working directory to its root,
+    /// and they could not be chosen again.
     Lost(io::Error),
 }
 
@@ -163,23 +189,33 @@ impl Place {
 
     /// Back to this place. Entering a mount namespace moves the root and working directory
     /// to the namespace's root: a daemon started in a chroot would have its zygote leave it.
-    /// So the root is chosen again, then the working directory.
-    fn go_back(self) -> io::Result<()> {
+    /// So the root is chosen again where it differs, then the working directory.
+    fn go_back(self) -> Result<(), GoBack> {
         use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
         let ok = |rc: libc::c_int| {
             if rc == 0 {
                 Ok(())
             } else {
-                Err(io::Error::last_os_error())
+                Err(GoBack::Lost(io::Error::last_os_error()))
             }
         };
-        // SAFETY: setns, fchdir and chroot on descriptors this value owns, or with a
-        // NUL-terminated constant string; the zygote holds CAP_SYS_ADMIN and CAP_SYS_CHROOT,
-        // and is single-threaded.
+        // SAFETY: setns on a descriptor this value owns; the zygote holds CAP_SYS_ADMIN and
+        // CAP_SYS_CHROOT, and is single-threaded.
+        if unsafe { libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+            return Err(GoBack::Stayed(io::Error::last_os_error()));
+        }
+        let same =
+            |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+        let was = self.root.metadata().map_err(GoBack::Lost)?;
+        let now = std::fs::metadata("/").map_err(GoBack::Lost)?;
+        // SAFETY: fchdir and chroot on a descriptor this value owns, or with a NUL-terminated
+        // constant string.
         unsafe {
-            ok(libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS))?;
-            ok(libc::fchdir(self.root.as_raw_fd()))?;
-            ok(libc::chroot(c".".as_ptr()))?;
+            if !same(&was, &now) {
+                ok(libc::fchdir(self.root.as_raw_fd()))?;
+                ok(libc::chroot(c".".as_ptr()))?;
+            }
             ok(libc::fchdir(self.working.as_raw_fd()))
         }
     }
