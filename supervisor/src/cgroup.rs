@@ -8,13 +8,17 @@
 //! emptied cgroup (its worker reaped) goes back to a free list and the next worker moves into
 //! it. Its OOM-kill counter cannot be reset, so each use compares against the count it started
 //! from. Memory still charged to a reused cgroup is page cache, which the kernel reclaims
-//! before it would refuse the worker anything.
+//! before it would refuse the worker anything. A cgroup keeps its `cgroup.procs` and
+//! `memory.oom_control` open while it is reused: each worker then costs one write and one
+//! read, where opening them again cost two path walks, two opens, two closes and a stat.
 //!
 //! cgroup v2 is not used: its no-internal-process rule means the daemon would have to move
 //! itself into a leaf first, which is the service manager's job. Under systemd, MemoryMax= on
 //! the service bounds the whole daemon instead.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,14 +32,76 @@ pub struct CgroupParent {
     dir: PathBuf,
     limit_bytes: u64,
     /// Empty cgroups, with the OOM-kill count each has reached.
-    free: Mutex<Vec<(PathBuf, u64)>>,
+    free: Mutex<Vec<(Slot, u64)>>,
     next: AtomicU64,
+}
+
+/// A worker cgroup and the two files of it each worker's stay uses, held open.
+#[derive(Debug)]
+struct Slot {
+    dir: PathBuf,
+    /// `cgroup.procs`, for writing: a pid written moves that process in.
+    procs: File,
+    /// `memory.oom_control`, for reading its OOM-kill count.
+    oom_control: File,
+}
+
+impl Slot {
+    /// A new cgroup in `parent` named `name`, with the limit.
+    fn create(parent: &Path, name: &str, limit_bytes: u64) -> io::Result<Slot> {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir)?;
+        let opened = std::fs::write(dir.join("memory.limit_in_bytes"), limit_bytes.to_string())
+            .and_then(|()| {
+                Ok((
+                    File::options().write(true).open(dir.join("cgroup.procs"))?,
+                    File::open(dir.join("memory.oom_control"))?,
+                ))
+            });
+        match opened {
+            Ok((procs, oom_control)) => Ok(Slot {
+                dir,
+                procs,
+                oom_control,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// Its OOM-kill count, `None` when it cannot be read.
+    fn oom_kills(&self) -> Option<u64> {
+        // The file is a few dozen bytes; read from its start each time.
+        let mut buf = [0u8; 512];
+        let mut len = 0;
+        while len < buf.len() {
+            match self.oom_control.read_at(&mut buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(_) => return None,
+            }
+        }
+        std::str::from_utf8(&buf[..len])
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    }
+
+    /// Closes its files, then removes the directory (the kernel allows that only for a cgroup
+    /// without processes).
+    fn remove(self) -> io::Result<()> {
+        let Slot { dir, .. } = self;
+        std::fs::remove_dir(dir)
+    }
 }
 
 /// One worker's cgroup; back on the free list (or removed) once the worker is reaped.
 #[derive(Debug)]
 pub struct WorkerCgroup {
-    dir: PathBuf,
+    slot: Slot,
     /// The OOM-kill count when this worker moved in.
     oom_base: u64,
     parent: Arc<CgroupParent>,
@@ -87,28 +153,22 @@ impl CgroupParent {
     /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one.
     pub fn attach(self: &Arc<Self>, pid: i32) -> io::Result<WorkerCgroup> {
         let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let (dir, oom_base) = match reused {
+        let (slot, oom_base) = match reused {
             Some(free) => free,
             None => {
                 let n = self.next.fetch_add(1, Ordering::Relaxed);
-                let dir = self.dir.join(format!("w{n}"));
-                std::fs::create_dir(&dir)?;
-                if let Err(e) = std::fs::write(
-                    dir.join("memory.limit_in_bytes"),
-                    self.limit_bytes.to_string(),
-                ) {
-                    let _ = std::fs::remove_dir(&dir);
-                    return Err(e);
-                }
-                (dir, 0)
+                (
+                    Slot::create(&self.dir, &format!("w{n}"), self.limit_bytes)?,
+                    0,
+                )
             }
         };
         let cg = WorkerCgroup {
-            dir,
+            slot,
             oom_base,
             parent: self.clone(),
         };
-        match std::fs::write(cg.dir.join("cgroup.procs"), pid.to_string()) {
+        match (&cg.slot.procs).write_all(pid.to_string().as_bytes()) {
             Ok(()) => Ok(cg),
             Err(e) => {
                 // Nothing moved in (the process is already gone): the cgroup is still empty.
@@ -157,8 +217,8 @@ fn sweep_stale(own: &Path) {
 impl Drop for CgroupParent {
     fn drop(&mut self) {
         let free = std::mem::take(self.free.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for (dir, _) in free {
-            let _ = std::fs::remove_dir(dir);
+        for (slot, _) in free {
+            let _ = slot.remove();
         }
         // Succeeds once every worker cgroup under it is gone.
         let _ = std::fs::remove_dir(&self.dir);
@@ -170,25 +230,19 @@ impl WorkerCgroup {
     /// killer acted in it during this worker's stay. The cgroup goes back on the free list,
     /// or is removed when the list is full or its counter cannot be read.
     pub fn finish(self) -> bool {
-        let count = std::fs::read_to_string(self.dir.join("memory.oom_control"))
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("oom_kill "))
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-            });
+        let count = self.slot.oom_kills();
         let killed = count.is_some_and(|n| n > self.oom_base);
         let mut free = self.parent.free.lock().unwrap_or_else(|e| e.into_inner());
         match count {
-            Some(n) if free.len() < KEEP_FREE => free.push((self.dir, n)),
+            Some(n) if free.len() < KEEP_FREE => free.push((self.slot, n)),
             _ => {
                 drop(free);
                 // rmdir waits for the kernel to offline the cgroup: off the runtime's
                 // threads where there is a runtime.
-                let dir = self.dir;
+                let slot = self.slot;
                 match tokio::runtime::Handle::try_current() {
-                    Ok(rt) => drop(rt.spawn_blocking(move || std::fs::remove_dir(dir))),
-                    Err(_) => drop(std::fs::remove_dir(dir)),
+                    Ok(rt) => drop(rt.spawn_blocking(move || slot.remove())),
+                    Err(_) => drop(slot.remove()),
                 }
             }
         }
