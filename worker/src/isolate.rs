@@ -92,9 +92,8 @@ static FORKED_EMPTY_ROOT: AtomicBool = AtomicBool::new(false);
 /// empty read-only tmpfs, made so by `pivot_root`, the host's tree detached: its only mount,
 /// unless the daemon runs in a chroot of its own), and marks its forks as starting there.
 /// Each worker still enters a new mount namespace of its own, but copying it copies one mount
-/// instead of the host's tree, and nothing is mounted,
-/// pivoted or detached at every start (about a sixth less CPU per small request:
-/// BENCHMARKS.md).
+/// instead of the host's tree, and nothing is mounted, pivoted or detached at every start
+/// (about a sixth less CPU per small request: BENCHMARKS.md).
 ///
 /// Only the whole of it counts. Where any step fails, `pivot_root` included (a host where a
 /// worker would chroot instead), the zygote goes back to the mount namespace, root and
