@@ -580,62 +580,89 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
     }
 }
 
-/// Set, to the daemon's directory, for [`exec_daemon_refused_pivot_root`].
-const REFUSED_PIVOT_ENV: &str = "JQJAIL_TEST_REFUSED_PIVOT_ROOT";
+/// Set, to the daemon's directory and the system call to refuse (`DIR:NAME`), for
+/// [`exec_daemon_refusing`].
+const REFUSING_ENV: &str = "JQJAIL_TEST_DAEMON_REFUSING";
 
-/// A root daemon on a host that refuses `pivot_root` (a filter answers EPERM, as a
-/// container's profile may). The zygote's own attempt fails after it mounted the empty root
-/// in a namespace of its own and moved into it, and it must return to the daemon's mount
-/// namespace, root and working directory. Its workers then make their empty root themselves,
-/// chrooting into it, as before.
-#[test]
-fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
-    if !crate::util::root() {
-        return crate::util::skip("a daemon that makes its workers' empty root needs root");
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("daemon.log");
-    // The helper execs the daemon: the child is the daemon.
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "confinement::exec_daemon_refused_pivot_root",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(REFUSED_PIVOT_ENV, tmp.path())
-        .env("JQJAIL_LOG", "info")
-        .current_dir(tmp.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    let ready = wait_until(Duration::from_secs(30), || {
-        read_log().contains("jqjaild ready")
-    });
-    let daemon = child.id() as i32;
-    let checked = std::panic::catch_unwind(|| {
-        assert!(ready, "the daemon did not start:\n{}", read_log());
-        let reply = jqjail_client::Client::connect(tmp.path().join("jqjail.sock"))
-            .unwrap()
-            .run(".a", br#"{"a":1}"#, &jqjail_client::RunOptions::default())
+/// A root daemon started by [`exec_daemon_refusing`] under a filter that answers one system
+/// call with EPERM, as a container's profile may; killed on drop.
+struct Refusing {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Refusing {
+    /// Starts it, or says why not (`None`: skipped).
+    fn start(syscall: &str) -> Option<Refusing> {
+        if !crate::util::root() {
+            crate::util::skip("a daemon that makes its workers' empty root needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("daemon.log");
+        // The helper execs the daemon: the child is the daemon.
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "confinement::exec_daemon_refusing",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(REFUSING_ENV, format!("{}:{syscall}", dir.path().display()))
+            .env("JQJAIL_LOG", "info")
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
             .unwrap();
-        assert_eq!(reply.output, "1");
-        let log = read_log();
+        let mut d = Refusing { child, dir };
+        let ready = wait_until(Duration::from_secs(30), || {
+            d.log().contains("jqjaild ready") || d.child.try_wait().unwrap().is_some()
+        });
         assert!(
-            log.contains("pivot_root or the detach of the host's root refused")
-                && log.contains("empty_root=true"),
-            "the zygote did not try, or the workers did not make their own empty root:\n{log}"
+            ready && d.log().contains("jqjaild ready"),
+            "the daemon did not start:\n{}",
+            d.log()
         );
-        let zygote = crate::util::children(daemon)
+        Some(d)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn zygote(&self) -> i32 {
+        crate::util::children(self.pid())
             .into_iter()
             .find(|p| {
                 std::fs::read_to_string(format!("/proc/{p}/comm"))
                     .is_ok_and(|c| c.trim_end() == "jqjail-zygote")
             })
-            .unwrap_or_else(|| panic!("no zygote:\n{log}"));
+            .unwrap_or_else(|| panic!("no zygote:\n{}", self.log()))
+    }
+
+    /// Runs `.a` over `{"a":1}` and checks the answer.
+    fn answers(&self) {
+        let mut client =
+            jqjail_client::Client::connect(self.dir.path().join("jqjail.sock")).unwrap();
+        client
+            .set_io_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let reply = client
+            .run(".a", br#"{"a":1}"#, &jqjail_client::RunOptions::default())
+            .unwrap();
+        assert_eq!(reply.output, "1");
+    }
+
+    /// Checks that the zygote is where the daemon is: its mount namespace, root and working
+    /// directory; and that each worker made an empty root of its own.
+    fn zygote_stayed_and_workers_made_their_own(&self) {
+        let (daemon, zygote) = (self.pid(), self.zygote());
         let link =
             |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
         for what in ["ns/mnt", "root", "cwd"] {
@@ -645,6 +672,7 @@ fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
                 "the zygote's {what}"
             );
         }
+        assert!(self.log().contains("empty_root=true"), "{}", self.log());
         let worker = idle_worker_of(daemon);
         assert_eq!(
             std::fs::read_dir(format!("/proc/{worker}/root"))
@@ -654,12 +682,54 @@ fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
             "the worker's root is not empty"
         );
         assert_ne!(link(worker, "ns/mnt"), link(daemon, "ns/mnt"));
-    });
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Err(panic) = checked {
-        std::panic::resume_unwind(panic);
+        assert_ne!(link(worker, "ns/mnt"), link(zygote, "ns/mnt"));
     }
+}
+
+impl Drop for Refusing {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `pivot_root` refused: the zygote's own attempt fails after it mounted the empty root in a
+/// namespace of its own and moved into it, and it must return to the daemon's mount
+/// namespace, root and working directory. Its workers then make their empty root
+/// themselves, chrooting into it, as before.
+#[test]
+fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
+    let Some(d) = Refusing::start("pivot_root") else {
+        return;
+    };
+    d.answers();
+    assert!(
+        d.log()
+            .contains("pivot_root or the detach of the host's root refused"),
+        "the zygote did not get as far as pivot_root:\n{}",
+        d.log()
+    );
+    d.zygote_stayed_and_workers_made_their_own();
+}
+
+/// `setns` refused: the zygote tries its way back before it changes anything, finds it
+/// refused, and never leaves the daemon's namespace; its workers make their own empty root
+/// (with `pivot_root`), and the same zygote serves on.
+#[test]
+fn a_zygote_refused_setns_stays_where_it_is() {
+    let Some(d) = Refusing::start("setns") else {
+        return;
+    };
+    let zygote = d.zygote();
+    d.answers();
+    d.answers();
+    assert_eq!(d.zygote(), zygote, "the zygote was replaced:\n{}", d.log());
+    assert!(
+        d.log().contains("each worker enters its own empty root"),
+        "{}",
+        d.log()
+    );
+    d.zygote_stayed_and_workers_made_their_own();
 }
 
 /// A ready worker of the daemon `pid`.
@@ -676,15 +746,22 @@ fn idle_worker_of(daemon: i32) -> i32 {
     found.unwrap()
 }
 
-/// The daemon of the test above, under a filter that answers `pivot_root` with EPERM (run by
+/// The daemon of [`Refusing`], under a filter that answers one system call with EPERM (run by
 /// it; ignored otherwise): installs the filter, then execs `jqjaild` on the directory given.
 #[test]
-#[ignore = "run by a_zygote_refused_pivot_root_returns_to_the_daemons_namespace as its daemon"]
-fn exec_daemon_refused_pivot_root() {
+#[ignore = "run by the tests of a daemon refused a system call, as that daemon"]
+fn exec_daemon_refusing() {
     use std::os::unix::process::CommandExt;
-    let Some(dir) = std::env::var_os(REFUSED_PIVOT_ENV) else {
-        eprintln!("not a daemon run: {REFUSED_PIVOT_ENV} is not set");
+    let Some(spec) = std::env::var_os(REFUSING_ENV) else {
+        eprintln!("not a daemon run: {REFUSING_ENV} is not set");
         return;
+    };
+    let spec = spec.into_string().unwrap();
+    let (dir, syscall) = spec.rsplit_once(':').unwrap();
+    let nr = match syscall {
+        "pivot_root" => libc::SYS_pivot_root,
+        "setns" => libc::SYS_setns,
+        other => panic!("no number for {other}"),
     };
     let dir = std::path::PathBuf::from(dir);
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
@@ -693,15 +770,11 @@ fn exec_daemon_refused_pivot_root() {
         jf,
         k,
     };
+    // The numbers are this build's architecture's, which is the only one it runs on.
     let program = [
         // The system call's number (seccomp_data.nr, at offset 0).
         op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        op(
-            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-            0,
-            1,
-            libc::SYS_pivot_root as u32,
-        ),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, nr as u32),
         op(
             libc::BPF_RET | libc::BPF_K,
             0,
@@ -715,6 +788,7 @@ fn exec_daemon_refused_pivot_root() {
         filter: program.as_ptr().cast_mut(),
     };
     // SAFETY: prctl with a flag, then with a program that lives on this frame for the call.
+    // This process is a child of the test run, which execs the daemon next.
     unsafe {
         assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
         assert_eq!(

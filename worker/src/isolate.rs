@@ -98,37 +98,38 @@ static FORKED_EMPTY_ROOT: AtomicBool = AtomicBool::new(false);
 /// Only the whole of it counts. Where any step fails, `pivot_root` included (a host where a
 /// worker would chroot instead), the zygote goes back to the mount namespace, root and
 /// working directory it had, so it holds no copy of the host's tree for its life, and each
-/// worker does it all itself, as an exec'd one does, reporting a refusal as before.
+/// worker does it all itself, as an exec'd one does, reporting a refusal as before. The way
+/// back is tried first, before anything changes: a host that refuses it leaves the zygote
+/// where it was, and the empty root to its workers.
 ///
 /// Nothing the zygote or a worker does before its confinement may read the host's files
 /// afterwards: the zygote reads its heap baseline from a descriptor opened before
 /// (`crate::zygote`).
 pub(crate) fn enter_zygote_root() -> Result<(), Stranded> {
-    let place = Place::here().map_err(|e| Stranded::Refused(fail("empty_root")(e)))?;
-    let made = unshare(libc::CLONE_NEWNS, "empty_root").and_then(|()| {
-        make_empty_root().and_then(|()| {
-            if pivot_and_detach() {
-                Ok(())
-            } else {
-                Err(fail("empty_root")(io::Error::other(format!(
-                    "pivot_root or the detach of the host's root refused: {}",
-                    io::Error::last_os_error()
-                ))))
-            }
-        })
+    let refused = |e| Stranded::Refused(fail("empty_root")(e));
+    let place = Place::here().map_err(refused)?;
+    // Into the namespace it is in, and back to its root and working directory: where a step
+    // is refused here, nothing has changed but what a refused step cannot change.
+    place.go_back().map_err(|back| match back {
+        GoBack::Refused(e) => refused(e),
+        GoBack::Lost(e) => Stranded::Lost(e),
+    })?;
+    unshare(libc::CLONE_NEWNS, "empty_root").map_err(Stranded::Refused)?;
+    let made = make_empty_root().and_then(|()| {
+        if pivot_and_detach() {
+            Ok(())
+        } else {
+            Err(fail("empty_root")(io::Error::other(format!(
+                "pivot_root or the detach of the host's root refused: {}",
+                io::Error::last_os_error()
+            ))))
+        }
     });
     if let Err(refused) = made {
+        // The way back worked a moment ago; if it fails now, the zygote is not where it was.
         return Err(match place.go_back() {
             Ok(()) => Stranded::Refused(refused),
-            Err(GoBack::Stayed(e)) => {
-                // Still in the new namespace, a private copy of the daemon's, with the root it
-                // had: its forks do it all themselves from there, as from the daemon's.
-                eprintln!(
-                    "jqjail zygote: cannot return to the daemon's mount namespace ({e}); it keeps a copy of it"
-                );
-                Stranded::Refused(refused)
-            }
-            Err(GoBack::Lost(e)) => Stranded::Lost(e),
+            Err(GoBack::Refused(e) | GoBack::Lost(e)) => Stranded::Lost(e),
         });
     }
     // pivot_root(".", ".") left the working directory at the new root; this only makes sure.
@@ -144,20 +145,19 @@ pub(crate) fn enter_zygote_root() -> Result<(), Stranded> {
 /// Why the zygote has no empty root of its own.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Stranded {
-    /// A step was refused; the zygote is where it was, or in a private copy of its mount
-    /// namespace with the same root.
+    /// A step was refused; the zygote is where it was.
     #[error("{0}")]
     Refused(Refused),
-    /// The zygote is not where it was (its root or working directory moved, out of a chroot
-    /// perhaps) and cannot go back: it must not fork again.
-    #[error("the zygote cannot return to its root and working directory: {0}")]
+    /// The zygote is not where it was (its namespace, root or working directory moved, out of
+    /// a chroot perhaps) and cannot go back: it must not fork again.
+    #[error("the zygote cannot return to its mount namespace, root and working directory: {0}")]
     Lost(io::Error),
 }
 
 /// Why [`Place::go_back`] did not.
 enum GoBack {
-    /// `setns` was refused: nothing moved since the `unshare` but what the namespace holds.
-    Stayed(io::Error),
+    /// `setns` was refused: nothing moved.
+    Refused(io::Error),
     /// The namespace was entered, which moved the root and working directory to its root,
     /// and they could not be chosen again.
     Lost(io::Error),
@@ -188,35 +188,26 @@ impl Place {
 
     /// Back to this place. Entering a mount namespace moves the root and working directory
     /// to the namespace's root: a daemon started in a chroot would have its zygote leave it.
-    /// So the root is chosen again where it differs, then the working directory.
-    fn go_back(self) -> Result<(), GoBack> {
+    /// So the root is chosen again (always: the same directory reached through another mount
+    /// would look the same by device and inode), then the working directory.
+    fn go_back(&self) -> Result<(), GoBack> {
         use std::os::fd::AsRawFd;
-        use std::os::unix::fs::MetadataExt;
-        let ok = |rc: libc::c_int| {
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(GoBack::Lost(io::Error::last_os_error()))
-            }
-        };
-        // SAFETY: setns on a descriptor this value owns; the zygote holds CAP_SYS_ADMIN and
-        // CAP_SYS_CHROOT, and is single-threaded.
-        if unsafe { libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-            return Err(GoBack::Stayed(io::Error::last_os_error()));
-        }
-        let same =
-            |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
-        let was = self.root.metadata().map_err(GoBack::Lost)?;
-        let now = std::fs::metadata("/").map_err(GoBack::Lost)?;
-        // SAFETY: fchdir and chroot on a descriptor this value owns, or with a NUL-terminated
-        // constant string.
+        // SAFETY: setns, fchdir and chroot on descriptors this value owns, or with a
+        // NUL-terminated constant string; the zygote holds CAP_SYS_ADMIN and CAP_SYS_CHROOT,
+        // and is single-threaded.
         unsafe {
-            if !same(&was, &now) {
-                ok(libc::fchdir(self.root.as_raw_fd()))?;
-                ok(libc::chroot(c".".as_ptr()))?;
+            if libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
+                return Err(GoBack::Refused(io::Error::last_os_error()));
             }
-            ok(libc::fchdir(self.working.as_raw_fd()))
+            let lost = || GoBack::Lost(io::Error::last_os_error());
+            if libc::fchdir(self.root.as_raw_fd()) != 0
+                || libc::chroot(c".".as_ptr()) != 0
+                || libc::fchdir(self.working.as_raw_fd()) != 0
+            {
+                return Err(lost());
+            }
         }
+        Ok(())
     }
 }
 

@@ -153,9 +153,8 @@ enum Root {
     /// It is: each worker's mount namespace is a copy of the zygote's one mount.
     Entered,
     /// Not for this zygote (not root, no heap baseline, or the host refused a step, after
-    /// which the zygote is back where it was, or in a private copy of the daemon's mount
-    /// namespace with the same root): each worker enters its own, as an exec'd one does, and
-    /// reports a refusal itself.
+    /// which the zygote is back where it was): each worker enters its own, as an exec'd one
+    /// does, and reports a refusal itself.
     Left,
 }
 
