@@ -73,15 +73,12 @@ impl Slot {
 
     /// Its OOM-kill count, `None` when it cannot be read.
     fn oom_kills(&self) -> Option<u64> {
-        // The file is a few dozen bytes; read from its start each time.
+        // The file is a few dozen bytes, which the kernel writes whole into one read from its
+        // start; a full buffer would mean a file this does not know.
         let mut buf = [0u8; 512];
-        let mut len = 0;
-        while len < buf.len() {
-            match self.oom_control.read_at(&mut buf[len..], len as u64) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(_) => return None,
-            }
+        let len = self.oom_control.read_at(&mut buf, 0).ok()?;
+        if len == buf.len() {
+            return None;
         }
         std::str::from_utf8(&buf[..len])
             .ok()?
@@ -93,7 +90,12 @@ impl Slot {
     /// Closes its files, then removes the directory (the kernel allows that only for a cgroup
     /// without processes).
     fn remove(self) -> io::Result<()> {
-        let Slot { dir, .. } = self;
+        let Slot {
+            dir,
+            procs,
+            oom_control,
+        } = self;
+        drop((procs, oom_control));
         std::fs::remove_dir(dir)
     }
 }
