@@ -732,6 +732,29 @@ fn a_zygote_refused_setns_stays_where_it_is() {
     d.zygote_stayed_and_workers_made_their_own();
 }
 
+/// `chroot` refused (where the zygote holds CAP_SYS_CHROOT, as a filter may): outside a
+/// chroot the zygote's way back needs none, so it still makes its empty root, and keeps
+/// serving, rather than be replaced at every start.
+#[test]
+fn a_zygote_refused_chroot_outside_a_chroot_still_makes_its_empty_root() {
+    let Some(d) = Refusing::start("chroot") else {
+        return;
+    };
+    let zygote = d.zygote();
+    d.answers();
+    d.answers();
+    assert_eq!(d.zygote(), zygote, "the zygote was replaced:\n{}", d.log());
+    let link = |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
+    assert_ne!(link(zygote, "ns/mnt"), link(d.pid(), "ns/mnt"));
+    assert_eq!(
+        std::fs::read_dir(format!("/proc/{zygote}/root"))
+            .unwrap()
+            .count(),
+        0,
+        "the zygote's root is not empty"
+    );
+}
+
 /// A ready worker of the daemon `pid`.
 fn idle_worker_of(daemon: i32) -> i32 {
     let mut found = None;
@@ -761,6 +784,7 @@ fn exec_daemon_refusing() {
     let nr = match syscall {
         "pivot_root" => libc::SYS_pivot_root,
         "setns" => libc::SYS_setns,
+        "chroot" => libc::SYS_chroot,
         other => panic!("no number for {other}"),
     };
     let dir = std::path::PathBuf::from(dir);

@@ -188,27 +188,59 @@ impl Place {
 
     /// Back to this place. Entering a mount namespace moves the root and working directory
     /// to the namespace's root: a daemon started in a chroot would have its zygote leave it.
-    /// So the root is chosen again (always: the same directory reached through another mount
-    /// would look the same by device and inode), then the working directory.
+    /// So the root is chosen again wherever it is not the very same mount and directory as
+    /// before (the same directory reached through another mount, as in a chroot into a bind
+    /// of `/`, is not), then the working directory.
     fn go_back(&self) -> Result<(), GoBack> {
         use std::os::fd::AsRawFd;
-        // SAFETY: setns, fchdir and chroot on descriptors this value owns, or with a
-        // NUL-terminated constant string; the zygote holds CAP_SYS_ADMIN and CAP_SYS_CHROOT,
-        // and is single-threaded.
+        // SAFETY: setns on a descriptor this value owns; the zygote holds CAP_SYS_ADMIN and
+        // CAP_SYS_CHROOT, and is single-threaded.
+        if unsafe { libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+            return Err(GoBack::Refused(io::Error::last_os_error()));
+        }
+        let was = mount_and_inode(self.root.as_raw_fd(), c"");
+        let now = mount_and_inode(libc::AT_FDCWD, c"/");
+        let lost = || GoBack::Lost(io::Error::last_os_error());
+        // SAFETY: fchdir and chroot on descriptors this value owns, or with a NUL-terminated
+        // constant string.
         unsafe {
-            if libc::setns(self.namespace.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
-                return Err(GoBack::Refused(io::Error::last_os_error()));
-            }
-            let lost = || GoBack::Lost(io::Error::last_os_error());
-            if libc::fchdir(self.root.as_raw_fd()) != 0
-                || libc::chroot(c".".as_ptr()) != 0
-                || libc::fchdir(self.working.as_raw_fd()) != 0
+            if !matches!((was, now), (Some(a), Some(b)) if a == b)
+                && (libc::fchdir(self.root.as_raw_fd()) != 0 || libc::chroot(c".".as_ptr()) != 0)
             {
+                return Err(lost());
+            }
+            if libc::fchdir(self.working.as_raw_fd()) != 0 {
                 return Err(lost());
             }
         }
         Ok(())
     }
+}
+
+/// The mount, device and inode of `path` relative to `dir` (of `dir` itself when `path` is
+/// empty); `None` where the kernel does not say which mount.
+fn mount_and_inode(dir: libc::c_int, path: &CStr) -> Option<(u64, u32, u32, u64)> {
+    let flags = if path.is_empty() {
+        libc::AT_EMPTY_PATH
+    } else {
+        0
+    };
+    // SAFETY: statx writes one `struct statx` into a value this frame owns; the path is
+    // NUL-terminated.
+    let stx = unsafe {
+        let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+        let wanted = libc::STATX_INO | libc::STATX_MNT_ID;
+        if libc::statx(dir, path.as_ptr(), flags, wanted, stx.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stx.assume_init()
+    };
+    (stx.stx_mask & libc::STATX_MNT_ID != 0).then_some((
+        stx.stx_mnt_id,
+        stx.stx_dev_major,
+        stx.stx_dev_minor,
+        stx.stx_ino,
+    ))
 }
 
 /// For a daemon that is not root. Writing its own uid map needs the worker dumpable (it is,
