@@ -162,8 +162,9 @@ pub fn zygote_allowlist() -> Vec<(&'static str, i64, Vec<SeccompRule>)> {
         any("chdir", libc::SYS_chdir),
         any("chroot", libc::SYS_chroot),
         any("pivot_root", libc::SYS_pivot_root),
-        // Only the zygote's return to its mount namespace, root and working directory where
-        // its own empty root failed part way (`crate::isolate::enter_zygote_root`).
+        // Only the zygote's way back to its mount namespace, root and working directory: tried
+        // before it makes its own empty root, and taken where that fails part way
+        // (`crate::isolate::enter_zygote_root`).
         (
             "setns",
             libc::SYS_setns,
