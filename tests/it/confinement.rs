@@ -163,15 +163,7 @@ fn applied(d: &Daemon, part: &str) -> bool {
 
 /// A worker that is ready and waiting: blocked in read() on its socket.
 fn idle_worker(d: &Daemon) -> i32 {
-    let mut found = None;
-    assert!(wait_until(Duration::from_secs(5), || {
-        found = d
-            .workers()
-            .into_iter()
-            .find(|&p| crate::util::state(p) == Some('S'));
-        found.is_some()
-    }));
-    found.unwrap()
+    idle_worker_of(d.pid())
 }
 
 #[test]
@@ -257,16 +249,19 @@ fn default_isolation_separates_namespaces_and_empties_the_root() {
                 0,
                 "the zygote's root is not empty"
             );
-            if let Ok(out) = Command::new("nsenter")
+            match Command::new("nsenter")
                 .arg(format!("--mount=/proc/{zygote}/ns/mnt"))
                 .args(["cat", "/proc/self/mountinfo"])
                 .output()
             {
-                assert!(
+                Ok(out) => assert!(
                     !out.status.success() && out.stdout.is_empty(),
                     "the zygote's mount namespace still holds the host's root:\n{}",
                     String::from_utf8_lossy(&out.stdout)
-                );
+                ),
+                Err(e) => crate::util::skip(&format!(
+                    "nsenter (util-linux) could not be run, to enter the zygote's mount namespace: {e}"
+                )),
             }
         }
         let mut others = d.workers();
@@ -501,9 +496,9 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(lib, &to).unwrap();
     }
-    let log = tmp.path().join("daemon.log");
     // unshare, sh and chroot each exec the next: the child is the daemon.
-    let spawned = Command::new("unshare")
+    let mut command = Command::new("unshare");
+    command
         .args(["--mount", "--propagation", "private", "sh", "-c"])
         .arg(
             "mount -t proc proc \"$1/proc\" && mount --bind /dev/null \"$1/dev/null\" && \
@@ -511,112 +506,70 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
              exec chroot \"$1\" /jqjaild --socket /jqjail.sock --store /store",
         )
         .args([std::ffi::OsStr::new("sh"), jail.as_os_str()])
-        .arg(crate::util::DAEMON)
-        .env("JQJAIL_LOG", "info")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+        .arg(crate::util::DAEMON);
+    let socket = jail.join("jqjail.sock");
+    let d = match OwnDaemon::spawn(command, tmp, socket) {
+        Ok(d) => d,
         Err(e) => {
             return crate::util::skip(&format!(
                 "unshare (util-linux) could not be run, to start a daemon in a chroot: {e}"
             ));
         }
     };
-    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    let ready = wait_until(Duration::from_secs(30), || {
-        read_log().contains("jqjaild ready")
-    });
-    let daemon = child.id() as i32;
-    let checked = std::panic::catch_unwind(|| {
-        assert!(
-            ready,
-            "the daemon in the chroot did not start:\n{}",
-            read_log()
-        );
-        let zygote = crate::util::children(daemon)
-            .into_iter()
-            .find(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim_end() == "jqjail-zygote")
-            })
-            .unwrap_or_else(|| panic!("no zygote:\n{}", read_log()));
-        let link =
-            |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
-        assert_eq!(link(zygote, "ns/mnt"), link(daemon, "ns/mnt"));
+    let (daemon, jail) = (d.pid(), jail.canonicalize().unwrap());
+    let zygote = d.serves_twice_with_one_zygote();
+    for what in ["ns/mnt", "root", "cwd"] {
         assert_eq!(
-            link(zygote, "root"),
-            link(daemon, "root"),
-            "the zygote left the chroot"
+            link(zygote, what),
+            link(daemon, what),
+            "the zygote's {what}"
         );
-        assert_eq!(link(zygote, "cwd"), link(daemon, "cwd"));
-        assert_eq!(link(daemon, "root"), jail.canonicalize().unwrap());
-        assert!(
-            read_log().contains("empty_root=false"),
-            "the workers' empty root is logged as applied:\n{}",
-            read_log()
-        );
-        let reply = jqjail_client::Client::connect(jail.join("jqjail.sock"))
-            .unwrap()
-            .run(".a", br#"{"a":1}"#, &jqjail_client::RunOptions::default())
-            .unwrap();
-        assert_eq!(reply.output, "1");
-        for worker in crate::util::children(daemon) {
-            if let Ok(root) = std::fs::read_link(format!("/proc/{worker}/root")) {
-                assert_eq!(
-                    root,
-                    jail.canonicalize().unwrap(),
-                    "a child of the daemon left the chroot"
-                );
-            }
-        }
-    });
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Err(panic) = checked {
-        std::panic::resume_unwind(panic);
     }
+    assert_eq!(link(daemon, "root"), jail);
+    assert!(
+        d.log().contains("empty_root=false"),
+        "the workers' empty root is logged as applied:\n{}",
+        d.log()
+    );
+    for child in crate::util::children(daemon) {
+        if let Ok(root) = std::fs::read_link(format!("/proc/{child}/root")) {
+            assert_eq!(root, jail, "a child of the daemon left the chroot");
+        }
+    }
+}
+
+/// `/proc/PID/WHAT`'s link.
+fn link(pid: i32, what: &str) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap()
 }
 
 /// Set, to the daemon's directory and the system call to refuse (`DIR:NAME`), for
 /// [`exec_daemon_refusing`].
 const REFUSING_ENV: &str = "JQJAIL_TEST_DAEMON_REFUSING";
 
-/// A root daemon started by [`exec_daemon_refusing`] under a filter that answers one system
-/// call with EPERM, as a container's profile may; killed on drop.
-struct Refusing {
+/// A root daemon this file starts its own way (in a chroot, under a filter), logging into its
+/// directory; killed on drop.
+struct OwnDaemon {
     child: std::process::Child,
     dir: tempfile::TempDir,
+    socket: std::path::PathBuf,
 }
 
-impl Refusing {
-    /// Starts it, or says why not (`None`: skipped).
-    fn start(syscall: &str) -> Option<Refusing> {
-        if !crate::util::root() {
-            crate::util::skip("a daemon that makes its workers' empty root needs root");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("daemon.log");
-        // The helper execs the daemon: the child is the daemon.
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "confinement::exec_daemon_refusing",
-                "--ignored",
-                "--nocapture",
-            ])
-            .env(REFUSING_ENV, format!("{}:{syscall}", dir.path().display()))
+impl OwnDaemon {
+    /// Runs `command`, whose process becomes the daemon (by exec), with its stderr in `dir`,
+    /// and waits until it is ready; an error is the command's own failure to run.
+    fn spawn(
+        mut command: Command,
+        dir: tempfile::TempDir,
+        socket: std::path::PathBuf,
+    ) -> std::io::Result<OwnDaemon> {
+        let child = command
             .env("JQJAIL_LOG", "info")
-            .current_dir(dir.path())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut d = Refusing { child, dir };
+            .stderr(std::fs::File::create(dir.path().join("daemon.log"))?)
+            .spawn()?;
+        let mut d = OwnDaemon { child, dir, socket };
         let ready = wait_until(Duration::from_secs(30), || {
             d.log().contains("jqjaild ready") || d.child.try_wait().unwrap().is_some()
         });
@@ -625,7 +578,30 @@ impl Refusing {
             "the daemon did not start:\n{}",
             d.log()
         );
-        Some(d)
+        Ok(d)
+    }
+
+    /// A daemon under a filter that answers `syscall` with EPERM, as a container's profile
+    /// may ([`exec_daemon_refusing`]); `None`: skipped.
+    fn refusing(syscall: &str) -> Option<OwnDaemon> {
+        if !crate::util::root() {
+            crate::util::skip("a daemon that makes its workers' empty root needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("jqjail.sock");
+        // The helper execs the daemon: the child is the daemon.
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "--exact",
+                "confinement::exec_daemon_refusing",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(REFUSING_ENV, format!("{}:{syscall}", dir.path().display()))
+            .current_dir(dir.path());
+        Some(OwnDaemon::spawn(command, dir, socket).unwrap())
     }
 
     fn log(&self) -> String {
@@ -637,19 +613,15 @@ impl Refusing {
     }
 
     fn zygote(&self) -> i32 {
-        crate::util::children(self.pid())
-            .into_iter()
-            .find(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim_end() == "jqjail-zygote")
-            })
+        crate::util::children_named(self.pid(), "jqjail-zygote")
+            .first()
+            .copied()
             .unwrap_or_else(|| panic!("no zygote:\n{}", self.log()))
     }
 
     /// Runs `.a` over `{"a":1}` and checks the answer.
     fn answers(&self) {
-        let mut client =
-            jqjail_client::Client::connect(self.dir.path().join("jqjail.sock")).unwrap();
+        let mut client = jqjail_client::Client::connect(&self.socket).unwrap();
         client
             .set_io_timeout(Some(Duration::from_secs(30)))
             .unwrap();
@@ -659,12 +631,25 @@ impl Refusing {
         assert_eq!(reply.output, "1");
     }
 
+    /// Answers two requests, and checks that one zygote forked both (none was lost and
+    /// replaced); returns it.
+    fn serves_twice_with_one_zygote(&self) -> i32 {
+        let zygote = self.zygote();
+        self.answers();
+        self.answers();
+        assert_eq!(
+            self.zygote(),
+            zygote,
+            "the zygote was replaced:\n{}",
+            self.log()
+        );
+        zygote
+    }
+
     /// Checks that the zygote is where the daemon is: its mount namespace, root and working
     /// directory; and that each worker made an empty root of its own.
     fn zygote_stayed_and_workers_made_their_own(&self) {
         let (daemon, zygote) = (self.pid(), self.zygote());
-        let link =
-            |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
         for what in ["ns/mnt", "root", "cwd"] {
             assert_eq!(
                 link(zygote, what),
@@ -686,7 +671,7 @@ impl Refusing {
     }
 }
 
-impl Drop for Refusing {
+impl Drop for OwnDaemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -699,7 +684,7 @@ impl Drop for Refusing {
 /// themselves, chrooting into it, as before.
 #[test]
 fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
-    let Some(d) = Refusing::start("pivot_root") else {
+    let Some(d) = OwnDaemon::refusing("pivot_root") else {
         return;
     };
     d.answers();
@@ -717,13 +702,10 @@ fn a_zygote_refused_pivot_root_returns_to_the_daemons_namespace() {
 /// (with `pivot_root`), and the same zygote serves on.
 #[test]
 fn a_zygote_refused_setns_stays_where_it_is() {
-    let Some(d) = Refusing::start("setns") else {
+    let Some(d) = OwnDaemon::refusing("setns") else {
         return;
     };
-    let zygote = d.zygote();
-    d.answers();
-    d.answers();
-    assert_eq!(d.zygote(), zygote, "the zygote was replaced:\n{}", d.log());
+    d.serves_twice_with_one_zygote();
     assert!(
         d.log().contains("each worker enters its own empty root"),
         "{}",
@@ -737,14 +719,10 @@ fn a_zygote_refused_setns_stays_where_it_is() {
 /// serving, rather than be replaced at every start.
 #[test]
 fn a_zygote_refused_chroot_outside_a_chroot_still_makes_its_empty_root() {
-    let Some(d) = Refusing::start("chroot") else {
+    let Some(d) = OwnDaemon::refusing("chroot") else {
         return;
     };
-    let zygote = d.zygote();
-    d.answers();
-    d.answers();
-    assert_eq!(d.zygote(), zygote, "the zygote was replaced:\n{}", d.log());
-    let link = |pid: i32, what: &str| std::fs::read_link(format!("/proc/{pid}/{what}")).unwrap();
+    let zygote = d.serves_twice_with_one_zygote();
     assert_ne!(link(zygote, "ns/mnt"), link(d.pid(), "ns/mnt"));
     assert_eq!(
         std::fs::read_dir(format!("/proc/{zygote}/root"))
@@ -755,21 +733,19 @@ fn a_zygote_refused_chroot_outside_a_chroot_still_makes_its_empty_root() {
     );
 }
 
-/// A ready worker of the daemon `pid`.
+/// A ready worker of the daemon `pid`: blocked in read() on its socket.
 fn idle_worker_of(daemon: i32) -> i32 {
     let mut found = None;
     assert!(wait_until(Duration::from_secs(5), || {
-        found = crate::util::children(daemon).into_iter().find(|&p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.trim_end() == "jqjail-worker")
-                && crate::util::state(p) == Some('S')
-        });
+        found = crate::util::children_named(daemon, "jqjail-worker")
+            .into_iter()
+            .find(|&p| crate::util::state(p) == Some('S'));
         found.is_some()
     }));
     found.unwrap()
 }
 
-/// The daemon of [`Refusing`], under a filter that answers one system call with EPERM (run by
+/// The daemon of [`OwnDaemon::refusing`], under a filter that answers one system call with EPERM (run by
 /// it; ignored otherwise): installs the filter, then execs `jqjaild` on the directory given.
 #[test]
 #[ignore = "run by the tests of a daemon refused a system call, as that daemon"]

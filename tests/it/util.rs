@@ -144,13 +144,7 @@ impl Daemon {
     }
 
     fn children_named(&self, name: &str) -> Vec<i32> {
-        children(self.pid())
-            .into_iter()
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .is_ok_and(|comm| comm.trim_end() == name)
-            })
-            .collect()
+        children_named(self.pid(), name)
     }
 
     pub fn store(&self) -> PathBuf {
@@ -208,6 +202,17 @@ pub fn signal(pid: i32, sig: i32) {
 }
 
 /// Children of `pid`, from /proc (all threads' children lists).
+/// The child processes of `pid` whose name (`/proc/PID/comm`) is `name`.
+pub fn children_named(pid: i32, name: &str) -> Vec<i32> {
+    children(pid)
+        .into_iter()
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .collect()
+}
+
 pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
