@@ -201,7 +201,6 @@ pub fn signal(pid: i32, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
-/// Children of `pid`, from /proc (all threads' children lists).
 /// The child processes of `pid` whose name (`/proc/PID/comm`) is `name`.
 pub fn children_named(pid: i32, name: &str) -> Vec<i32> {
     children(pid)
@@ -213,6 +212,7 @@ pub fn children_named(pid: i32, name: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Children of `pid`, from /proc (all threads' children lists).
 pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -394,10 +394,23 @@ pub fn read_response(s: &mut impl std::io::Read) -> jqjail_protocol::Response {
 /// must answer once, with `PROTOCOL_ERROR` saying the input did not arrive in time, and close
 /// the connection before the default frame timeout would have.
 pub fn assert_cut_off_when_stalled(d: &Daemon, frame: &[u8], sent: usize) {
+    assert_cut_off_when_stalled_after(d, frame, sent, || ());
+}
+
+/// [`assert_cut_off_when_stalled`], running `stalled` once the `sent` bytes are written (for a
+/// large `sent`, the daemon has then passed most of them on to the worker it took); returns
+/// what `stalled` returned.
+pub fn assert_cut_off_when_stalled_after<T>(
+    d: &Daemon,
+    frame: &[u8],
+    sent: usize,
+    stalled: impl FnOnce() -> T,
+) -> T {
     use std::io::{Read, Write};
     let mut s = begin_stream(d, frame);
     s.write_all(&vec![b' '; sent]).unwrap();
     let start = Instant::now();
+    let seen = stalled();
     let default = Config::default().frame_timeout;
     s.set_read_timeout(Some(2 * default)).unwrap();
     let mut reply = Vec::new();
@@ -421,6 +434,7 @@ pub fn assert_cut_off_when_stalled(d: &Daemon, frame: &[u8], sent: usize) {
         "{}",
         e.message
     );
+    seen
 }
 
 /// A daemon whose frame timeout is `ms` (its config file lives in the returned directory).
