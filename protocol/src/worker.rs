@@ -19,9 +19,14 @@ pub const WORKER_FD: i32 = 3;
 pub const WORKER_ARG: &str = "--jqjail-worker";
 
 /// argv\[1\] that makes a jqjail executable act as the worker zygote: a single-threaded
-/// process, exec'd once, that forks workers on request (`jqjail_worker::zygote`). It takes one
-/// more argument, `parent=PID`, and its control socket (SOCK_SEQPACKET) on fd 3.
+/// process, exec'd once, that forks workers on request (`jqjail_worker::zygote`). It takes
+/// `parent=PID`, then optionally [`ZYGOTE_LEAVES_ROOT`], and its control socket
+/// (SOCK_SEQPACKET) on fd 3.
 pub const ZYGOTE_ARG: &str = "--jqjail-zygote";
+
+/// The zygote's optional last argument: it does not make an empty root of its own, and each
+/// worker it forks makes its own (given after a zygote exited [`EXIT_ZYGOTE_LOST`]).
+pub const ZYGOTE_LEAVES_ROOT: &str = "root=workers";
 
 /// Exit status of a worker whose allocation failed (the heap limit).
 pub const EXIT_MEMORY: i32 = 42;
@@ -29,6 +34,10 @@ pub const EXIT_MEMORY: i32 = 42;
 pub const EXIT_CPU: i32 = 43;
 /// Exit status of a worker whose set-up failed before it was ready; stderr says why.
 pub const EXIT_SETUP: i32 = 44;
+/// Exit status of a zygote that, failing to enter its empty root, could not go back to its
+/// mount namespace, root and working directory (out of a chroot, say). No zygote on this
+/// host should try again: the next ones are started with [`ZYGOTE_LEAVES_ROOT`].
+pub const EXIT_ZYGOTE_LOST: i32 = 45;
 
 /// Largest [`Job`] frame: the filter plus room for the other fields.
 pub const fn max_job_frame_bytes(max_filter_bytes: u64) -> u64 {

@@ -5,16 +5,21 @@
 //! pid back. From then on the worker is an ordinary [`Child`].
 //!
 //! A zygote that stops answering is killed and replaced on the next request; a fork the
-//! zygote reports as failed leaves it in service.
+//! zygote reports as failed leaves it in service. One that exits [`EXIT_ZYGOTE_LOST`] (it
+//! could not go back from a failed entry into its empty root) is replaced at once, within the
+//! same request, by one that leaves the empty root to each worker, as do all after it: on
+//! that host every zygote that tried would be lost at its first request, and no worker would
+//! ever start.
 
 use crate::spawn::{Child, Program, WorkerFds, exec};
-use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG};
+use jqjail_protocol::worker::{EXIT_ZYGOTE_LOST, StartupArgs, ZYGOTE_ARG, ZYGOTE_LEAVES_ROOT};
 use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, recv, sendmsg, socketpair,
 };
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -22,11 +27,16 @@ use tokio::io::unix::AsyncFd;
 /// How long the zygote may take to answer a fork request before it is replaced.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a zygote that closed its socket is given to be reaped, for its exit status.
+const EXIT_WAIT: Duration = Duration::from_secs(1);
+
 /// Starts workers through a zygote, starting (and restarting) the zygote as needed.
 #[derive(Debug)]
 pub struct Zygote {
     program: Program,
     running: tokio::sync::Mutex<Option<Running>>,
+    /// A zygote exited [`EXIT_ZYGOTE_LOST`]: the next ones leave the empty root to workers.
+    leave_root: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -47,6 +57,7 @@ impl Zygote {
         Zygote {
             program,
             running: tokio::sync::Mutex::new(None),
+            leave_root: AtomicBool::new(false),
         }
     }
 
@@ -65,27 +76,42 @@ impl Zygote {
                 "a request to the worker zygote was abandoned before its answer; replacing it"
             );
         }
-        let zygote = match running.as_mut() {
-            Some(zygote) => zygote,
-            None => running.insert(Running::start(&self.program)?),
-        };
-        let fds = WorkerFds::new()?;
-        match zygote.request(startup, &fds).await {
-            Ok(Ok(pid)) => fds.adopt(pid),
-            Ok(Err(why)) => Err(io::Error::other(format!("the zygote cannot fork: {why}"))),
-            Err(broken) => {
-                let pid = zygote.child.pid();
-                // Dropping it kills and reaps it; the next request starts a new one.
-                *running = None;
-                tracing::warn!(pid, error = %broken, "worker zygote stopped answering; replacing it");
-                Err(io::Error::other(format!("the zygote failed: {broken}")))
-            }
+        loop {
+            let leave_root = self.leave_root.load(Ordering::Relaxed);
+            let zygote = match running.as_mut() {
+                Some(zygote) => zygote,
+                None => running.insert(Running::start(&self.program, leave_root)?),
+            };
+            let fds = WorkerFds::new()?;
+            return match zygote.request(startup, &fds).await {
+                Ok(Ok(pid)) => fds.adopt(pid),
+                Ok(Err(why)) => Err(io::Error::other(format!("the zygote cannot fork: {why}"))),
+                Err(broken) => {
+                    let Some(mut gone) = running.take() else {
+                        unreachable!("the zygote asked is the one running")
+                    };
+                    let pid = gone.child.pid();
+                    if !leave_root && gone.exited_lost().await {
+                        // Once only: the next zygote is started not to try.
+                        self.leave_root.store(true, Ordering::Relaxed);
+                        tracing::warn!(
+                            pid,
+                            "worker zygote could not go back from a failed entry into its empty root; its replacements leave the empty root to each worker"
+                        );
+                        continue;
+                    }
+                    // Dropping it kills and reaps it; the next request starts a new one.
+                    drop(gone);
+                    tracing::warn!(pid, error = %broken, "worker zygote stopped answering; replacing it");
+                    Err(io::Error::other(format!("the zygote failed: {broken}")))
+                }
+            };
         }
     }
 }
 
 impl Running {
-    fn start(program: &Program) -> io::Result<Running> {
+    fn start(program: &Program, leave_root: bool) -> io::Result<Running> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -99,10 +125,13 @@ impl Running {
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )
         .map_err(io::Error::from)?;
-        let args = [
+        let mut args = vec![
             ZYGOTE_ARG.to_string(),
             format!("parent={}", std::process::id()),
         ];
+        if leave_root {
+            args.push(ZYGOTE_LEAVES_ROOT.to_string());
+        }
         let pid = exec(program, &args, &theirs, None)?;
         drop(theirs);
         let child = Child::adopt(pid, None)?;
@@ -117,6 +146,16 @@ impl Running {
             control,
             pending: false,
         })
+    }
+
+    /// Whether the zygote, which stopped answering, exited [`EXIT_ZYGOTE_LOST`]. One that
+    /// closed its socket by exiting is reaped at once; one still running is not waited for
+    /// long (it is killed when dropped).
+    async fn exited_lost(&mut self) -> bool {
+        matches!(
+            tokio::time::timeout(EXIT_WAIT, self.child.wait()).await,
+            Ok(Ok(exit)) if exit.status == Ok(EXIT_ZYGOTE_LOST)
+        )
     }
 
     /// One request and its answer. The outer error means the zygote is broken (the socket

@@ -472,8 +472,44 @@ fn a_non_root_daemon_confines_its_workers_in_a_user_namespace() {
 /// then run without an empty root, as the daemon logs, inside the chroot.
 #[test]
 fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
+    let Some((d, jail)) = chrooted_daemon(None) else {
+        return;
+    };
+    d.serves_twice_with_one_zygote();
+    d.zygote_stayed_in(&jail);
+    assert!(!d.log().contains("could not go back"), "{}", d.log());
+}
+
+/// A chroot again, under a filter that refuses `chroot` (the daemon holds CAP_SYS_CHROOT, as
+/// a container's profile may have it): the zygote's way back, which must choose the chroot
+/// again after entering its namespace, fails in its dry run, with the zygote already out of
+/// the chroot. It exits lost; the daemon replaces it within the same start by a zygote that
+/// leaves the empty root to its workers, and every later one does the same. (Before, every
+/// zygote was lost at its first request, and no worker ever started.)
+#[test]
+fn a_zygote_lost_on_its_way_back_is_replaced_by_one_that_leaves_the_root_to_workers() {
+    let Some((d, jail)) = chrooted_daemon(Some("chroot")) else {
+        return;
+    };
+    d.serves_twice_with_one_zygote();
+    d.zygote_stayed_in(&jail);
+    let log = d.log();
+    assert_eq!(
+        log.matches("could not go back from a failed entry into its empty root")
+            .count(),
+        1,
+        "one zygote lost, no more:\n{log}"
+    );
+    assert_eq!(log.matches("worker zygote started").count(), 2, "{log}");
+}
+
+/// A root daemon in a chroot (its libraries copied in, itself bind-mounted) in a mount
+/// namespace of its own; with `refusing`, a system call [`exec_daemon_refusing`] refuses it,
+/// from after its chroot. Returns it and its jail; `None`: skipped.
+fn chrooted_daemon(refusing: Option<&str>) -> Option<(OwnDaemon, std::path::PathBuf)> {
     if !crate::util::root() {
-        return crate::util::skip("a daemon in a chroot and a mount namespace needs root");
+        crate::util::skip("a daemon in a chroot and a mount namespace needs root");
+        return None;
     }
     let tmp = tempfile::tempdir().unwrap();
     let jail = tmp.path().join("jail");
@@ -486,9 +522,10 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
     let ldd = match Command::new("ldd").arg(crate::util::DAEMON).output() {
         Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap(),
         other => {
-            return crate::util::skip(&format!(
+            crate::util::skip(&format!(
                 "ldd (libc-bin) lists the daemon's libraries to copy into the chroot: {other:?}"
             ));
+            return None;
         }
     };
     for lib in ldd.split_whitespace().filter(|w| w.starts_with('/')) {
@@ -496,44 +533,39 @@ fn a_zygote_whose_empty_root_fails_stays_in_its_daemons_chroot() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(lib, &to).unwrap();
     }
-    // unshare, sh and chroot each exec the next: the child is the daemon.
+    // unshare, sh and chroot (or the helper, which chroots itself) each exec the next: the
+    // child is the daemon.
+    let start = match refusing {
+        None => "exec chroot \"$1\" /jqjaild --socket /jqjail.sock --store /store",
+        Some(_) => "exec \"$3\" --exact confinement::exec_daemon_refusing --ignored --nocapture",
+    };
     let mut command = Command::new("unshare");
     command
         .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(
+        .arg(format!(
             "mount -t proc proc \"$1/proc\" && mount --bind /dev/null \"$1/dev/null\" && \
-             mount --bind \"$2\" \"$1/jqjaild\" && \
-             exec chroot \"$1\" /jqjaild --socket /jqjail.sock --store /store",
-        )
+             mount --bind \"$2\" \"$1/jqjaild\" && {start}"
+        ))
         .args([std::ffi::OsStr::new("sh"), jail.as_os_str()])
-        .arg(crate::util::DAEMON);
+        .arg(crate::util::DAEMON)
+        .arg(std::env::current_exe().unwrap());
+    if let Some(syscall) = refusing {
+        command
+            .env(REFUSING_ENV, format!("/:{syscall}"))
+            .env(JAIL_ENV, &jail);
+    }
     let socket = jail.join("jqjail.sock");
-    let d = match OwnDaemon::spawn(command, tmp, socket) {
-        Ok(d) => d,
+    let jail = jail.canonicalize().unwrap();
+    match OwnDaemon::spawn(command, tmp, socket) {
+        Ok(d) => {
+            assert_eq!(link(d.pid(), "root"), jail);
+            Some((d, jail))
+        }
         Err(e) => {
-            return crate::util::skip(&format!(
+            crate::util::skip(&format!(
                 "unshare (util-linux) could not be run, to start a daemon in a chroot: {e}"
             ));
-        }
-    };
-    let (daemon, jail) = (d.pid(), jail.canonicalize().unwrap());
-    let zygote = d.serves_twice_with_one_zygote();
-    for what in ["ns/mnt", "root", "cwd"] {
-        assert_eq!(
-            link(zygote, what),
-            link(daemon, what),
-            "the zygote's {what}"
-        );
-    }
-    assert_eq!(link(daemon, "root"), jail);
-    assert!(
-        d.log().contains("empty_root=false"),
-        "the workers' empty root is logged as applied:\n{}",
-        d.log()
-    );
-    for child in crate::util::children(daemon) {
-        if let Ok(root) = std::fs::read_link(format!("/proc/{child}/root")) {
-            assert_eq!(root, jail, "a child of the daemon left the chroot");
+            None
         }
     }
 }
@@ -546,6 +578,10 @@ fn link(pid: i32, what: &str) -> std::path::PathBuf {
 /// Set, to the daemon's directory and the system call to refuse (`DIR:NAME`), for
 /// [`exec_daemon_refusing`].
 const REFUSING_ENV: &str = "JQJAIL_TEST_DAEMON_REFUSING";
+
+/// Set, for [`exec_daemon_refusing`], to a directory to chroot into before the filter (the
+/// daemon's directory is then inside it, and the daemon is its `/jqjaild`).
+const JAIL_ENV: &str = "JQJAIL_TEST_DAEMON_JAIL";
 
 /// A root daemon this file starts its own way (in a chroot, under a filter), logging into its
 /// directory; killed on drop.
@@ -644,6 +680,31 @@ impl OwnDaemon {
             self.log()
         );
         zygote
+    }
+
+    /// Checks that the zygote is where the daemon is (its mount namespace, root and working
+    /// directory, in `jail`), that the workers run without an empty root, as logged, and
+    /// that no child of the daemon left the jail.
+    fn zygote_stayed_in(&self, jail: &std::path::Path) {
+        let (daemon, zygote) = (self.pid(), self.zygote());
+        for what in ["ns/mnt", "root", "cwd"] {
+            assert_eq!(
+                link(zygote, what),
+                link(daemon, what),
+                "the zygote's {what}"
+            );
+        }
+        assert_eq!(link(daemon, "root"), jail);
+        assert!(
+            self.log().contains("empty_root=false"),
+            "the workers' empty root is logged as applied:\n{}",
+            self.log()
+        );
+        for child in crate::util::children(daemon) {
+            if let Ok(root) = std::fs::read_link(format!("/proc/{child}/root")) {
+                assert_eq!(root, jail, "a child of the daemon left the chroot");
+            }
+        }
     }
 
     /// Checks that the zygote is where the daemon is: its mount namespace, root and working
@@ -745,8 +806,10 @@ fn idle_worker_of(daemon: i32) -> i32 {
     found.unwrap()
 }
 
-/// The daemon of [`OwnDaemon::refusing`], under a filter that answers one system call with EPERM (run by
-/// it; ignored otherwise): installs the filter, then execs `jqjaild` on the directory given.
+/// The daemon of [`OwnDaemon::refusing`] and [`chrooted_daemon`], under a filter that answers
+/// one system call with EPERM (run by them; ignored otherwise): chroots into [`JAIL_ENV`]'s
+/// directory where that is set, installs the filter, then execs `jqjaild` on the directory
+/// given.
 #[test]
 #[ignore = "run by the tests of a daemon refused a system call, as that daemon"]
 fn exec_daemon_refusing() {
@@ -764,6 +827,14 @@ fn exec_daemon_refusing() {
         other => panic!("no number for {other}"),
     };
     let dir = std::path::PathBuf::from(dir);
+    let daemon = match std::env::var_os(JAIL_ENV) {
+        Some(jail) => {
+            std::os::unix::fs::chroot(jail).unwrap();
+            std::env::set_current_dir("/").unwrap();
+            std::path::PathBuf::from("/jqjaild")
+        }
+        None => std::path::PathBuf::from(crate::util::DAEMON),
+    };
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
         code: code as u16,
         jt,
@@ -802,7 +873,7 @@ fn exec_daemon_refusing() {
             std::io::Error::last_os_error()
         );
     }
-    let err = Command::new(crate::util::DAEMON)
+    let err = Command::new(daemon)
         .arg("--socket")
         .arg(dir.join("jqjail.sock"))
         .arg("--store")

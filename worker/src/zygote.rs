@@ -23,7 +23,9 @@
 
 use crate::confine::{clear_environment, die_with_parent, keep_only_fd3, name_process};
 use crate::engine::Engine;
-use jqjail_protocol::worker::{EXIT_SETUP, StartupArgs, WORKER_FD};
+use jqjail_protocol::worker::{
+    EXIT_SETUP, EXIT_ZYGOTE_LOST, StartupArgs, WORKER_FD, ZYGOTE_LEAVES_ROOT,
+};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
 use std::io::IoSliceMut;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -38,7 +40,8 @@ const MAX_REQUEST_BYTES: usize = 1024;
 /// its whole life, ending in its exit status.
 pub type Life = fn(&Engine, &StartupArgs) -> i32;
 
-/// The zygote's life; returns its exit status. `args` is `["parent=PID"]`.
+/// The zygote's life; returns its exit status. `args` is `["parent=PID"]`, or that and
+/// [`ZYGOTE_LEAVES_ROOT`].
 pub fn run(args: &[String]) -> i32 {
     run_with(args, crate::serve::serve_forked)
 }
@@ -46,14 +49,18 @@ pub fn run(args: &[String]) -> i32 {
 /// [`run`], with each forked child living `life`. Public so that the escape probes can run
 /// their probes in workers forked exactly as the daemon's are.
 pub fn run_with(args: &[String], life: Life) -> i32 {
-    let parent = match args {
-        [one] => one
-            .strip_prefix("parent=")
-            .and_then(|pid| pid.parse::<u32>().ok()),
-        _ => None,
+    let (parent, leaves_root) = match args {
+        [parent] => (parent, false),
+        [parent, last] if last == ZYGOTE_LEAVES_ROOT => (parent, true),
+        _ => (&String::new(), false),
     };
-    let Some(parent) = parent else {
-        eprintln!("jqjail zygote: expected one argument, parent=PID; got {args:?}");
+    let Some(parent) = parent
+        .strip_prefix("parent=")
+        .and_then(|pid| pid.parse::<u32>().ok())
+    else {
+        eprintln!(
+            "jqjail zygote: expected parent=PID, optionally followed by {ZYGOTE_LEAVES_ROOT}; got {args:?}"
+        );
         return EXIT_SETUP;
     };
     let set_up = keep_only_fd3().and_then(|()| {
@@ -99,7 +106,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             .ok(),
         known: None,
     };
-    let mut root = Root::NotTried;
+    let mut root = if leaves_root {
+        Root::Left
+    } else {
+        Root::NotTried
+    };
     loop {
         let (text, fds) = match receive() {
             Ok(Some(request)) => request,
@@ -116,11 +127,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
                 match StartupArgs::parse(&lines) {
                     Ok(startup) => match prepare_fork(&mut root, &mut baseline, &startup) {
                         Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
-                        Err(Replace(why)) => {
+                        Err(Replace { why, status }) => {
                             // No answer: the supervisor finds the socket closed, replaces this
                             // zygote, and the new one serves the next request.
                             eprintln!("jqjail zygote: {why}; exiting to be replaced");
-                            return EXIT_SETUP;
+                            return status;
                         }
                     },
                     Err(why) => Err(why),
@@ -158,8 +169,22 @@ enum Root {
     Left,
 }
 
-/// Why this zygote cannot fork the worker asked for, and must be replaced by a new one.
-struct Replace(String);
+/// Why this zygote cannot fork the worker asked for, and must be replaced by a new one; it
+/// exits with `status`.
+struct Replace {
+    why: String,
+    status: i32,
+}
+
+impl Replace {
+    /// Replaced, and the next zygote may be as this one was.
+    fn because(why: impl Into<String>) -> Replace {
+        Replace {
+            why: why.into(),
+            status: EXIT_SETUP,
+        }
+    }
+}
 
 /// Before each fork: enters the zygote's empty root at the first request that asks for one,
 /// and sets the heap baseline the worker will take.
@@ -174,17 +199,14 @@ fn prepare_fork(
     if *root == Root::Entered && !startup.isolation.empty_root {
         // A worker without an empty root (the isolation negotiated down after the first
         // start) would share this zygote's mount namespace: a new zygote forks it instead.
-        return Err(Replace(
-            "a worker without an empty root was asked for, after this zygote entered its own"
-                .to_string(),
+        return Err(Replace::because(
+            "a worker without an empty root was asked for, after this zygote entered its own",
         ));
     }
     let forked = baseline.current();
     if *root == Root::Entered && forked.is_none() {
         // A worker could not read its own: /proc is out of its reach too.
-        return Err(Replace(
-            "the zygote cannot read its heap baseline".to_string(),
-        ));
+        return Err(Replace::because("the zygote cannot read its heap baseline"));
     }
     crate::confine::set_forked_baseline(forked.unwrap_or(0));
     Ok(())
@@ -209,7 +231,11 @@ fn enter_root(baseline: &mut Baseline) -> Result<Root, Replace> {
             eprintln!("jqjail zygote: {why}; each worker enters its own empty root");
             Ok(Root::Left)
         }
-        Err(lost) => Err(Replace(lost.to_string())),
+        // The next zygote must not try: it would be lost too, and no worker would start.
+        Err(lost) => Err(Replace {
+            why: lost.to_string(),
+            status: EXIT_ZYGOTE_LOST,
+        }),
     }
 }
 
