@@ -10,7 +10,8 @@
 //! from. Memory still charged to a reused cgroup is page cache, which the kernel reclaims
 //! before it would refuse the worker anything. A cgroup keeps its `cgroup.procs` and
 //! `memory.oom_control` open while it is reused: each worker then costs one write and one
-//! read, where opening them again cost two path walks, two opens, two closes and a stat.
+//! read, where opening them again cost two path walks, two opens, two closes and a stat. One
+//! removed from outside while it waits is found at its next use (ENODEV) and dropped.
 //!
 //! cgroup v2 is not used: its no-internal-process rule means the daemon would have to move
 //! itself into a leaf first, which is the service manager's job. Under systemd, MemoryMax= on
@@ -152,32 +153,62 @@ impl CgroupParent {
         self.limit_bytes
     }
 
-    /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one.
+    /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one. A
+    /// recycled one that was removed from outside while it waited (its files then fail with
+    /// ENODEV) is dropped, and the next is tried.
     pub fn attach(self: &Arc<Self>, pid: i32) -> io::Result<WorkerCgroup> {
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let (slot, oom_base) = match reused {
-            Some(free) => free,
-            None => {
-                let n = self.next.fetch_add(1, Ordering::Relaxed);
-                (
-                    Slot::create(&self.dir, &format!("w{n}"), self.limit_bytes)?,
-                    0,
-                )
+        // Each failed try drops the cgroup it popped (its counter cannot be read either), so
+        // this ends with the free list; the bound holds whatever the kernel does.
+        let mut gone = 0;
+        let warn = |gone: usize| {
+            if gone > 0 {
+                tracing::warn!(
+                    gone,
+                    "recycled worker cgroups were removed from outside; dropped"
+                );
             }
         };
-        let cg = WorkerCgroup {
-            slot,
-            oom_base,
-            parent: self.clone(),
-        };
-        match (&cg.slot.procs).write_all(pid.to_string().as_bytes()) {
-            Ok(()) => Ok(cg),
-            Err(e) => {
-                // Nothing moved in (the process is already gone): the cgroup is still empty.
-                cg.finish();
-                Err(e)
+        for _ in 0..=KEEP_FREE {
+            let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let recycled = reused.is_some();
+            let (slot, oom_base) = match reused {
+                Some(free) => free,
+                None => {
+                    let n = self.next.fetch_add(1, Ordering::Relaxed);
+                    (
+                        Slot::create(&self.dir, &format!("w{n}"), self.limit_bytes)?,
+                        0,
+                    )
+                }
+            };
+            let cg = WorkerCgroup {
+                slot,
+                oom_base,
+                parent: self.clone(),
+            };
+            match (&cg.slot.procs).write_all(pid.to_string().as_bytes()) {
+                Ok(()) => {
+                    warn(gone);
+                    return Ok(cg);
+                }
+                Err(e) => {
+                    // Nothing moved in (the process is gone, or the cgroup is): it is still
+                    // empty, and goes back on the free list only if it is still there.
+                    cg.finish();
+                    if !(recycled && e.raw_os_error() == Some(libc::ENODEV)) {
+                        warn(gone);
+                        return Err(e);
+                    }
+                    gone += 1;
+                }
             }
         }
+        warn(gone);
+        Err(io::Error::other(format!(
+            "no worker cgroup in {} took the worker in {} tries",
+            self.dir.display(),
+            KEEP_FREE + 1
+        )))
     }
 
     /// How many empty cgroups wait for reuse.

@@ -360,6 +360,66 @@ fn each_worker_gets_a_memory_cgroup_where_the_host_allows() {
     }
 }
 
+/// A recycled worker cgroup removed from outside while it waits on the free list (an admin's
+/// clean-up, another tool's sweep): the daemon drops it and moves the worker into another, or
+/// a new one, rather than start it with no memory cgroup at all.
+#[test]
+fn a_worker_cgroup_removed_while_free_is_replaced_not_skipped() {
+    let d = Daemon::start();
+    if d.log().contains("memory cgroups unavailable") {
+        return crate::util::skip(
+            "this host offers no writable cgroup-v1 memory controller (see the daemon log)",
+        );
+    }
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", d.pid())).unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, path)| path.to_string()))
+        .unwrap();
+    let parent = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(own.trim_start_matches('/'))
+        .join(format!("jqjail-workers-{}", d.pid()));
+    // Workers served and reaped: their cgroups wait, empty, for the next.
+    for i in 0..8 {
+        assert_eq!(d.ok(".", &i.to_string()), i.to_string());
+    }
+    let mut removed = 0;
+    assert!(wait_until(Duration::from_secs(5), || {
+        for slot in std::fs::read_dir(&parent).unwrap().flatten() {
+            // rmdir succeeds only for a cgroup without processes: the ones on the free list.
+            if slot.path().is_dir() && std::fs::remove_dir(slot.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed >= 2
+    }));
+    // The next workers start where those were to be reused.
+    for i in 0..12 {
+        assert_eq!(d.ok(".", &i.to_string()), i.to_string());
+    }
+    let expected = format!("/jqjail-workers-{}/w", d.pid());
+    assert!(wait_until(Duration::from_secs(5), || {
+        let workers = d.workers();
+        !workers.is_empty()
+            && workers.iter().all(|w| {
+                std::fs::read_to_string(format!("/proc/{w}/cgroup")).is_ok_and(|c| {
+                    c.lines()
+                        .any(|l| l.contains(":memory:") && l.contains(&expected))
+                })
+            })
+    }));
+    assert!(
+        !d.log().contains("cannot put a worker in its memory cgroup"),
+        "{removed} removed cgroups; a worker started without one:\n{}",
+        d.log()
+    );
+    assert!(
+        d.log().contains("removed from outside"),
+        "no removed cgroup was come upon:\n{}",
+        d.log()
+    );
+}
+
 /// The zygote holds only what its children's set-up needs: no_new_privs, its own seccomp
 /// allowlist, and (as root) only the five capabilities of `ZYGOTE_CAPS` in its bounding,
 /// permitted and effective sets.
