@@ -35,8 +35,9 @@ pub const EXIT_CPU: i32 = 43;
 /// Exit status of a worker whose set-up failed before it was ready; stderr says why.
 pub const EXIT_SETUP: i32 = 44;
 /// Exit status of a zygote that, failing to enter its empty root, could not go back to its
-/// mount namespace, root and working directory (out of a chroot, say). No zygote on this
-/// host should try again: the next ones are started with [`ZYGOTE_LEAVES_ROOT`].
+/// mount namespace, root and working directory (out of a chroot, say); it answers `lost WHY`
+/// first. No later zygote of the same daemon tries: they are started with
+/// [`ZYGOTE_LEAVES_ROOT`].
 pub const EXIT_ZYGOTE_LOST: i32 = 45;
 
 /// Largest [`Job`] frame: the filter plus room for the other fields.

@@ -5,14 +5,14 @@
 //! pid back. From then on the worker is an ordinary [`Child`].
 //!
 //! A zygote that stops answering is killed and replaced on the next request; a fork the
-//! zygote reports as failed leaves it in service. One that exits [`EXIT_ZYGOTE_LOST`] (it
-//! could not go back from a failed entry into its empty root) is replaced at once, within the
-//! same request, by one that leaves the empty root to each worker, as do all after it: on
-//! that host every zygote that tried would be lost at its first request, and no worker would
-//! ever start.
+//! zygote reports as failed leaves it in service. One that answers `lost` (it could not go
+//! back from a failed entry into its empty root, and exits [`jqjail_protocol::worker::EXIT_ZYGOTE_LOST`]) is replaced
+//! at once, within the same request, by one that leaves the empty root to each worker, as are
+//! all after it for the daemon's life: on that host every zygote that tried would be lost at
+//! its first request for an empty root, and no worker would ever start.
 
 use crate::spawn::{Child, Program, WorkerFds, exec};
-use jqjail_protocol::worker::{EXIT_ZYGOTE_LOST, StartupArgs, ZYGOTE_ARG, ZYGOTE_LEAVES_ROOT};
+use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG, ZYGOTE_LEAVES_ROOT};
 use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, recv, sendmsg, socketpair,
 };
@@ -27,15 +27,12 @@ use tokio::io::unix::AsyncFd;
 /// How long the zygote may take to answer a fork request before it is replaced.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a zygote that closed its socket is given to be reaped, for its exit status.
-const EXIT_WAIT: Duration = Duration::from_secs(1);
-
 /// Starts workers through a zygote, starting (and restarting) the zygote as needed.
 #[derive(Debug)]
 pub struct Zygote {
     program: Program,
     running: tokio::sync::Mutex<Option<Running>>,
-    /// A zygote exited [`EXIT_ZYGOTE_LOST`]: the next ones leave the empty root to workers.
+    /// A zygote answered `lost`: the next ones leave the empty root to workers.
     leave_root: AtomicBool,
 }
 
@@ -84,30 +81,50 @@ impl Zygote {
             };
             let fds = WorkerFds::new()?;
             return match zygote.request(startup, &fds).await {
-                Ok(Ok(pid)) => fds.adopt(pid),
-                Ok(Err(why)) => Err(io::Error::other(format!("the zygote cannot fork: {why}"))),
+                Ok(Answer::Forked(pid)) => fds.adopt(pid),
+                Ok(Answer::Failed(why)) => {
+                    Err(io::Error::other(format!("the zygote cannot fork: {why}")))
+                }
+                Ok(Answer::Lost(why)) if !leave_root => {
+                    // Dropping it kills and reaps it (it is exiting anyway). Once only: the
+                    // next zygote is started not to try, and serves this request.
+                    let pid = running.take().map(|gone| gone.child.pid());
+                    self.leave_root.store(true, Ordering::Relaxed);
+                    tracing::warn!(
+                        pid,
+                        reason = %why,
+                        "worker zygote could not go back from a failed entry into its empty root; its replacements leave the empty root to each worker"
+                    );
+                    continue;
+                }
+                Ok(Answer::Lost(why)) => {
+                    // Told not to try, it cannot be lost; a zygote that says so is broken.
+                    *running = None;
+                    Err(io::Error::other(format!(
+                        "the zygote, told to leave the empty root to workers, says it is lost: {why}"
+                    )))
+                }
                 Err(broken) => {
-                    let Some(mut gone) = running.take() else {
-                        unreachable!("the zygote asked is the one running")
-                    };
-                    let pid = gone.child.pid();
-                    if !leave_root && gone.exited_lost().await {
-                        // Once only: the next zygote is started not to try.
-                        self.leave_root.store(true, Ordering::Relaxed);
-                        tracing::warn!(
-                            pid,
-                            "worker zygote could not go back from a failed entry into its empty root; its replacements leave the empty root to each worker"
-                        );
-                        continue;
-                    }
+                    let pid = zygote.child.pid();
                     // Dropping it kills and reaps it; the next request starts a new one.
-                    drop(gone);
+                    *running = None;
                     tracing::warn!(pid, error = %broken, "worker zygote stopped answering; replacing it");
                     Err(io::Error::other(format!("the zygote failed: {broken}")))
                 }
             };
         }
     }
+}
+
+/// A zygote's answer to a fork request.
+enum Answer {
+    /// `ok PID`: the worker is forked.
+    Forked(libc::pid_t),
+    /// `err WHY`: the fork failed; the zygote serves on.
+    Failed(String),
+    /// `lost WHY`: the zygote could not go back from a failed entry into its empty root, and
+    /// exits [`jqjail_protocol::worker::EXIT_ZYGOTE_LOST`] without forking.
+    Lost(String),
 }
 
 impl Running {
@@ -148,23 +165,9 @@ impl Running {
         })
     }
 
-    /// Whether the zygote, which stopped answering, exited [`EXIT_ZYGOTE_LOST`]. One that
-    /// closed its socket by exiting is reaped at once; one still running is not waited for
-    /// long (it is killed when dropped).
-    async fn exited_lost(&mut self) -> bool {
-        matches!(
-            tokio::time::timeout(EXIT_WAIT, self.child.wait()).await,
-            Ok(Ok(exit)) if exit.status == Ok(EXIT_ZYGOTE_LOST)
-        )
-    }
-
-    /// One request and its answer. The outer error means the zygote is broken (the socket
-    /// failed, closed or went silent); the inner one is a fork it reports as failed.
-    async fn request(
-        &mut self,
-        startup: &StartupArgs,
-        fds: &WorkerFds,
-    ) -> io::Result<Result<libc::pid_t, String>> {
+    /// One request and its answer. The error means the zygote is broken (the socket failed,
+    /// closed or went silent, or the answer is not one of the three).
+    async fn request(&mut self, startup: &StartupArgs, fds: &WorkerFds) -> io::Result<Answer> {
         self.pending = true;
         let text = startup.to_args().join("\n");
         let attached = [fds.theirs.as_raw_fd(), fds.err_write.as_raw_fd()];
@@ -193,13 +196,16 @@ impl Running {
         self.pending = false;
         let answer = String::from_utf8_lossy(&buf[..answer]);
         if let Some(why) = answer.strip_prefix("err ") {
-            return Ok(Err(why.to_string()));
+            return Ok(Answer::Failed(why.to_string()));
+        }
+        if let Some(why) = answer.strip_prefix("lost ") {
+            return Ok(Answer::Lost(why.to_string()));
         }
         answer
             .strip_prefix("ok ")
             .and_then(|pid| pid.parse::<libc::pid_t>().ok())
             .filter(|pid| *pid > 0)
-            .map(Ok)
+            .map(Answer::Forked)
             .ok_or_else(|| io::Error::other(format!("the zygote answered `{answer}`")))
     }
 }

@@ -8,7 +8,9 @@
 //! 1. supervisor → zygote: the worker's startup arguments ([`StartupArgs::to_args`], one per
 //!    line), with two descriptors attached (SCM_RIGHTS): the worker's end of its socketpair
 //!    and the write end of its stderr pipe;
-//! 2. zygote → supervisor: `ok PID`, or `err WHY` when the fork failed.
+//! 2. zygote → supervisor: `ok PID`, or `err WHY` when the fork failed, or `lost WHY` when
+//!    the zygote could not go back from a failed entry into its empty root (it then exits
+//!    `EXIT_ZYGOTE_LOST`, and forks nothing).
 //!
 //! The zygote forks with `CLONE_PARENT`, so each worker is the supervisor's own child: the
 //! supervisor waits for it, reads its resource usage and signals it exactly as it does an
@@ -129,8 +131,14 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
                         Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
                         Err(Replace { why, status }) => {
                             // No answer: the supervisor finds the socket closed, replaces this
-                            // zygote, and the new one serves the next request.
+                            // zygote, and the new one serves the next request. But for a lost
+                            // one, which says so: its replacement must not try, and serves
+                            // this request.
                             eprintln!("jqjail zygote: {why}; exiting to be replaced");
+                            if status == EXIT_ZYGOTE_LOST {
+                                let lost = format!("lost {why}");
+                                let _ = send(WORKER_FD, lost.as_bytes(), MsgFlags::empty());
+                            }
                             return status;
                         }
                     },
@@ -163,9 +171,9 @@ enum Root {
     NotTried,
     /// It is: each worker's mount namespace is a copy of the zygote's one mount.
     Entered,
-    /// Not for this zygote (not root, no heap baseline, or the host refused a step, after
-    /// which the zygote is back where it was): each worker enters its own, as an exec'd one
-    /// does, and reports a refusal itself.
+    /// Not for this zygote (told so by `root=workers`, not root, no heap baseline, or the
+    /// host refused a step, after which the zygote is back where it was): each worker enters
+    /// its own, as an exec'd one does, and reports a refusal itself.
     Left,
 }
 
