@@ -153,33 +153,38 @@ impl CgroupParent {
         self.limit_bytes
     }
 
-    /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one. A
-    /// recycled one that was removed from outside while it waited (its files then fail with
-    /// ENODEV) is dropped, and the next is tried.
+    /// Moves `pid` into an empty cgroup with the limit: a recycled one, or a new one. One
+    /// removed from outside (an admin's clean-up, another tool's sweep), while it waited or as
+    /// it was made, is dropped, and the next tried: its files then fail with ENODEV, or are
+    /// not there to open.
     pub fn attach(self: &Arc<Self>, pid: i32) -> io::Result<WorkerCgroup> {
-        // Each failed try drops the cgroup it popped (its counter cannot be read either), so
-        // this ends with the free list; the bound holds whatever the kernel does.
+        let removed = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENODEV | libc::ENOENT));
+        // A try that fails so drops the cgroup it took (a removed one's counter cannot be read
+        // either, so it does not go back on the free list); the bound holds whatever the
+        // kernel does.
         let mut gone = 0;
-        let warn = |gone: usize| {
-            if gone > 0 {
-                tracing::warn!(
-                    gone,
-                    "recycled worker cgroups were removed from outside; dropped"
-                );
+        let result = loop {
+            if gone > KEEP_FREE {
+                break Err(io::Error::other(format!(
+                    "{gone} worker cgroups in {} were gone as they were to be used (removed from outside, or the directory itself)",
+                    self.dir.display()
+                )));
             }
-        };
-        for _ in 0..=KEEP_FREE {
             let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let recycled = reused.is_some();
-            let (slot, oom_base) = match reused {
-                Some(free) => free,
+            let taken = match reused {
+                Some(free) => Ok(free),
                 None => {
                     let n = self.next.fetch_add(1, Ordering::Relaxed);
-                    (
-                        Slot::create(&self.dir, &format!("w{n}"), self.limit_bytes)?,
-                        0,
-                    )
+                    Slot::create(&self.dir, &format!("w{n}"), self.limit_bytes).map(|s| (s, 0))
                 }
+            };
+            let (slot, oom_base) = match taken {
+                Ok(taken) => taken,
+                Err(e) if removed(&e) => {
+                    gone += 1;
+                    continue;
+                }
+                Err(e) => break Err(e),
             };
             let cg = WorkerCgroup {
                 slot,
@@ -187,28 +192,25 @@ impl CgroupParent {
                 parent: self.clone(),
             };
             match (&cg.slot.procs).write_all(pid.to_string().as_bytes()) {
-                Ok(()) => {
-                    warn(gone);
-                    return Ok(cg);
-                }
+                Ok(()) => break Ok(cg),
                 Err(e) => {
                     // Nothing moved in (the process is gone, or the cgroup is): it is still
                     // empty, and goes back on the free list only if it is still there.
                     cg.finish();
-                    if !(recycled && e.raw_os_error() == Some(libc::ENODEV)) {
-                        warn(gone);
-                        return Err(e);
+                    if !removed(&e) {
+                        break Err(e);
                     }
                     gone += 1;
                 }
             }
+        };
+        if gone > 0 {
+            tracing::warn!(
+                gone,
+                "worker cgroups were removed from outside as they were to be used; dropped"
+            );
         }
-        warn(gone);
-        Err(io::Error::other(format!(
-            "no worker cgroup in {} took the worker in {} tries",
-            self.dir.display(),
-            KEEP_FREE + 1
-        )))
+        result
     }
 
     /// How many empty cgroups wait for reuse.

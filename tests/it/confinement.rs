@@ -379,26 +379,31 @@ fn a_worker_cgroup_removed_while_free_is_replaced_not_skipped() {
     let parent = std::path::Path::new("/sys/fs/cgroup/memory")
         .join(own.trim_start_matches('/'))
         .join(format!("jqjail-workers-{}", d.pid()));
-    // Workers served and reaped: their cgroups wait, empty, for the next.
-    for i in 0..8 {
-        assert_eq!(d.ok(".", &i.to_string()), i.to_string());
-    }
+    // Workers served and reaped: their cgroups wait, empty, for the next. rmdir succeeds only
+    // for a cgroup without processes: one on the free list, or one just made for a worker
+    // not yet moved in (which the daemon must then also do without).
     let mut removed = 0;
-    assert!(wait_until(Duration::from_secs(5), || {
-        for slot in std::fs::read_dir(&parent).unwrap().flatten() {
-            // rmdir succeeds only for a cgroup without processes: the ones on the free list.
-            if slot.path().is_dir() && std::fs::remove_dir(slot.path()).is_ok() {
-                removed += 1;
+    let mut served = 0;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            assert_eq!(d.ok(".", &served.to_string()), served.to_string());
+            served += 1;
+            for slot in std::fs::read_dir(&parent).unwrap().flatten() {
+                if slot.path().is_dir() && std::fs::remove_dir(slot.path()).is_ok() {
+                    removed += 1;
+                }
             }
-        }
-        removed >= 2
-    }));
+            removed >= 2
+        }),
+        "{removed} empty cgroups removed after {served} requests:\n{}",
+        d.log()
+    );
     // The next workers start where those were to be reused.
     for i in 0..12 {
         assert_eq!(d.ok(".", &i.to_string()), i.to_string());
     }
     let expected = format!("/jqjail-workers-{}/w", d.pid());
-    assert!(wait_until(Duration::from_secs(5), || {
+    let all_in_cgroups = wait_until(Duration::from_secs(5), || {
         let workers = d.workers();
         !workers.is_empty()
             && workers.iter().all(|w| {
@@ -407,7 +412,12 @@ fn a_worker_cgroup_removed_while_free_is_replaced_not_skipped() {
                         .any(|l| l.contains(":memory:") && l.contains(&expected))
                 })
             })
-    }));
+    });
+    assert!(
+        all_in_cgroups,
+        "a worker is in no cgroup of its own:\n{}",
+        d.log()
+    );
     assert!(
         !d.log().contains("cannot put a worker in its memory cgroup"),
         "{removed} removed cgroups; a worker started without one:\n{}",
