@@ -25,7 +25,7 @@ pub const WORKER_ARG: &str = "--jqjail-worker";
 pub const ZYGOTE_ARG: &str = "--jqjail-zygote";
 
 /// The zygote's optional last argument: it does not make an empty root of its own, and each
-/// worker it forks makes its own (given after a zygote exited [`EXIT_ZYGOTE_LOST`]).
+/// worker it forks makes its own (given after a zygote answered `lost`, [`EXIT_ZYGOTE_LOST`]).
 pub const ZYGOTE_LEAVES_ROOT: &str = "root=workers";
 
 /// Exit status of a worker whose allocation failed (the heap limit).

@@ -6,10 +6,11 @@
 //!
 //! A zygote that stops answering is killed and replaced on the next request; a fork the
 //! zygote reports as failed leaves it in service. One that answers `lost` (it could not go
-//! back from a failed entry into its empty root, and exits [`jqjail_protocol::worker::EXIT_ZYGOTE_LOST`]) is replaced
-//! at once, within the same request, by one that leaves the empty root to each worker, as are
-//! all after it for the daemon's life: on that host every zygote that tried would be lost at
-//! its first request for an empty root, and no worker would ever start.
+//! back from a failed entry into its empty root; it then exits
+//! [`jqjail_protocol::worker::EXIT_ZYGOTE_LOST`]) is replaced at once, within the same
+//! request, by one that leaves the empty root to each worker, as are all after it for the
+//! daemon's life: on that host every zygote that tried would be lost at its first request for
+//! an empty root, and no worker would ever start.
 
 use crate::spawn::{Child, Program, WorkerFds, exec};
 use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG, ZYGOTE_LEAVES_ROOT};
