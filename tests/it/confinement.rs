@@ -756,14 +756,7 @@ impl OwnDaemon {
     /// directory, in `jail`), that the workers run without an empty root, as logged, and
     /// that no child of the daemon left the jail.
     fn zygote_stayed_in(&self, jail: &std::path::Path) {
-        let (daemon, zygote) = (self.pid(), self.zygote());
-        for what in ["ns/mnt", "root", "cwd"] {
-            assert_eq!(
-                link(zygote, what),
-                link(daemon, what),
-                "the zygote's {what}"
-            );
-        }
+        let (daemon, _) = self.zygote_is_where_the_daemon_is();
         assert_eq!(link(daemon, "root"), jail);
         assert!(
             self.log().contains("empty_root=false"),
@@ -778,8 +771,8 @@ impl OwnDaemon {
     }
 
     /// Checks that the zygote is where the daemon is: its mount namespace, root and working
-    /// directory; and that each worker made an empty root of its own.
-    fn zygote_stayed_and_workers_made_their_own(&self) {
+    /// directory; returns both pids.
+    fn zygote_is_where_the_daemon_is(&self) -> (i32, i32) {
         let (daemon, zygote) = (self.pid(), self.zygote());
         for what in ["ns/mnt", "root", "cwd"] {
             assert_eq!(
@@ -788,6 +781,13 @@ impl OwnDaemon {
                 "the zygote's {what}"
             );
         }
+        (daemon, zygote)
+    }
+
+    /// Checks that the zygote is where the daemon is, and that each worker made an empty root
+    /// of its own.
+    fn zygote_stayed_and_workers_made_their_own(&self) {
+        let (daemon, zygote) = self.zygote_is_where_the_daemon_is();
         assert!(self.log().contains("empty_root=true"), "{}", self.log());
         let worker = idle_worker_of(daemon);
         assert_eq!(

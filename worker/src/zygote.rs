@@ -129,17 +129,19 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
                 match StartupArgs::parse(&lines) {
                     Ok(startup) => match prepare_fork(&mut root, &mut baseline, &startup) {
                         Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
-                        Err(Replace { why, status }) => {
+                        Err(Replace::Because(why)) => {
                             // No answer: the supervisor finds the socket closed, replaces this
-                            // zygote, and the new one serves the next request. But for a lost
-                            // one, which says so: its replacement must not try, and serves
-                            // this request.
+                            // zygote, and the new one serves the next request.
                             eprintln!("jqjail zygote: {why}; exiting to be replaced");
-                            if status == EXIT_ZYGOTE_LOST {
-                                let lost = format!("lost {why}");
-                                let _ = send(WORKER_FD, lost.as_bytes(), MsgFlags::empty());
-                            }
-                            return status;
+                            return EXIT_SETUP;
+                        }
+                        Err(Replace::Lost(why)) => {
+                            // Said, so that its replacement does not try, and serves this
+                            // request.
+                            eprintln!("jqjail zygote: {why}; exiting to be replaced");
+                            let lost = format!("lost {why}");
+                            let _ = send(WORKER_FD, lost.as_bytes(), MsgFlags::empty());
+                            return EXIT_ZYGOTE_LOST;
                         }
                     },
                     Err(why) => Err(why),
@@ -177,21 +179,14 @@ enum Root {
     Left,
 }
 
-/// Why this zygote cannot fork the worker asked for, and must be replaced by a new one; it
-/// exits with `status`.
-struct Replace {
-    why: String,
-    status: i32,
-}
-
-impl Replace {
-    /// Replaced, and the next zygote may be as this one was.
-    fn because(why: impl Into<String>) -> Replace {
-        Replace {
-            why: why.into(),
-            status: EXIT_SETUP,
-        }
-    }
+/// Why this zygote cannot fork the worker asked for, and must be replaced by a new one.
+enum Replace {
+    /// The next zygote may be as this one was; it exits `EXIT_SETUP` without an answer.
+    Because(String),
+    /// It could not go back from a failed entry into its empty root: it answers `lost` and
+    /// exits `EXIT_ZYGOTE_LOST`, and the next zygote must not try (it would be lost too, and
+    /// no worker would start).
+    Lost(String),
 }
 
 /// Before each fork: enters the zygote's empty root at the first request that asks for one,
@@ -207,14 +202,17 @@ fn prepare_fork(
     if *root == Root::Entered && !startup.isolation.empty_root {
         // A worker without an empty root (the isolation negotiated down after the first
         // start) would share this zygote's mount namespace: a new zygote forks it instead.
-        return Err(Replace::because(
-            "a worker without an empty root was asked for, after this zygote entered its own",
+        return Err(Replace::Because(
+            "a worker without an empty root was asked for, after this zygote entered its own"
+                .to_string(),
         ));
     }
     let forked = baseline.current();
     if *root == Root::Entered && forked.is_none() {
         // A worker could not read its own: /proc is out of its reach too.
-        return Err(Replace::because("the zygote cannot read its heap baseline"));
+        return Err(Replace::Because(
+            "the zygote cannot read its heap baseline".to_string(),
+        ));
     }
     crate::confine::set_forked_baseline(forked.unwrap_or(0));
     Ok(())
@@ -239,11 +237,7 @@ fn enter_root(baseline: &mut Baseline) -> Result<Root, Replace> {
             eprintln!("jqjail zygote: {why}; each worker enters its own empty root");
             Ok(Root::Left)
         }
-        // The next zygote must not try: it would be lost too, and no worker would start.
-        Err(lost) => Err(Replace {
-            why: lost.to_string(),
-            status: EXIT_ZYGOTE_LOST,
-        }),
+        Err(lost) => Err(Replace::Lost(lost.to_string())),
     }
 }
 
