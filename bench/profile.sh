@@ -34,6 +34,11 @@ JQJAIL_LOG=warn "$bin/jqjaild" --socket "$dir/s.sock" --store "$dir/store" \
 echo $! >"$dir/pid"
 for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
 
+# A worker lives in its zygote's empty root and is gone when perf resolves its samples, so
+# perf cannot open the binary by its path there: without the build-id cache, every frame of
+# jqjaild's own code in a worker is unnamed and the phase table is all "other".
+perf buildid-cache -a "$bin/jqjaild" -a "$bin/jqjail"
+
 # perf record over the whole machine while LOAD runs; then folded stacks, an SVG and the table.
 profile() {
     local name=$1
@@ -45,7 +50,7 @@ profile() {
     local load=$!
     set +m
     sleep 1
-    perf record -a --call-graph dwarf,16384 -F 1000 -o "$dir/$name.data" -- sleep "$seconds" \
+    perf record -a --buildid-mmap --call-graph dwarf,16384 -F 1000 -o "$dir/$name.data" -- sleep "$seconds" \
         2>"$dir/perf.log"
     kill -- "-$load" 2>/dev/null || true
     wait "$load" 2>/dev/null || true
