@@ -1295,6 +1295,7 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
                 max_filter_bytes: 65536,
                 isolation,
                 uid: jqjail_supervisor::config::DEFAULT_WORKER_UIDS.first,
+                warm_up: true,
             };
             let mut samples = Samples::default();
             // One more than timed: the first start of a zygote variant starts the zygote too.

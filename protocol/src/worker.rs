@@ -202,6 +202,11 @@ pub struct StartupArgs {
     /// The uid and gid a worker started as root takes, in one `setresuid`: a uid no other
     /// process on the host has (the supervisor draws it from its configured range).
     pub uid: u32,
+    /// Whether the worker runs its warm-up job before it says it is ready. The warm-up moves
+    /// the first-touch page faults of a job off the request's path, while the worker waits in
+    /// the pool; a worker that requests are already waiting for would take a job at once, so
+    /// there it is only extra CPU (the job faults in what it needs itself).
+    pub warm_up: bool,
 }
 
 /// Defence-in-depth isolation a worker applies at start-up, beyond rlimits and seccomp.
@@ -267,7 +272,7 @@ impl Isolation {
 }
 
 impl StartupArgs {
-    const KEYS: [&'static str; 7] = [
+    const KEYS: [&'static str; 8] = [
         "parent",
         "heap",
         "cpu",
@@ -275,6 +280,7 @@ impl StartupArgs {
         "filter",
         "isolation",
         "uid",
+        "warm",
     ];
 
     /// The arguments that follow [`WORKER_ARG`].
@@ -287,6 +293,7 @@ impl StartupArgs {
             self.max_filter_bytes,
             self.isolation.to_bits(),
             u64::from(self.uid),
+            u64::from(self.warm_up),
         ];
         Self::KEYS
             .iter()
@@ -323,6 +330,11 @@ impl StartupArgs {
             max_filter_bytes: get(4)?,
             isolation: Isolation::from_bits(get(5)?),
             uid: u32::try_from(get(6)?).map_err(|e| format!("uid: {e}"))?,
+            warm_up: match get(7)? {
+                0 => false,
+                1 => true,
+                other => return Err(format!("worker argument `warm={other}`: not 0 or 1")),
+            },
         })
     }
 }
@@ -346,8 +358,17 @@ mod tests {
                 empty_root: true,
             },
             uid: 1_889_861_632,
+            warm_up: true,
         };
         assert_eq!(StartupArgs::parse(&args.to_args()), Ok(args));
+        let cold = StartupArgs {
+            warm_up: false,
+            ..args
+        };
+        assert_eq!(StartupArgs::parse(&cold.to_args()), Ok(cold));
+        let mut two = args.to_args();
+        *two.last_mut().unwrap() = "warm=2".into();
+        assert!(StartupArgs::parse(&two).is_err());
         assert!(StartupArgs::parse(&["parent=1"]).is_err());
         assert!(StartupArgs::parse(&["bogus=1"]).is_err());
     }

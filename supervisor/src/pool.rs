@@ -11,7 +11,9 @@
 //! client is woken on: on two cores that added up to 0.6 ms to a small request. So an answered
 //! worker waits, blocked on its socket, for [`LINGER`] before it is let go; and while another
 //! worker is ready, a refill waits for the pool to be [`Quiet`] (no worker busy or lingering),
-//! at most [`MAX_SETTLE`]. With no worker ready it starts at once.
+//! at most [`MAX_SETTLE`]. With no worker ready it starts at once. And a worker that jobs are
+//! already waiting for skips its warm-up ([`warm_up_for`]): it would take one at once, and
+//! under load the warm-up was a fifth of the machine's CPU (BENCHMARKS.md, issue 38).
 
 pub use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
@@ -67,11 +69,13 @@ struct Worker {
     sock: UnixStream,
 }
 
-/// What the refills watch: workers ready, and workers busy (given a job and not yet let go).
+/// What the refills watch: workers ready, workers busy (given a job and not yet let go), and
+/// jobs waiting for a worker.
 #[derive(Default)]
 struct Quiet {
     ready: AtomicUsize,
     busy: AtomicUsize,
+    waiting: AtomicUsize,
     changed: Notify,
 }
 
@@ -97,6 +101,31 @@ impl Quiet {
         self.busy.fetch_add(1, Ordering::AcqRel);
         self.changed.notify_waiters();
         Busy(self.clone())
+    }
+}
+
+/// Whether a worker whose start begins now should run its warm-up: not when more jobs wait
+/// for a worker than there are workers ready or already starting (`starting_before`, the
+/// starts under way besides this one). Such a worker takes a job as soon as it is ready, so
+/// the warm-up would be on that job's path: about 0.2 ms of CPU that then saves the job
+/// little, since the warm-up's filter touches more than a small job does.
+fn warm_up_for(waiting: usize, ready: usize, starting_before: usize) -> bool {
+    waiting <= ready + starting_before
+}
+
+/// A job waiting for a worker; counted while its wait lasts, however it ends.
+struct Waiting<'a>(&'a Quiet);
+
+impl<'a> Waiting<'a> {
+    fn new(quiet: &'a Quiet) -> Self {
+        quiet.waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting(quiet)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -435,10 +464,12 @@ impl Pool {
     }
 
     async fn acquire(&self, deadline: Instant, ctx: &Context) -> Result<Worker, ErrorReply> {
+        let waiting = Waiting::new(&self.quiet);
         let got = timeout_at(deadline.into(), async {
             self.ready.lock().await.recv().await
         })
         .await;
+        drop(waiting);
         match got {
             Ok(Some(w)) => Ok(w),
             Ok(None) => Err(ErrorReply::new(
@@ -860,7 +891,15 @@ async fn refill(
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
         quiet.settle(MAX_SETTLE).await;
-        stats.starting.fetch_add(1, Ordering::Relaxed);
+        let starting_before = stats.starting.fetch_add(1, Ordering::Relaxed);
+        let startup = StartupArgs {
+            warm_up: warm_up_for(
+                quiet.waiting.load(Ordering::Acquire),
+                quiet.ready.load(Ordering::Acquire),
+                usize::try_from(starting_before).unwrap_or(usize::MAX),
+            ),
+            ..startup
+        };
         let started = start_worker(&launcher, &startup, cgroup.clone()).await;
         stats.starting.fetch_sub(1, Ordering::Relaxed);
         match started {
@@ -897,6 +936,46 @@ fn process_state(pid: i32) -> Option<char> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_is_warmed_up_unless_a_job_is_already_waiting_for_it() {
+        // Nobody waiting, or as many waiting as workers ready or starting: warm.
+        assert!(warm_up_for(0, 0, 0));
+        assert!(warm_up_for(2, 1, 1));
+        // One job more than the workers ahead of this one: it takes this worker at once.
+        assert!(!warm_up_for(1, 0, 0));
+        assert!(!warm_up_for(3, 1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_a_worker_is_counted_until_it_ends_even_when_cut_short() {
+        let quiet = Quiet::default();
+        let (_tx, mut rx) = mpsc::channel::<()>(1);
+        let wait = async {
+            let _waiting = Waiting::new(&quiet);
+            rx.recv().await
+        };
+        let mut wait = Box::pin(wait);
+        assert!(futures_poll_once(wait.as_mut()).await.is_none());
+        assert_eq!(quiet.waiting.load(Ordering::Acquire), 1);
+        // A deadline that passes drops the wait: the count goes back.
+        drop(wait);
+        assert_eq!(quiet.waiting.load(Ordering::Acquire), 0);
+    }
+
+    /// Polls `fut` once; `Some` if it finished.
+    async fn futures_poll_once<F: std::future::Future>(
+        fut: std::pin::Pin<&mut F>,
+    ) -> Option<F::Output> {
+        let mut fut = Some(fut);
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match fut.take().unwrap().poll(cx) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
+    }
 
     #[tokio::test]
     async fn a_refill_waits_for_quiet_only_while_another_worker_is_ready() {

@@ -20,7 +20,9 @@
 //! 3. the seccomp allowlist (`crate::seccomp::install`, with no_new_privs): from here on
 //!    the worker can make only its 17 calls;
 //! 4. a warm-up evaluation under the allowlist, so the job's path faults in nothing new and
-//!    every call the evaluator makes is shown to be allowed;
+//!    every call the evaluator makes is shown to be allowed; skipped when the supervisor
+//!    says requests are already waiting for this worker (`StartupArgs::warm_up`), since
+//!    it would then only add CPU on the request's path;
 //! 5. `Started::Ready` on fd 3. The job is read only after this.
 
 use crate::confine::{ConfineError, confine};
@@ -48,7 +50,9 @@ pub fn enter(engine: &Engine, startup: &StartupArgs) -> Result<File, SetupFailur
         message: bounded(format!("installing the seccomp allowlist failed: {e}")),
     })?;
     // 4.
-    warm_up(engine);
+    if startup.warm_up {
+        warm_up(engine);
+    }
     // 5. A File, not a UnixStream: std's socket I/O uses send/recv (sendto/recvfrom), which
     // the allowlist does not contain; a File uses plain read/write.
     // SAFETY: fd 3 was checked to be a socket by `confine` and nothing else owns it.

@@ -430,6 +430,7 @@ mod tests {
             max_filter_bytes: 1 << 10,
             isolation,
             uid: 65534,
+            warm_up: true,
         }
     }
 

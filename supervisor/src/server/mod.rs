@@ -48,6 +48,8 @@ pub async fn serve(
         max_filter_bytes: cfg.limits.max_filter_bytes,
         isolation: cfg.isolation,
         uid: cfg.worker_uids.first,
+        // Each refill decides for its own worker (`pool.rs::refill`).
+        warm_up: true,
     };
     let launcher = Launcher::new(cfg.worker_start, program, cfg.worker_uids);
     let startup = negotiate_isolation(&launcher, startup).await;
