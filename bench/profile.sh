@@ -37,7 +37,7 @@ for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
 # A worker lives in its zygote's empty root and is gone when perf resolves its samples, so
 # perf cannot open the binary by its path there: without the build-id cache, every frame of
 # jqjaild's own code in a worker is unnamed and the phase table is all "other".
-perf buildid-cache -a "$bin/jqjaild" -a "$bin/jqjail"
+for binary in "$bin/jqjaild" "$bin/jqjail"; do perf buildid-cache -a "$binary"; done
 
 # perf record over the whole machine while LOAD runs; then folded stacks, an SVG and the table.
 profile() {

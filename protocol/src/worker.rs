@@ -204,8 +204,8 @@ pub struct StartupArgs {
     pub uid: u32,
     /// Whether the worker runs its warm-up job before it says it is ready. The warm-up moves
     /// the first-touch page faults of a job off the request's path, while the worker waits in
-    /// the pool; a worker that requests are already waiting for would take a job at once, so
-    /// there it is only extra CPU (the job faults in what it needs itself).
+    /// the pool; a worker that a job will take as soon as it is ready (a pool run dry under
+    /// load) gains nothing from it but extra CPU (the job faults in what it needs itself).
     pub warm_up: bool,
 }
 
@@ -330,10 +330,12 @@ impl StartupArgs {
             max_filter_bytes: get(4)?,
             isolation: Isolation::from_bits(get(5)?),
             uid: u32::try_from(get(6)?).map_err(|e| format!("uid: {e}"))?,
-            warm_up: match get(7)? {
-                0 => false,
-                1 => true,
-                other => return Err(format!("worker argument `warm={other}`: not 0 or 1")),
+            // Absent, as from a daemon older than the key that runs this binary after an
+            // upgrade in place: the warm-up, as before the key.
+            warm_up: match values[7] {
+                None | Some(1) => true,
+                Some(0) => false,
+                Some(other) => return Err(format!("worker argument `warm={other}`: not 0 or 1")),
             },
         })
     }
@@ -369,6 +371,9 @@ mod tests {
         let mut two = args.to_args();
         *two.last_mut().unwrap() = "warm=2".into();
         assert!(StartupArgs::parse(&two).is_err());
+        let mut before = cold.to_args();
+        before.pop();
+        assert_eq!(StartupArgs::parse(&before), Ok(args));
         assert!(StartupArgs::parse(&["parent=1"]).is_err());
         assert!(StartupArgs::parse(&["bogus=1"]).is_err());
     }

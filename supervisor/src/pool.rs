@@ -11,9 +11,11 @@
 //! client is woken on: on two cores that added up to 0.6 ms to a small request. So an answered
 //! worker waits, blocked on its socket, for [`LINGER`] before it is let go; and while another
 //! worker is ready, a refill waits for the pool to be [`Quiet`] (no worker busy or lingering),
-//! at most [`MAX_SETTLE`]. With no worker ready it starts at once. And a worker that jobs are
-//! already waiting for skips its warm-up ([`warm_up_for`]): it would take one at once, and
-//! under load the warm-up was a fifth of the machine's CPU (BENCHMARKS.md, issue 38).
+//! at most [`MAX_SETTLE`]. With no worker ready it starts at once, and in a pool run dry under
+//! load (the last worker taken within [`DRY_IDLE`] of its ready, jobs waiting or running)
+//! without its warm-up ([`warm_up_for`]): it would get a job as soon as it is ready, and under
+//! four clients the warm-up was a fifth of the machine's CPU (BENCHMARKS.md, the profile of
+//! the small requests).
 
 pub use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
@@ -30,7 +32,7 @@ use jqjail_protocol::worker::{
 };
 use jqjail_protocol::{Encoding, ErrorCode, ErrorReply};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -47,6 +49,9 @@ pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 pub const LINGER: Duration = Duration::from_millis(1);
 /// The longest a refill waits for the pool to be quiet while another worker is ready.
 pub const MAX_SETTLE: Duration = Duration::from_millis(5);
+/// A worker taken less than this after it was ready shows a pool run dry: its warm-up (about
+/// 0.2 ms of CPU, more of wall time on a busy machine) would have been on its job's path.
+pub const DRY_IDLE: Duration = Duration::from_millis(1);
 
 /// The pool's settings.
 #[derive(Debug, Clone)]
@@ -67,15 +72,19 @@ pub struct PoolConfig {
 struct Worker {
     child: Child,
     sock: UnixStream,
+    /// When it said it was ready.
+    ready_at: Instant,
 }
 
-/// What the refills watch: workers ready, workers busy (given a job and not yet let go), and
-/// jobs waiting for a worker.
+/// What the refills watch: workers ready, workers busy (given a job and not yet let go), jobs
+/// waiting for a worker, and whether the last worker taken had been ready for less than
+/// [`DRY_IDLE`].
 #[derive(Default)]
 struct Quiet {
     ready: AtomicUsize,
     busy: AtomicUsize,
     waiting: AtomicUsize,
+    dry: AtomicBool,
     changed: Notify,
 }
 
@@ -104,13 +113,15 @@ impl Quiet {
     }
 }
 
-/// Whether a worker whose start begins now should run its warm-up: not when more jobs wait
-/// for a worker than there are workers ready or already starting (`starting_before`, the
-/// starts under way besides this one). Such a worker takes a job as soon as it is ready, so
-/// the warm-up would be on that job's path: about 0.2 ms of CPU that then saves the job
-/// little, since the warm-up's filter touches more than a small job does.
-fn warm_up_for(waiting: usize, ready: usize, starting_before: usize) -> bool {
-    waiting <= ready + starting_before
+/// Whether a worker whose start begins now should run its warm-up: yes while another worker
+/// is ready, while the last worker taken had been ready for [`DRY_IDLE`] or longer (`dry`
+/// false), or while the daemon has no job at all (none waiting for a worker, none on one). A
+/// pool run dry under load hands each worker a job about as soon as it is ready, so its
+/// warm-up would be on that job's path: about 0.2 ms of CPU that saves the job only part of
+/// it, since the warm-up's filter touches more than a small job does. The price: a worker
+/// started cold just before the load stops serves a later request cold (about 0.1 ms more).
+fn warm_up_for(ready: usize, dry: bool, waiting: usize, busy: usize) -> bool {
+    ready > 0 || !dry || waiting + busy == 0
 }
 
 /// A job waiting for a worker; counted while its wait lasts, however it ends.
@@ -148,6 +159,9 @@ pub struct PoolStats {
     pub failed_starts: AtomicU64,
     /// Workers being started now.
     pub starting: AtomicU64,
+    /// Starts finished (ready or failed) of workers told to skip their warm-up, for a pool
+    /// run dry under load ([`warm_up_for`]).
+    pub cold_starts: AtomicU64,
 }
 
 /// A job's input: bytes in hand, or bytes still arriving, passed on to the worker as they
@@ -471,7 +485,11 @@ impl Pool {
         .await;
         drop(waiting);
         match got {
-            Ok(Some(w)) => Ok(w),
+            Ok(Some(w)) => {
+                let dry = w.ready_at.elapsed() < DRY_IDLE;
+                self.quiet.dry.store(dry, Ordering::Release);
+                Ok(w)
+            }
             Ok(None) => Err(ErrorReply::new(
                 ErrorCode::ShuttingDown,
                 "the server is shutting down",
@@ -659,7 +677,7 @@ async fn run_on(
                 // `LINGER` and reaped off the request's path. It is killed then, not given
                 // `EXIT_GRACE`: it has nothing left to do, and one running an attacker's code
                 // that stayed would run with no slot or turn counting it.
-                let Worker { mut child, sock } = w;
+                let Worker { mut child, sock, .. } = w;
                 tokio::spawn(async move {
                     tokio::time::sleep(LINGER).await;
                     drop(sock);
@@ -846,7 +864,11 @@ async fn start_worker(
             // The process on the socket must be the child this supervisor will wait for,
             // signal and account: a launcher that mixed up two workers is caught here.
             Ok(Started::Ready(ready)) if i64::from(ready.pid) == i64::from(child.pid()) => {
-                return Ok(Worker { child, sock });
+                return Ok(Worker {
+                    child,
+                    sock,
+                    ready_at: Instant::now(),
+                });
             }
             Ok(Started::Failed(failed)) => {
                 // Only a part this supervisor asked for can be turned off.
@@ -891,28 +913,35 @@ async fn refill(
     let mut backoff = Duration::from_millis(10);
     while let Ok(slot) = tx.reserve().await {
         quiet.settle(MAX_SETTLE).await;
-        let starting_before = stats.starting.fetch_add(1, Ordering::Relaxed);
+        stats.starting.fetch_add(1, Ordering::Relaxed);
         let startup = StartupArgs {
             warm_up: warm_up_for(
-                quiet.waiting.load(Ordering::Acquire),
                 quiet.ready.load(Ordering::Acquire),
-                usize::try_from(starting_before).unwrap_or(usize::MAX),
+                quiet.dry.load(Ordering::Acquire),
+                quiet.waiting.load(Ordering::Acquire),
+                quiet.busy.load(Ordering::Acquire),
             ),
             ..startup
         };
         let started = start_worker(&launcher, &startup, cgroup.clone()).await;
-        stats.starting.fetch_sub(1, Ordering::Relaxed);
+        if !startup.warm_up {
+            stats.cold_starts.fetch_add(1, Ordering::Relaxed);
+        }
         match started {
             Ok(worker) => {
+                // Counted ready before it stops counting as starting, so that no reader sees
+                // it in neither.
+                quiet.ready.fetch_add(1, Ordering::AcqRel);
+                stats.starting.fetch_sub(1, Ordering::Relaxed);
                 stats.started.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut last) = last_error.lock() {
                     *last = None;
                 }
                 backoff = Duration::from_millis(10);
-                quiet.ready.fetch_add(1, Ordering::AcqRel);
                 slot.send(worker);
             }
             Err(StartError { message, .. }) => {
+                stats.starting.fetch_sub(1, Ordering::Relaxed);
                 stats.failed_starts.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %message, "worker failed to start");
                 if let Ok(mut last) = last_error.lock() {
@@ -938,13 +967,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_worker_is_warmed_up_unless_a_job_is_already_waiting_for_it() {
-        // Nobody waiting, or as many waiting as workers ready or starting: warm.
-        assert!(warm_up_for(0, 0, 0));
-        assert!(warm_up_for(2, 1, 1));
-        // One job more than the workers ahead of this one: it takes this worker at once.
-        assert!(!warm_up_for(1, 0, 0));
-        assert!(!warm_up_for(3, 1, 1));
+    fn a_worker_is_warmed_up_unless_the_pool_ran_dry_under_load() {
+        // (ready, dry, waiting, busy). Another worker ready: warm, however loaded.
+        assert!(warm_up_for(1, true, 0, 0));
+        assert!(warm_up_for(1, true, 5, 3));
+        // The last worker taken had waited in the pool: warm (a single client with pauses,
+        // whatever the pool's size).
+        assert!(warm_up_for(0, false, 0, 1));
+        assert!(warm_up_for(0, false, 2, 1));
+        // No job at all: warm, for the next request's round trip.
+        assert!(warm_up_for(0, true, 0, 0));
+        // Dry, with jobs waiting or running: the next of them takes it as soon as it is ready.
+        assert!(!warm_up_for(0, true, 1, 0));
+        assert!(!warm_up_for(0, true, 0, 1));
+        assert!(!warm_up_for(0, true, 3, 4));
     }
 
     #[tokio::test]

@@ -81,6 +81,73 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The worker starts the metrics count, (warm, cold), once they have reached `at_least`
+/// together (the listener renders at most once a second).
+fn worker_starts(port: u16, at_least: u64) -> (u64, u64) {
+    let read = || {
+        let (_, text) = get(port, "/metrics").expect("scrape");
+        let count = |label: &str| {
+            let prefix = format!("jqjail_worker_starts_total{{warm_up=\"{label}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no `{prefix}` in:\n{text}"))
+        };
+        (count("warm"), count("cold"))
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (warm, cold) = read();
+        if warm + cold >= at_least || Instant::now() > until {
+            return (warm, cold);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A worker started in a pool run dry under load skips its warm-up (it would get a job about
+/// as soon as it is ready); one started for a client that pauses between requests runs it,
+/// even in a pool of one worker, where every start follows a job that is still running.
+#[test]
+fn a_pool_run_dry_under_load_starts_workers_cold_and_a_paused_client_gets_warm_ones() {
+    let (d, port) = with_metrics(&["--prestart", "1"]);
+    // The first worker ready and waiting before the first request.
+    assert_eq!(worker_starts(port, 1), (1, 0), "the first start");
+    std::thread::sleep(Duration::from_millis(50));
+    for _ in 0..6 {
+        d.ok(".a", r#"{"a":1}"#);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (warm, cold) = worker_starts(port, 7);
+    assert_eq!(
+        (warm, cold),
+        (7, 0),
+        "a client pausing 30 ms between requests got a worker started cold"
+    );
+    // Sixteen clients at once on a pool of one: jobs wait for each worker.
+    let mut bursts = 0;
+    let (warm, cold) = loop {
+        bursts += 1;
+        std::thread::scope(|s| {
+            for _ in 0..16 {
+                s.spawn(|| {
+                    for _ in 0..3 {
+                        d.ok(".a", r#"{"a":1}"#);
+                    }
+                });
+            }
+        });
+        let counts = worker_starts(port, 7 + 48 * bursts);
+        if counts.1 > 0 || bursts == 3 {
+            break counts;
+        }
+    };
+    assert!(
+        cold > 0,
+        "no cold start in {bursts} bursts of 48 requests from 16 clients on a pool of one ({warm} warm)"
+    );
+}
+
 #[test]
 fn a_real_prometheus_scrapes_the_listener_and_reads_back_the_counters() {
     let (d, port) = with_metrics(&[]);
@@ -105,6 +172,8 @@ fn a_real_prometheus_scrapes_the_listener_and_reads_back_the_counters() {
     for family in [
         "jqjail_workers{state=\"ready\"}",
         "jqjail_workers{state=\"starting\"}",
+        "jqjail_worker_starts_total{warm_up=\"warm\"}",
+        "jqjail_worker_starts_total{warm_up=\"cold\"}",
         "jqjail_admission_in_use{budget=\"uploads\"}",
         "jqjail_admission_capacity{budget=\"request_memory_kib\"}",
         "jqjail_resident_memory_bytes",

@@ -21,8 +21,8 @@
 //!    the worker can make only its 17 calls;
 //! 4. a warm-up evaluation under the allowlist, so the job's path faults in nothing new and
 //!    every call the evaluator makes is shown to be allowed; skipped when the supervisor
-//!    says requests are already waiting for this worker (`StartupArgs::warm_up`), since
-//!    it would then only add CPU on the request's path;
+//!    says a job will take this worker as soon as it is ready (`StartupArgs::warm_up`),
+//!    since it would then only add CPU on that job's path;
 //! 5. `Started::Ready` on fd 3. The job is read only after this.
 
 use crate::confine::{ConfineError, confine};

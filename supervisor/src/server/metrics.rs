@@ -457,6 +457,9 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
     let totals = shared.stats.totals();
     let (ready, busy) = shared.pool.workers();
     let starting = shared.pool.stats.starting.load(Ordering::Relaxed);
+    let cold = shared.pool.stats.cold_starts.load(Ordering::Relaxed);
+    let started = shared.pool.stats.started.load(Ordering::Relaxed)
+        + shared.pool.stats.failed_starts.load(Ordering::Relaxed);
     let turns = shared.admission.in_use();
     let evicted = shared.store.get().map(|s| s.evicted()).unwrap_or_default();
     let mut e = Exposition::new(&[]);
@@ -496,6 +499,18 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
                     ("ready", ready as u64),
                     ("busy", busy as u64),
                     ("starting", starting),
+                ],
+            ),
+        )
+        .family(
+            "jqjail_worker_starts_total",
+            "counter",
+            "Worker starts finished (ready or failed) since the daemon started: warm (with the warm-up job) or cold (without it, begun in a pool run dry under load).",
+            labelled(
+                "warm_up",
+                [
+                    ("warm", started.saturating_sub(cold)),
+                    ("cold", cold),
                 ],
             ),
         )
