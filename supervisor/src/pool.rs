@@ -12,8 +12,8 @@
 //! worker waits, blocked on its socket, for [`LINGER`] before it is let go; and while another
 //! worker is ready, a refill waits for the pool to be [`Quiet`] (no worker busy or lingering),
 //! at most [`MAX_SETTLE`]. With no worker ready it starts at once, and in a pool run dry under
-//! load (the last worker taken within [`DRY_IDLE`] of its ready, jobs waiting or running)
-//! without its warm-up ([`warm_up_for`]): it would get a job as soon as it is ready, and under
+//! load (the last worker taken within [`DRY_IDLE`] of its ready or by a job that found none
+//! ready, jobs waiting or running) without its warm-up ([`warm_up_for`]): it would get a job as soon as it is ready, and under
 //! four clients the warm-up was a fifth of the machine's CPU (BENCHMARKS.md, the profile of
 //! the small requests).
 
@@ -77,8 +77,8 @@ struct Worker {
 }
 
 /// What the refills watch: workers ready, workers busy (given a job and not yet let go), jobs
-/// waiting for a worker, and whether the last worker taken had been ready for less than
-/// [`DRY_IDLE`].
+/// waiting for a worker, and whether the pool ran dry at the last take (the worker had been
+/// ready for less than [`DRY_IDLE`], or the job found none ready).
 #[derive(Default)]
 struct Quiet {
     ready: AtomicUsize,
@@ -106,20 +106,22 @@ impl Quiet {
     }
 
     fn took(self: &Arc<Self>) -> Busy {
-        self.ready.fetch_sub(1, Ordering::AcqRel);
+        // Busy before no longer ready, so that a refill never sees the job in neither.
         self.busy.fetch_add(1, Ordering::AcqRel);
+        self.ready.fetch_sub(1, Ordering::AcqRel);
         self.changed.notify_waiters();
         Busy(self.clone())
     }
 }
 
 /// Whether a worker whose start begins now should run its warm-up: yes while another worker
-/// is ready, while the last worker taken had been ready for [`DRY_IDLE`] or longer (`dry`
-/// false), or while the daemon has no job at all (none waiting for a worker, none on one). A
+/// is ready, while the pool did not run dry at the last take (`dry` false: that worker had
+/// waited in it for [`DRY_IDLE`] or longer, for a job that found it ready), or while the daemon has no job at all (none waiting for a worker, none on one). A
 /// pool run dry under load hands each worker a job about as soon as it is ready, so its
 /// warm-up would be on that job's path: about 0.2 ms of CPU that saves the job only part of
-/// it, since the warm-up's filter touches more than a small job does. The price: a worker
-/// started cold just before the load stops serves a later request cold (about 0.1 ms more).
+/// it, since the warm-up's filter touches more than a small job does. The price: the workers
+/// started cold just before the load stops, at most one a refill task, serve later requests
+/// cold (about 0.1 ms more each), whichever tenant's load it was.
 fn warm_up_for(ready: usize, dry: bool, waiting: usize, busy: usize) -> bool {
     ready > 0 || !dry || waiting + busy == 0
 }
@@ -159,8 +161,10 @@ pub struct PoolStats {
     pub failed_starts: AtomicU64,
     /// Workers being started now.
     pub starting: AtomicU64,
-    /// Starts finished (ready or failed) of workers told to skip their warm-up, for a pool
-    /// run dry under load ([`warm_up_for`]).
+    /// Starts finished (ready or failed) of workers told to run their warm-up.
+    pub warm_starts: AtomicU64,
+    /// Starts finished (ready or failed) of workers told to skip it, in a pool run dry under
+    /// load ([`warm_up_for`]).
     pub cold_starts: AtomicU64,
 }
 
@@ -478,6 +482,9 @@ impl Pool {
     }
 
     async fn acquire(&self, deadline: Instant, ctx: &Context) -> Result<Worker, ErrorReply> {
+        // No worker ready as the wait begins: whichever one this job gets, it gets it as soon
+        // as it is ready (or as soon as another job leaves it), so the pool ran dry.
+        let waited = self.quiet.ready.load(Ordering::Acquire) == 0;
         let waiting = Waiting::new(&self.quiet);
         let got = timeout_at(deadline.into(), async {
             self.ready.lock().await.recv().await
@@ -486,7 +493,7 @@ impl Pool {
         drop(waiting);
         match got {
             Ok(Some(w)) => {
-                let dry = w.ready_at.elapsed() < DRY_IDLE;
+                let dry = waited || w.ready_at.elapsed() < DRY_IDLE;
                 self.quiet.dry.store(dry, Ordering::Release);
                 Ok(w)
             }
@@ -677,7 +684,9 @@ async fn run_on(
                 // `LINGER` and reaped off the request's path. It is killed then, not given
                 // `EXIT_GRACE`: it has nothing left to do, and one running an attacker's code
                 // that stayed would run with no slot or turn counting it.
-                let Worker { mut child, sock, .. } = w;
+                let Worker {
+                    mut child, sock, ..
+                } = w;
                 tokio::spawn(async move {
                     tokio::time::sleep(LINGER).await;
                     drop(sock);
@@ -924,7 +933,9 @@ async fn refill(
             ..startup
         };
         let started = start_worker(&launcher, &startup, cgroup.clone()).await;
-        if !startup.warm_up {
+        if startup.warm_up {
+            stats.warm_starts.fetch_add(1, Ordering::Relaxed);
+        } else {
             stats.cold_starts.fetch_add(1, Ordering::Relaxed);
         }
         match started {

@@ -111,18 +111,18 @@ fn worker_starts(port: u16, at_least: u64) -> (u64, u64) {
 #[test]
 fn a_pool_run_dry_under_load_starts_workers_cold_and_a_paused_client_gets_warm_ones() {
     let (d, port) = with_metrics(&["--prestart", "1"]);
-    // The first worker ready and waiting before the first request.
-    assert_eq!(worker_starts(port, 1), (1, 0), "the first start");
-    std::thread::sleep(Duration::from_millis(50));
-    for _ in 0..6 {
+    // Each request only once the worker it will take is ready (a render that counts n
+    // finished starts was made after the nth worker's `Ready`), and has waited more than the
+    // pool's 1 ms: however slow a start on a loaded machine, no take finds the pool dry.
+    for n in 1..=4 {
+        assert_eq!(worker_starts(port, n), (n, 0), "before request {n}");
+        std::thread::sleep(Duration::from_millis(5));
         d.ok(".a", r#"{"a":1}"#);
-        std::thread::sleep(Duration::from_millis(30));
     }
-    let (warm, cold) = worker_starts(port, 7);
     assert_eq!(
-        (warm, cold),
-        (7, 0),
-        "a client pausing 30 ms between requests got a worker started cold"
+        worker_starts(port, 5),
+        (5, 0),
+        "a client that waits for a ready worker got one started cold"
     );
     // Sixteen clients at once on a pool of one: jobs wait for each worker.
     let mut bursts = 0;
@@ -137,7 +137,7 @@ fn a_pool_run_dry_under_load_starts_workers_cold_and_a_paused_client_gets_warm_o
                 });
             }
         });
-        let counts = worker_starts(port, 7 + 48 * bursts);
+        let counts = worker_starts(port, 5 + 48 * bursts);
         if counts.1 > 0 || bursts == 3 {
             break counts;
         }

@@ -457,9 +457,8 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
     let totals = shared.stats.totals();
     let (ready, busy) = shared.pool.workers();
     let starting = shared.pool.stats.starting.load(Ordering::Relaxed);
+    let warm = shared.pool.stats.warm_starts.load(Ordering::Relaxed);
     let cold = shared.pool.stats.cold_starts.load(Ordering::Relaxed);
-    let started = shared.pool.stats.started.load(Ordering::Relaxed)
-        + shared.pool.stats.failed_starts.load(Ordering::Relaxed);
     let turns = shared.admission.in_use();
     let evicted = shared.store.get().map(|s| s.evicted()).unwrap_or_default();
     let mut e = Exposition::new(&[]);
@@ -509,7 +508,7 @@ fn render(shared: &Shared, store: Option<&jqjail_store::Observer>) -> String {
             labelled(
                 "warm_up",
                 [
-                    ("warm", started.saturating_sub(cold)),
+                    ("warm", warm),
                     ("cold", cold),
                 ],
             ),
