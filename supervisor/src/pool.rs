@@ -13,9 +13,9 @@
 //! worker is ready, a refill waits for the pool to be [`Quiet`] (no worker busy or lingering),
 //! at most [`MAX_SETTLE`]. With no worker ready it starts at once, and in a pool run dry under
 //! load (the last worker taken within [`DRY_IDLE`] of its ready or by a job that found none
-//! ready, jobs waiting or running) without its warm-up ([`warm_up_for`]): it would get a job as soon as it is ready, and under
-//! four clients the warm-up was a fifth of the machine's CPU (BENCHMARKS.md, the profile of
-//! the small requests).
+//! ready, jobs waiting or running) without its warm-up ([`warm_up_for`]): it would get a job
+//! as soon as it is ready, and under four clients the warm-up was a fifth of the machine's
+//! CPU (BENCHMARKS.md, the profile of the small requests).
 
 pub use crate::arriving::Arriving;
 use crate::cgroup::CgroupParent;
@@ -116,12 +116,13 @@ impl Quiet {
 
 /// Whether a worker whose start begins now should run its warm-up: yes while another worker
 /// is ready, while the pool did not run dry at the last take (`dry` false: that worker had
-/// waited in it for [`DRY_IDLE`] or longer, for a job that found it ready), or while the daemon has no job at all (none waiting for a worker, none on one). A
-/// pool run dry under load hands each worker a job about as soon as it is ready, so its
-/// warm-up would be on that job's path: about 0.2 ms of CPU that saves the job only part of
-/// it, since the warm-up's filter touches more than a small job does. The price: the workers
-/// started cold just before the load stops, at most one a refill task, serve later requests
-/// cold (about 0.1 ms more each), whichever tenant's load it was.
+/// waited in it for [`DRY_IDLE`] or longer, for a job that found it ready), or while the
+/// daemon has no job at all (none waiting for a worker, none on one). A pool run dry under
+/// load hands each worker a job about as soon as it is ready, so its warm-up would be on that
+/// job's path: about 0.2 ms of CPU that saves the job only part of it, since the warm-up's
+/// filter touches more than a small job does. The price: the workers started cold just before
+/// the load stops, at most one a refill task, serve later requests cold (about 0.1 ms more
+/// each), whichever tenant's load it was.
 fn warm_up_for(ready: usize, dry: bool, waiting: usize, busy: usize) -> bool {
     ready > 0 || !dry || waiting + busy == 0
 }
