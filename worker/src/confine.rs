@@ -25,8 +25,9 @@
 //!     (entering a user namespace, the switch to the worker's own uid, dropping capabilities).
 //!
 //! no_new_privs and the seccomp allowlist come after (`crate::seccomp::install`), once the
-//! caller has drawn its hash keys, the last work that may still need the kernel. The jaq
-//! prelude was parsed before confinement (by the zygote, or by an exec'd worker first thing).
+//! caller has its hash keys (drawn, in an exec'd worker), the last work that may still need
+//! the kernel. The jaq prelude was parsed before confinement (by the zygote, or by an exec'd
+//! worker first thing).
 
 use crate::alloc::exit_on_allocation_failure;
 use jqjail_protocol::worker::{EXIT_CPU, StartupArgs, WORKER_FD};

@@ -16,7 +16,9 @@
 //!    namespaces and the empty root while still privileged; rlimits after the last file is
 //!    opened; privileges dropped in one `setresuid` to the worker's own uid; the parent-death
 //!    signal last, since every credential change clears it);
-//! 2. std's hash keys drawn, the last use of `getrandom`, which the allowlist forbids;
+//! 2. std's hash keys made ready: an exec'd worker draws them here, its last use of
+//!    `getrandom`, which the allowlist forbids; a forked worker already holds the zygote's
+//!    (drawn once per zygote, as ARCHITECTURE.md's guarantees say);
 //! 3. the seccomp allowlist (`crate::seccomp::install`, with no_new_privs): from here on
 //!    the worker can make only its 17 calls;
 //! 4. a warm-up evaluation under the allowlist, so the job's path faults in nothing new and
