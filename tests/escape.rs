@@ -366,8 +366,8 @@ fn runner() -> ExitCode {
             ),
         )
     });
-    // Each probe in a worker that ran its warm-up and in one that skipped it (as a worker that
-    // jobs were already waiting for does): its confinement must not depend on the warm-up.
+    // Each probe in a worker that ran its warm-up and in one that skipped it (as a worker
+    // started in a pool run dry under load does): its confinement must not depend on it.
     for (&(probe, must_die), (start, launcher), warm_up) in PROBES.iter().flat_map(|p| {
         launchers
             .iter()
