@@ -305,6 +305,7 @@ fn runner() -> ExitCode {
     for start in [WorkerStart::Exec, WorkerStart::Zygote] {
         let launcher = Launcher::new(
             start,
+            jqjail_supervisor::config::CodePages::default(),
             program.clone(),
             jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
         );
@@ -335,6 +336,7 @@ fn runner() -> ExitCode {
     {
         let launcher = Launcher::new(
             WorkerStart::Zygote,
+            jqjail_supervisor::config::CodePages::default(),
             program.clone(),
             jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
         );
@@ -361,6 +363,7 @@ fn runner() -> ExitCode {
             start,
             Launcher::new(
                 start,
+                jqjail_supervisor::config::CodePages::default(),
                 program.clone(),
                 jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
             ),

@@ -1284,6 +1284,7 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
         .map(|(name, start, isolation)| {
             let launcher = Launcher::new(
                 start,
+                jqjail_supervisor::config::CodePages::default(),
                 program.clone(),
                 jqjail_supervisor::config::DEFAULT_WORKER_UIDS,
             );

@@ -23,7 +23,7 @@ _jqjaild() {
 
     case "${cmd}" in
         jqjaild)
-            opts="-h -V --socket --store --config --max-input-bytes --max-filter-bytes --max-depth --max-output-bytes --timeout-ms --max-heap-bytes --stack-bytes --cpu-seconds --cgroup-memory-bytes --worker-start --prestart --max-concurrent --max-queue --idle-timeout-ms --frame-timeout-ms --drain-timeout-ms --max-connections --max-connections-per-uid --max-uploads-per-tenant --socket-mode --quota-bytes --max-age-secs --on-full --metrics-listen --metrics-tenant-labels --metrics-socket-mode --idle-exit-ms --isolation --help --version"
+            opts="-h -V --socket --store --config --max-input-bytes --max-filter-bytes --max-depth --max-output-bytes --timeout-ms --max-heap-bytes --stack-bytes --cpu-seconds --cgroup-memory-bytes --worker-start --code-pages --prestart --max-concurrent --max-queue --idle-timeout-ms --frame-timeout-ms --drain-timeout-ms --max-connections --max-connections-per-uid --max-uploads-per-tenant --socket-mode --quota-bytes --max-age-secs --on-full --metrics-listen --metrics-tenant-labels --metrics-socket-mode --idle-exit-ms --isolation --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -78,6 +78,10 @@ _jqjaild() {
                     return 0
                     ;;
                 --worker-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --code-pages)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

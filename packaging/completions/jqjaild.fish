@@ -11,6 +11,7 @@ complete -c jqjaild -l stack-bytes -d 'Worker stack size, bytes' -r
 complete -c jqjaild -l cpu-seconds -d 'Worker CPU-time limit, seconds' -r
 complete -c jqjaild -l cgroup-memory-bytes -d 'Per-worker memory cgroup limit, bytes (0: no cgroup; default heap + stack + 64 MiB)' -r
 complete -c jqjaild -l worker-start -d 'How workers are started: `zygote` (forked by a zygote exec\'d once; the default) or `exec` (each worker exec\'d)' -r
+complete -c jqjaild -l code-pages -d 'Where a zygote keeps its machine code: `huge` (moved into transparent huge pages that every fork shares; the default) or `file` (the executable\'s pages, which perf can name)' -r
 complete -c jqjaild -l prestart -d 'Workers kept started and ready' -r
 complete -c jqjaild -l max-concurrent -d 'Jobs evaluated at once' -r
 complete -c jqjaild -l max-queue -d 'Requests of one tenant waiting beyond which its new ones get OVERLOADED' -r

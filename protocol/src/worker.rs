@@ -20,13 +20,18 @@ pub const WORKER_ARG: &str = "--jqjail-worker";
 
 /// argv\[1\] that makes a jqjail executable act as the worker zygote: a single-threaded
 /// process, exec'd once, that forks workers on request (`jqjail_worker::zygote`). It takes
-/// `parent=PID`, then optionally [`ZYGOTE_LEAVES_ROOT`], and its control socket
-/// (SOCK_SEQPACKET) on fd 3.
+/// `parent=PID`, then optionally [`ZYGOTE_LEAVES_ROOT`] and [`ZYGOTE_FILE_CODE`] in that
+/// order, and its control socket (SOCK_SEQPACKET) on fd 3.
 pub const ZYGOTE_ARG: &str = "--jqjail-zygote";
 
 /// The zygote's optional last argument: it does not make an empty root of its own, and each
 /// worker it forks makes its own (given after a zygote answered `lost`, [`EXIT_ZYGOTE_LOST`]).
 pub const ZYGOTE_LEAVES_ROOT: &str = "root=workers";
+
+/// The zygote's optional last argument: it leaves its machine code in the executable's file
+/// pages rather than move it into transparent huge pages (`jqjail_worker::text`), so that a
+/// profiler can name it (`--code-pages file`).
+pub const ZYGOTE_FILE_CODE: &str = "code=file";
 
 /// Exit status of a worker whose allocation failed (the heap limit).
 pub const EXIT_MEMORY: i32 = 42;

@@ -58,6 +58,8 @@ pub struct Config {
     pub cgroup_memory_bytes: Option<u64>,
     /// How workers are started.
     pub worker_start: WorkerStart,
+    /// Where the zygote keeps its machine code (a zygote's workers only).
+    pub code_pages: CodePages,
     /// The uids (and gids) that workers started by a root daemon take, one after another.
     pub worker_uids: UidRange,
     /// Who may connect, as which tenant, with which share.
@@ -148,6 +150,35 @@ impl std::str::FromStr for WorkerStart {
             "exec" => Ok(WorkerStart::Exec),
             other => Err(ConfigError::Invalid(format!(
                 "unknown worker start `{other}`; use zygote or exec"
+            ))),
+        }
+    }
+}
+
+/// Where the zygote keeps its machine code, which every worker it forks shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CodePages {
+    /// Copied at its start into transparent huge pages at the same addresses (read and
+    /// execute): a fork shares the code in one page-table entry per 2 MiB, and a worker
+    /// neither faults it in nor tears it down (BENCHMARKS.md). Where the kernel has no huge
+    /// page to give, the zygote says so on stderr and keeps `file`.
+    #[default]
+    Huge,
+    /// Left in the executable's file pages, as a profiler needs to name it (perf cannot name
+    /// code in anonymous memory).
+    File,
+}
+
+impl std::str::FromStr for CodePages {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<CodePages, ConfigError> {
+        match text {
+            "huge" => Ok(CodePages::Huge),
+            "file" => Ok(CodePages::File),
+            other => Err(ConfigError::Invalid(format!(
+                "unknown code pages `{other}`; use huge or file"
             ))),
         }
     }
@@ -338,6 +369,7 @@ impl Default for Config {
             isolation: DEFAULT_ISOLATION,
             cgroup_memory_bytes: None,
             worker_start: WorkerStart::default(),
+            code_pages: CodePages::default(),
             worker_uids: DEFAULT_WORKER_UIDS,
             tenants: Tenants::default(),
             hides: Retention {
@@ -478,6 +510,11 @@ pub struct FileWorkers {
     /// `exec` (each worker exec'd).
     #[arg(long = "worker-start")]
     pub start: Option<WorkerStart>,
+    /// Where a zygote keeps its machine code: `huge` (moved into transparent huge pages that
+    /// every fork shares; the default) or `file` (the executable's pages, which perf can
+    /// name).
+    #[arg(long)]
+    pub code_pages: Option<CodePages>,
     /// Workers kept started and ready.
     #[arg(long)]
     pub prestart: Option<usize>,
@@ -574,6 +611,7 @@ impl FileConfig {
         }
         set(&mut base.prestart, self.workers.prestart);
         set(&mut base.worker_start, self.workers.start);
+        set(&mut base.code_pages, self.workers.code_pages);
         set(&mut base.max_concurrent, self.workers.max_concurrent);
         set(&mut base.max_queue, self.workers.max_queue);
         let ms = Duration::from_millis;
@@ -838,6 +876,22 @@ mod tests {
         let all = parse_isolation("user, ipc_uts,net,empty_root").unwrap();
         assert!(all.user && all.ipc_uts && all.net && all.empty_root);
         assert!(parse_isolation("pid").is_err());
+    }
+
+    #[test]
+    fn code_pages_are_huge_unless_set() {
+        assert_eq!(Config::default().code_pages, CodePages::Huge);
+        let file: FileConfig = toml::from_str("[workers]\ncode_pages = \"file\"\n").unwrap();
+        assert_eq!(
+            file.apply(Config::default()).unwrap().code_pages,
+            CodePages::File
+        );
+        assert!(toml::from_str::<FileConfig>("[workers]\ncode_pages = \"tiny\"\n").is_err());
+        let err = "tiny".parse::<CodePages>().unwrap_err().to_string();
+        assert!(
+            err.contains("`tiny`") && err.contains("huge or file"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -404,18 +404,19 @@ enum How {
 }
 
 impl Launcher {
-    /// The launcher `start` names, for `program`; workers started as root take the uids of
-    /// `uids` in turn.
+    /// The launcher `start` names, for `program` (a zygote keeping its code as `code_pages`
+    /// says); workers started as root take the uids of `uids` in turn.
     pub fn new(
         start: crate::config::WorkerStart,
+        code_pages: crate::config::CodePages,
         program: Program,
         uids: crate::config::UidRange,
     ) -> Launcher {
         let how = match start {
             crate::config::WorkerStart::Exec => How::Exec(program),
-            crate::config::WorkerStart::Zygote => {
-                How::Zygote(std::sync::Arc::new(crate::zygote::Zygote::new(program)))
-            }
+            crate::config::WorkerStart::Zygote => How::Zygote(std::sync::Arc::new(
+                crate::zygote::Zygote::new(program, code_pages),
+            )),
         };
         Launcher {
             how,

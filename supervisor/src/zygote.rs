@@ -13,7 +13,7 @@
 //! an empty root, and no worker would ever start.
 
 use crate::spawn::{Child, Program, WorkerFds, exec};
-use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG, ZYGOTE_LEAVES_ROOT};
+use jqjail_protocol::worker::{StartupArgs, ZYGOTE_ARG, ZYGOTE_FILE_CODE, ZYGOTE_LEAVES_ROOT};
 use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, recv, sendmsg, socketpair,
 };
@@ -32,6 +32,7 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Zygote {
     program: Program,
+    code_pages: crate::config::CodePages,
     running: tokio::sync::Mutex<Option<Running>>,
     /// A zygote answered `lost`: the next ones leave the empty root to workers.
     leave_root: AtomicBool,
@@ -50,10 +51,12 @@ struct Running {
 }
 
 impl Zygote {
-    /// A zygote of `program`, started on the first request.
-    pub fn new(program: Program) -> Zygote {
+    /// A zygote of `program` keeping its code as `code_pages` says, started on the first
+    /// request.
+    pub fn new(program: Program, code_pages: crate::config::CodePages) -> Zygote {
         Zygote {
             program,
+            code_pages,
             running: tokio::sync::Mutex::new(None),
             leave_root: AtomicBool::new(false),
         }
@@ -78,7 +81,7 @@ impl Zygote {
             let leave_root = self.leave_root.load(Ordering::Relaxed);
             let zygote = match running.as_mut() {
                 Some(zygote) => zygote,
-                None => running.insert(Running::start(&self.program, leave_root)?),
+                None => running.insert(Running::start(&self.program, leave_root, self.code_pages)?),
             };
             let fds = WorkerFds::new()?;
             return match zygote.request(startup, &fds).await {
@@ -129,7 +132,11 @@ enum Answer {
 }
 
 impl Running {
-    fn start(program: &Program, leave_root: bool) -> io::Result<Running> {
+    fn start(
+        program: &Program,
+        leave_root: bool,
+        code_pages: crate::config::CodePages,
+    ) -> io::Result<Running> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -149,6 +156,9 @@ impl Running {
         ];
         if leave_root {
             args.push(ZYGOTE_LEAVES_ROOT.to_string());
+        }
+        if code_pages == crate::config::CodePages::File {
+            args.push(ZYGOTE_FILE_CODE.to_string());
         }
         let pid = exec(program, &args, &theirs, None)?;
         drop(theirs);

@@ -464,6 +464,107 @@ fn the_zygote_holds_only_what_its_children_need() {
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
 }
 
+/// A zygote moves its machine code into transparent huge pages (`--code-pages huge`, the
+/// default): one anonymous mapping, read and execute, wholly in huge pages, which each worker
+/// it forks shares from its first instruction. Nothing in either process is ever writable and
+/// executable. `--code-pages file` leaves the code in the executable's pages.
+#[test]
+fn the_zygote_shares_its_code_with_its_workers_in_huge_pages() {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    if thp
+        .as_deref()
+        .map_or(true, |modes| modes.contains("[never]"))
+    {
+        crate::util::skip(&format!(
+            "transparent huge pages are off here ({thp:?}): the zygote keeps its code in file pages"
+        ));
+        return;
+    }
+    let d = Daemon::start();
+    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()
+        && !d.workers().is_empty()));
+    let zygote = d.zygote().unwrap();
+    let worker = d.workers()[0];
+    for (who, pid) in [("the zygote", zygote), ("a ready worker", worker)] {
+        let mappings = mappings(pid);
+        let code: Vec<_> = mappings.iter().filter(|m| m.is_anonymous_code()).collect();
+        assert!(
+            matches!(code[..], [m] if m.size_kib >= 2048 && m.huge_kib == m.size_kib),
+            "{who} ({pid}) should have one anonymous r-xp mapping, all in huge pages: {code:?}\n{}",
+            d.log()
+        );
+        let wx: Vec<_> = mappings
+            .iter()
+            .filter(|m| m.perms.contains('w') && m.perms.contains('x'))
+            .collect();
+        assert!(
+            wx.is_empty(),
+            "{who} ({pid}) has writable and executable memory: {wx:?}"
+        );
+    }
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+    assert!(!d.log().contains("the code stays"), "{}", d.log());
+
+    let d = Daemon::start_with(&["--code-pages", "file"], &[]);
+    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()
+        && !d.workers().is_empty()));
+    for pid in [d.zygote().unwrap(), d.workers()[0]] {
+        let code: Vec<_> = mappings(pid)
+            .into_iter()
+            .filter(Mapping::is_anonymous_code)
+            .collect();
+        assert!(
+            code.is_empty(),
+            "--code-pages file, yet {pid} has anonymous code: {code:?}"
+        );
+    }
+    assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}
+
+/// A mapping of `/proc/PID/smaps`.
+#[derive(Debug)]
+struct Mapping {
+    header: String,
+    perms: String,
+    size_kib: u64,
+    huge_kib: u64,
+}
+
+impl Mapping {
+    /// Executable, and backed by no file (the header names no path and inode 0).
+    fn is_anonymous_code(&self) -> bool {
+        let fields: Vec<_> = self.header.split_ascii_whitespace().collect();
+        self.perms.contains('x') && fields.len() == 5 && fields[4] == "0"
+    }
+}
+
+fn mappings(pid: i32) -> Vec<Mapping> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/smaps: {e}"));
+    let kib = |line: &str| -> u64 { line.trim().trim_end_matches("kB").trim().parse().unwrap() };
+    let mut out: Vec<Mapping> = Vec::new();
+    for line in smaps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let first = fields.next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c == '-' || c.is_ascii_hexdigit()) {
+            out.push(Mapping {
+                header: line.to_string(),
+                perms: fields.next().unwrap_or("").to_string(),
+                size_kib: 0,
+                huge_kib: 0,
+            });
+        } else if let Some(last) = out.last_mut() {
+            if let Some(v) = line.strip_prefix("Size:") {
+                last.size_kib = kib(v);
+            } else if let Some(v) = line.strip_prefix("AnonHugePages:") {
+                last.huge_kib = kib(v);
+            }
+        }
+    }
+    assert!(!out.is_empty(), "no mappings in /proc/{pid}/smaps");
+    out
+}
+
 /// What holds for a daemon that is not root (the systemd unit's DynamicUser, or a user's
 /// private daemon): its workers are in a user namespace whose root is the daemon's own uid,
 /// with no capabilities, no_new_privs, the allowlist, and not dumpable once set up (their

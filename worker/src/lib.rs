@@ -21,6 +21,7 @@ pub mod path;
 pub mod seccomp;
 pub mod serve;
 pub mod shape;
+pub mod text;
 pub mod value;
 pub mod zygote;
 

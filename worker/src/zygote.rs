@@ -19,14 +19,16 @@
 //!
 //! What a worker inherits from the zygote: its memory (the parsed prelude and the workers'
 //! seccomp program, into which each writes its own pid, and nothing from any request; the
-//! zygote never sees a job), its address-space layout (the same for every worker,
+//! zygote never sees a job; its machine code, moved into huge pages by `crate::text`), its
+//! address-space layout (the same for every worker,
 //! where exec would draw a new one), and its descriptors, which the worker closes before it
 //! runs anything (`confine::keep_only_fd3`).
 
 use crate::confine::{clear_environment, die_with_parent, keep_only_fd3, name_process};
 use crate::engine::Engine;
+use crate::text::Moved;
 use jqjail_protocol::worker::{
-    EXIT_SETUP, EXIT_ZYGOTE_LOST, StartupArgs, WORKER_FD, ZYGOTE_LEAVES_ROOT,
+    EXIT_SETUP, EXIT_ZYGOTE_LOST, StartupArgs, WORKER_FD, ZYGOTE_FILE_CODE, ZYGOTE_LEAVES_ROOT,
 };
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
 use std::io::IoSliceMut;
@@ -42,8 +44,8 @@ const MAX_REQUEST_BYTES: usize = 1024;
 /// its whole life, ending in its exit status.
 pub type Life = fn(&Engine, &StartupArgs) -> i32;
 
-/// The zygote's life; returns its exit status. `args` is `["parent=PID"]`, or that and
-/// [`ZYGOTE_LEAVES_ROOT`].
+/// The zygote's life; returns its exit status. `args` is `["parent=PID"]`, then optionally
+/// [`ZYGOTE_LEAVES_ROOT`] and [`ZYGOTE_FILE_CODE`], in that order.
 pub fn run(args: &[String]) -> i32 {
     run_with(args, crate::serve::serve_forked)
 }
@@ -51,17 +53,9 @@ pub fn run(args: &[String]) -> i32 {
 /// [`run`], with each forked child living `life`. Public so that the escape probes can run
 /// their probes in workers forked exactly as the daemon's are.
 pub fn run_with(args: &[String], life: Life) -> i32 {
-    let (parent, leaves_root) = match args {
-        [parent] => (parent, false),
-        [parent, last] if last == ZYGOTE_LEAVES_ROOT => (parent, true),
-        _ => (&String::new(), false),
-    };
-    let Some(parent) = parent
-        .strip_prefix("parent=")
-        .and_then(|pid| pid.parse::<u32>().ok())
-    else {
+    let Some((parent, leaves_root, file_code)) = zygote_args(args) else {
         eprintln!(
-            "jqjail zygote: expected parent=PID, optionally followed by {ZYGOTE_LEAVES_ROOT}; got {args:?}"
+            "jqjail zygote: expected parent=PID, then optionally {ZYGOTE_LEAVES_ROOT} and {ZYGOTE_FILE_CODE} in that order; got {args:?}"
         );
         return EXIT_SETUP;
     };
@@ -86,6 +80,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     // inherited. Each check is a `cpuid`, which traps to the hypervisor in a VM; measured in
     // the workers' throughput profile at about 4 % of their CPU when each fork ran them anew.
     crate::enter::warm_up(&engine);
+    // Still single-threaded, and before the allowlist (which has no mremap): the code a fork
+    // shares in a few page-table entries instead of faulting in and tearing down.
+    if !file_code && let Moved::No(why) = crate::text::move_code_to_huge_pages() {
+        eprintln!("jqjail zygote: the code stays in the executable's pages: {why}");
+    }
     // The workers' allowlist, built once; each worker writes its pid into a copy.
     if let Err(why) = crate::seccomp::prepare() {
         eprintln!("jqjail zygote: building the workers' seccomp allowlist failed: {why}");
@@ -164,6 +163,19 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             return EXIT_SETUP;
         }
     }
+}
+
+/// The zygote's arguments: its parent's pid, and whether it leaves the empty root to each
+/// worker and its code in file pages; `None` for anything else.
+fn zygote_args(args: &[String]) -> Option<(u32, bool, bool)> {
+    let (parent, rest) = args.split_first()?;
+    let parent = parent.strip_prefix("parent=")?.parse::<u32>().ok()?;
+    let mut rest = rest.iter().map(String::as_str).peekable();
+    let leaves_root = rest.next_if_eq(&ZYGOTE_LEAVES_ROOT).is_some();
+    let file_code = rest.next_if_eq(&ZYGOTE_FILE_CODE).is_some();
+    rest.next()
+        .is_none()
+        .then_some((parent, leaves_root, file_code))
 }
 
 /// Whether the zygote is in an empty root of its own (`crate::isolate::enter_zygote_root`).
@@ -431,6 +443,35 @@ mod tests {
             isolation,
             uid: 65534,
             warm_up: true,
+        }
+    }
+
+    #[test]
+    fn the_zygote_takes_its_options_once_each_and_in_order() {
+        let args = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(zygote_args(&args(&["parent=7"])), Some((7, false, false)));
+        assert_eq!(
+            zygote_args(&args(&["parent=7", ZYGOTE_LEAVES_ROOT])),
+            Some((7, true, false))
+        );
+        assert_eq!(
+            zygote_args(&args(&["parent=7", ZYGOTE_FILE_CODE])),
+            Some((7, false, true))
+        );
+        assert_eq!(
+            zygote_args(&args(&["parent=7", ZYGOTE_LEAVES_ROOT, ZYGOTE_FILE_CODE])),
+            Some((7, true, true))
+        );
+        for wrong in [
+            &[][..],
+            &["7"],
+            &["parent=x"],
+            &["parent=7", "root=zygote"],
+            &["parent=7", ZYGOTE_FILE_CODE, ZYGOTE_LEAVES_ROOT],
+            &["parent=7", ZYGOTE_FILE_CODE, ZYGOTE_FILE_CODE],
+            &[ZYGOTE_LEAVES_ROOT, "parent=7"],
+        ] {
+            assert_eq!(zygote_args(&args(wrong)), None, "{wrong:?}");
         }
     }
 

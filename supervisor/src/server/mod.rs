@@ -51,7 +51,7 @@ pub async fn serve(
         // Each refill decides for its own worker (`pool.rs::refill`).
         warm_up: true,
     };
-    let launcher = Launcher::new(cfg.worker_start, program, cfg.worker_uids);
+    let launcher = Launcher::new(cfg.worker_start, cfg.code_pages, program, cfg.worker_uids);
     let startup = negotiate_isolation(&launcher, startup).await;
     let cgroup = match cfg.cgroup_limit() {
         0 => None,
