@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Where the CPU of a request goes: the real daemon (release build, default settings) under a
-# closed-loop load, profiled with perf across the whole machine, then the samples sorted by
-# process and, in the workers, by start-up phase (bench/profile-phases.py). Two loads:
+# Where the CPU of a request goes: the real daemon (release build, default settings but the
+# zygote's code in file pages, below) under a closed-loop load, profiled with perf across the
+# whole machine, then the samples sorted by process and, in the workers, by start-up phase
+# (bench/profile-phases.py). Two loads:
 #   small  4 clients on their own connections, each running `.a` over {"a":1}
 #          (bench/examples/client_latency);
 #   big    one client running `.[0]` over a 20 MB array of issue-like objects, through the

@@ -627,11 +627,19 @@ const SETTINGS: [Setting; 3] = [
         flags: &[],
         levels: &[1, 2, 4, 16, 64],
     },
-    // The worker flags of `systemd/jqjail.service`: no namespaces (RestrictNamespaces=) and
-    // no per-worker cgroup (MemoryMax= bounds the service).
+    // The worker flags of `systemd/jqjail.service`: no namespaces (RestrictNamespaces=), no
+    // per-worker cgroup (MemoryMax= bounds the service), and the zygote's code in file pages
+    // (MemoryDenyWriteExecute=).
     Setting {
         name: "the systemd unit's worker settings",
-        flags: &["--isolation", "none", "--cgroup-memory-bytes", "0"],
+        flags: &[
+            "--isolation",
+            "none",
+            "--cgroup-memory-bytes",
+            "0",
+            "--code-pages",
+            "file",
+        ],
         levels: &[1, 2, 4, 16, 64],
     },
     // Each worker exec'd instead of forked by the zygote.

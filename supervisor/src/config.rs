@@ -161,8 +161,9 @@ impl std::str::FromStr for WorkerStart {
 pub enum CodePages {
     /// Copied at its start into transparent huge pages at the same addresses (read and
     /// execute): a fork shares the code in one page-table entry per 2 MiB, and a worker
-    /// neither faults it in nor tears it down (BENCHMARKS.md). Where the kernel has no huge
-    /// page to give, the zygote says so on stderr and keeps `file`.
+    /// neither faults it in nor tears it down (BENCHMARKS.md). Where huge pages are off or
+    /// none is free, or written memory may not become executable (`MemoryDenyWriteExecute=`),
+    /// the zygote says so on stderr and keeps `file`.
     #[default]
     Huge,
     /// Left in the executable's file pages, as a profiler needs to name it (perf cannot name

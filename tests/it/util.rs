@@ -38,6 +38,17 @@ impl Daemon {
 
     /// [`Daemon::start_with`] on the hide store at `store` (a store of its own when None).
     pub fn start_on(store: Option<&Path>, flags: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::start_after(store, flags, env, || Ok(()))
+    }
+
+    /// [`Daemon::start_on`], with `before_exec` run in the daemon's process between its fork
+    /// and its exec (to give it a process attribute that the exec keeps).
+    pub fn start_after(
+        store: Option<&Path>,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        before_exec: fn() -> std::io::Result<()>,
+    ) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("jqjail.sock");
         let store = store.map_or_else(|| dir.path().join("store"), Path::to_path_buf);
@@ -63,6 +74,9 @@ impl Daemon {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        // SAFETY: `before_exec` is a plain function the caller promises is safe between fork
+        // and exec (no allocation, no locks).
+        unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, before_exec) };
         let mut child = cmd.spawn().expect("spawning jqjaild");
         let stderr = child.stderr.take().expect("stderr pipe");
         let log = Arc::new(Mutex::new(String::new()));

@@ -13,53 +13,105 @@
 //! Only huge pages pay: the same code copied into small anonymous pages would make every
 //! fork copy an entry for each of them. So the move is made only once every page of the copy
 //! is known to be huge (`AnonHugePages` in `/proc/self/smaps`), and otherwise the copy is
-//! dropped and the code stays as it was.
+//! dropped and the code stays as it was. Nor is it tried where the administrator turned
+//! transparent huge pages off (`MADV_COLLAPSE` would not ask), where the process may not
+//! make written memory executable (systemd's `MemoryDenyWriteExecute=`, which the jqjail
+//! unit sets, and so it passes `--code-pages file`), or while the process has more than one
+//! thread.
+//!
+//! What it costs: the moved code is anonymous memory, charged to the zygote (4 to 6 MiB of
+//! jqjaild's), which can be swapped but not dropped, and each worker's resident size counts
+//! it whole. perf cannot name code in anonymous memory, and uprobes (bpftrace, `perf probe`)
+//! on the executable do not reach it: profile with `--code-pages file`.
 
+use jqjail_protocol::worker::EXIT_SETUP;
 use std::io::{BufRead, BufReader};
-
-const HUGE_PAGE: usize = 2 << 20;
 
 /// What [`move_code_to_huge_pages`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Moved {
     /// The code's bytes in `[start, start + len)` are now in huge pages.
     Yes {
-        /// The first address moved (2 MiB-aligned).
+        /// The first address moved (aligned to a huge page).
         start: usize,
-        /// How many bytes moved (a multiple of 2 MiB).
+        /// How many bytes moved (a multiple of a huge page).
         len: usize,
     },
     /// Nothing moved, and why: the code is as it was.
     No(String),
 }
 
-/// Moves the 2 MiB-aligned part of the mapping that holds this function's code into
-/// transparent huge pages. Call it only while the process has one thread: another thread
-/// running the code being moved would see it unmapped for the duration of one `mremap`.
+/// Moves the part of the mapping that holds this function's code that is aligned to huge
+/// pages into transparent huge pages. Does nothing while the process has more than one
+/// thread (another thread running the code being moved would find it unmapped for the
+/// duration of one `mremap`), but checks that only at the start: call it only where no
+/// thread can be started meanwhile.
 pub fn move_code_to_huge_pages() -> Moved {
     let here = move_code_to_huge_pages as fn() -> Moved as usize;
-    let (start, end) = match code_mapping(here) {
-        Ok(range) => range,
+    let (huge, (start, end)) = match huge_page_size().and_then(|huge| {
+        one_thread()?;
+        Ok((huge, code_mapping(here)?))
+    }) {
+        Ok(found) => found,
         Err(why) => return Moved::No(why),
     };
-    let aligned = start.next_multiple_of(HUGE_PAGE);
-    let aligned_end = end / HUGE_PAGE * HUGE_PAGE;
+    let aligned = start.next_multiple_of(huge);
+    let aligned_end = end / huge * huge;
     if aligned_end <= aligned {
         return Moved::No(format!(
-            "the code ({} KiB) holds no aligned 2 MiB",
-            (end - start) >> 10
+            "the code ({} KiB) holds no aligned huge page of {} KiB",
+            (end - start) >> 10,
+            huge >> 10
         ));
     }
     let len = aligned_end - aligned;
     // SAFETY: `[aligned, aligned + len)` lies within the process's own code mapping (from
-    // /proc/self/maps), which stays mapped and readable; `copy_to_huge_pages` maps its own
-    // region and either moves it over that range with identical bytes or unmaps it.
-    match unsafe { copy_to_huge_pages(aligned, len) } {
+    // /proc/self/maps), which stays mapped and readable, and the process has one thread;
+    // `copy_to_huge_pages` maps its own region and either moves it over that range with
+    // identical bytes or unmaps it.
+    match unsafe { copy_to_huge_pages(aligned, len, huge) } {
         Ok(()) => Moved::Yes {
             start: aligned,
             len,
         },
         Err(why) => Moved::No(why),
+    }
+}
+
+/// The size of a transparent huge page, unless the administrator or this process turned
+/// them off.
+fn huge_page_size() -> Result<usize, String> {
+    const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("{THP}/{name}"))
+            .map_err(|e| format!("no transparent huge pages here ({THP}/{name}: {e})"))
+    };
+    if read("enabled")?.contains("[never]") {
+        return Err(format!(
+            "transparent huge pages are off ({THP}/enabled is never)"
+        ));
+    }
+    // SAFETY: PR_GET_THP_DISABLE reads a flag of this process.
+    if unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) } == 1 {
+        return Err("transparent huge pages are off for this process (PR_SET_THP_DISABLE)".into());
+    }
+    let size = read("hpage_pmd_size")?;
+    match size.trim().parse::<usize>() {
+        Ok(huge) if huge.is_power_of_two() && huge >= 64 << 10 => Ok(huge),
+        _ => Err(format!("unreadable {THP}/hpage_pmd_size: {size:?}")),
+    }
+}
+
+/// `Ok` when this process has one thread, by `/proc/self/status`.
+fn one_thread() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    match status.lines().find_map(|l| l.strip_prefix("Threads:")) {
+        Some(n) if n.trim() == "1" => Ok(()),
+        n => Err(format!(
+            "the process has {} threads, not one",
+            n.unwrap_or("?").trim()
+        )),
     }
 }
 
@@ -118,19 +170,19 @@ pub fn anon_huge_kib(start: usize, lines: impl Iterator<Item = String>) -> Optio
     None
 }
 
-/// Copies `[at, at + len)` (2 MiB-aligned) into fresh anonymous huge pages and moves them
-/// over it, read and execute.
+/// Copies `[at, at + len)` (aligned to huge pages of `huge` bytes) into fresh anonymous huge
+/// pages and moves them over it, read and execute.
 ///
 /// # Safety
 /// `[at, at + len)` must be mapped readable and executable, and no other thread may run
 /// code in it during the call.
-unsafe fn copy_to_huge_pages(at: usize, len: usize) -> Result<(), String> {
+unsafe fn copy_to_huge_pages(at: usize, len: usize, huge: usize) -> Result<(), String> {
     // An aligned region: mapped with a huge page of slack, then trimmed.
     // SAFETY: a new anonymous private mapping at an address the kernel chooses.
     let raw = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            len + HUGE_PAGE,
+            len + huge,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -141,14 +193,14 @@ unsafe fn copy_to_huge_pages(at: usize, len: usize) -> Result<(), String> {
         return Err(format!("mmap: {}", std::io::Error::last_os_error()));
     }
     let raw = raw as usize;
-    let copy = raw.next_multiple_of(HUGE_PAGE);
+    let copy = raw.next_multiple_of(huge);
     // SAFETY: both trimmed pieces are parts of the mapping just made, outside `[copy, copy +
     // len)`; either may be empty, which munmap refuses harmlessly.
     unsafe {
         libc::munmap(raw as *mut libc::c_void, copy - raw);
         libc::munmap(
             (copy + len) as *mut libc::c_void,
-            raw + len + HUGE_PAGE - (copy + len),
+            raw + len + huge - (copy + len),
         );
     }
     let drop_copy = |why: String| {
@@ -191,11 +243,21 @@ unsafe fn copy_to_huge_pages(at: usize, len: usize) -> Result<(), String> {
         )
     } != 0
     {
-        return drop_copy(format!("mprotect: {}", std::io::Error::last_os_error()));
+        let error = std::io::Error::last_os_error();
+        let why = match error.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => format!(
+                "memory once writable may not become executable here (systemd's MemoryDenyWriteExecute=, or PR_SET_MDWE): mprotect: {error}"
+            ),
+            _ => format!("mprotect: {error}"),
+        };
+        return drop_copy(why);
     }
     // SAFETY: replaces `[at, at + len)` with a mapping of the same bytes and protection in
     // one call; the caller promises no other thread runs there meanwhile, and this thread
-    // returns into identical code.
+    // returns into identical code. Should the call fail (out of memory for the page tables),
+    // the kernel may have unmapped the range before it gave up: nothing is left to return
+    // to, so the process ends (or faults, if this very code was in the range), and the
+    // supervisor starts another zygote.
     let moved = unsafe {
         libc::mremap(
             copy as *mut libc::c_void,
@@ -206,7 +268,10 @@ unsafe fn copy_to_huge_pages(at: usize, len: usize) -> Result<(), String> {
         )
     };
     if moved == libc::MAP_FAILED {
-        return drop_copy(format!("mremap: {}", std::io::Error::last_os_error()));
+        let error = std::io::Error::last_os_error();
+        eprintln!("jqjail zygote: moving the code into huge pages failed halfway: mremap: {error}");
+        // SAFETY: _exit ends the process at once; it holds nothing to flush.
+        unsafe { libc::_exit(EXIT_SETUP) }
     }
     Ok(())
 }
