@@ -14,7 +14,7 @@
 //! fork copy an entry for each of them. So the move is made only once every page of the copy
 //! is known to be huge (`AnonHugePages` in `/proc/self/smaps`), and otherwise the copy is
 //! dropped and the code stays as it was. Nor is it tried where the administrator turned
-//! transparent huge pages off (`MADV_COLLAPSE` would not ask), where the process may not
+//! transparent huge pages off (which `MADV_COLLAPSE` would override), where the process may not
 //! make written memory executable (systemd's `MemoryDenyWriteExecute=`, which the jqjail
 //! unit sets, and so it passes `--code-pages file`), or while the process has more than one
 //! thread.
@@ -158,7 +158,7 @@ fn mapping_holding(
 
 /// `AnonHugePages` of the mapping among `lines` (of `/proc/PID/smaps`) that starts at
 /// `start`, in KiB.
-pub fn anon_huge_kib(start: usize, lines: impl Iterator<Item = String>) -> Option<usize> {
+fn anon_huge_kib(start: usize, lines: impl Iterator<Item = String>) -> Option<usize> {
     let mut inside = false;
     for line in lines {
         if let Some((lo, _, _)) = mapping_header(&line) {

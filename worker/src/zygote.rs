@@ -20,9 +20,9 @@
 //! What a worker inherits from the zygote: its memory (the parsed prelude and the workers'
 //! seccomp program, into which each writes its own pid, and nothing from any request; the
 //! zygote never sees a job; its machine code, moved into huge pages by `crate::text`), its
-//! address-space layout (the same for every worker,
-//! where exec would draw a new one), and its descriptors, which the worker closes before it
-//! runs anything (`confine::keep_only_fd3`).
+//! address-space layout (the same for every worker, where exec would draw a new one), and
+//! its descriptors, which the worker closes before it runs anything
+//! (`confine::keep_only_fd3`).
 
 use crate::confine::{clear_environment, die_with_parent, keep_only_fd3, name_process};
 use crate::engine::Engine;
