@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 LABELS = {
     "rss_mib": "daemon RSS (MiB)",
-    "fds": "daemon descriptors",
+    "fds": "daemon descriptors\n(but worker cgroups')",
+    "worker_cgroups": "worker cgroups",
     "threads": "daemon threads",
     "workers": "workers",
     "temp_files": "store temp files",
