@@ -470,30 +470,18 @@ fn the_zygote_holds_only_what_its_children_need() {
 /// executable. `--code-pages file` leaves the code in the executable's pages.
 #[test]
 fn the_zygote_shares_its_code_with_its_workers_in_huge_pages() {
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-    if thp
-        .as_deref()
-        .map_or(true, |modes| modes.contains("[never]"))
-    {
-        crate::util::skip(&format!(
-            "transparent huge pages are off here ({thp:?}): the zygote keeps its code in file pages"
-        ));
+    if !huge_pages_on() {
+        crate::util::skip(
+            "transparent huge pages are off here: the zygote keeps its code in file pages",
+        );
         return;
     }
     let d = Daemon::start();
-    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()
-        && !d.workers().is_empty()));
-    let zygote = d.zygote().unwrap();
-    let worker = d.workers()[0];
+    let [zygote, worker] = zygote_and_worker(&d);
     if let Some(why) = d.log().lines().find(|l| l.contains("the code stays")) {
         // A host with no huge page to give (fragmented memory, a kernel before 6.1): the
         // zygote says so and keeps the code where it was.
-        for pid in [zygote, worker] {
-            assert!(
-                !mappings(pid).iter().any(Mapping::is_anonymous_code),
-                "{why}"
-            );
-        }
+        assert_code_in_file_pages([zygote, worker], why);
         crate::util::skip(&format!("the zygote could not move its code: {why}"));
         return;
     }
@@ -517,18 +505,7 @@ fn the_zygote_shares_its_code_with_its_workers_in_huge_pages() {
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
 
     let d = Daemon::start_with(&["--code-pages", "file"], &[]);
-    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()
-        && !d.workers().is_empty()));
-    for pid in [d.zygote().unwrap(), d.workers()[0]] {
-        let code: Vec<_> = mappings(pid)
-            .into_iter()
-            .filter(Mapping::is_anonymous_code)
-            .collect();
-        assert!(
-            code.is_empty(),
-            "--code-pages file, yet {pid} has anonymous code: {code:?}"
-        );
-    }
+    assert_code_in_file_pages(zygote_and_worker(&d), "--code-pages file");
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
 }
 
@@ -547,21 +524,9 @@ fn a_zygote_denied_write_then_execute_memory_keeps_its_code_and_serves() {
         Ok(())
     }
     let d = Daemon::start_after(None, &[], &[], deny_write_then_execute);
-    assert!(wait_until(Duration::from_secs(5), || d.zygote().is_some()
-        && !d.workers().is_empty()));
-    for pid in [d.zygote().unwrap(), d.workers()[0]] {
-        let code: Vec<_> = mappings(pid)
-            .into_iter()
-            .filter(Mapping::is_anonymous_code)
-            .collect();
-        assert!(
-            code.is_empty(),
-            "{pid} has anonymous code under MDWE: {code:?}"
-        );
-    }
+    assert_code_in_file_pages(zygote_and_worker(&d), "under MDWE");
     // Unless the host has no huge pages at all, which the zygote checks first.
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-    let why = if thp.is_ok_and(|modes| !modes.contains("[never]")) {
+    let why = if huge_pages_on() {
         "the code stays in the executable's pages: memory once writable may not become executable here"
     } else {
         "the code stays in the executable's pages"
@@ -572,6 +537,37 @@ fn a_zygote_denied_write_then_execute_memory_keeps_its_code_and_serves() {
         d.log()
     );
     assert_eq!(d.ok(".a", r#"{"a":1}"#), "1");
+}
+
+/// Whether this host offers transparent huge pages (to a process that asks, at least).
+fn huge_pages_on() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|modes| !modes.contains("[never]"))
+}
+
+/// The daemon's zygote and one of its ready workers, once both are there.
+fn zygote_and_worker(d: &Daemon) -> [i32; 2] {
+    assert!(
+        wait_until(Duration::from_secs(5), || d.zygote().is_some()
+            && !d.workers().is_empty()),
+        "no zygote and ready worker: {}",
+        d.log()
+    );
+    [d.zygote().unwrap(), d.workers()[0]]
+}
+
+/// Each of `pids` has no anonymous executable memory: its code is in the executable's pages.
+fn assert_code_in_file_pages(pids: [i32; 2], context: &str) {
+    for pid in pids {
+        let code: Vec<_> = mappings(pid)
+            .into_iter()
+            .filter(Mapping::is_anonymous_code)
+            .collect();
+        assert!(
+            code.is_empty(),
+            "{context}: {pid} has anonymous code: {code:?}"
+        );
+    }
 }
 
 /// A mapping of `/proc/PID/smaps`.
