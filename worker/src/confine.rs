@@ -353,7 +353,11 @@ static FORKED_BASELINE: AtomicU64 = AtomicU64::new(0);
 /// Sets what the workers forked from now on take as their data segment's baseline (0: each
 /// measures its own).
 pub(crate) fn set_forked_baseline(bytes: u64) {
-    FORKED_BASELINE.store(bytes, Ordering::Relaxed);
+    // Stored only when it changes: a page the zygote writes after a fork is copied at that
+    // write while the fork's child still shares it.
+    if FORKED_BASELINE.load(Ordering::Relaxed) != bytes {
+        FORKED_BASELINE.store(bytes, Ordering::Relaxed);
+    }
 }
 
 /// The process's data segment size now (VmData), which RLIMIT_DATA counts.
@@ -364,6 +368,10 @@ pub(crate) fn data_baseline_bytes() -> io::Result<u64> {
 /// [`data_baseline_bytes`], read again from `status`, this process's `/proc/self/status`
 /// opened earlier (the zygote's, which outlives its access to /proc once it is in its empty
 /// root). The text goes into a buffer on the stack: no allocation moves the heap it measures.
+/// Never inlined: its 8 KiB frame, probed page by page, would otherwise be touched at each of
+/// the zygote's forks, which read it again only when the heap has moved (two more pages
+/// copied a fork, `crate::zygote`'s loop says why that costs).
+#[inline(never)]
 pub(crate) fn data_baseline_bytes_at(status: &std::fs::File) -> io::Result<u64> {
     use std::io::{Read, Seek};
     let mut file = status;

@@ -30,8 +30,8 @@ use crate::text::Moved;
 use jqjail_protocol::worker::{
     EXIT_SETUP, EXIT_ZYGOTE_LOST, StartupArgs, WORKER_FD, ZYGOTE_FILE_CODE, ZYGOTE_LEAVES_ROOT,
 };
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, send};
-use std::io::IoSliceMut;
+use nix::sys::socket::{MsgFlags, send};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The zygote's process name (`/proc/PID/comm`).
@@ -39,6 +39,12 @@ pub const ZYGOTE_NAME: &std::ffi::CStr = c"jqjail-zygote";
 
 /// Largest request: the startup arguments, a few dozen bytes in practice.
 const MAX_REQUEST_BYTES: usize = 1024;
+
+/// Most lines a request may have: one per startup argument, with room to spare.
+const MAX_REQUEST_LINES: usize = 32;
+
+/// Largest answer: `ok PID`, or `err WHY` with WHY cut to fit.
+const MAX_ANSWER_BYTES: usize = 1024;
 
 /// What a forked child does once it holds its descriptors (stderr on 2, the job socket on 3):
 /// its whole life, ending in its exit status.
@@ -112,8 +118,13 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     } else {
         Root::NotTried
     };
+    // The loop allocates nothing on its way to a fork and back: each page it wrote after a
+    // fork that its child still shares would be copied (a copy-on-write fault) at its next
+    // write, and malloc's and free's writes touched nine such pages a fork (the heap, the
+    // allocator's state in libc, errno), where the request's buffers on the stack touch one.
+    let mut buf = [0u8; MAX_REQUEST_BYTES];
     loop {
-        let (text, fds) = match receive() {
+        let (text, fds) = match receive(WORKER_FD, &mut buf) {
             Ok(Some(request)) => request,
             // The supervisor closed the socket: it is stopping, or has replaced this zygote.
             Ok(None) => return 0,
@@ -122,10 +133,24 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
                 return EXIT_SETUP;
             }
         };
-        let reply = match fds.as_slice() {
-            [sock, stderr] => {
-                let lines: Vec<&str> = text.lines().collect();
-                match StartupArgs::parse(&lines) {
+        let reply = match &fds {
+            [Some(sock), Some(stderr)] => {
+                let mut lines = [""; MAX_REQUEST_LINES];
+                let mut count = 0;
+                for line in text.lines() {
+                    if let Some(slot) = lines.get_mut(count) {
+                        *slot = line;
+                    }
+                    count += 1;
+                }
+                let parsed = if count > MAX_REQUEST_LINES {
+                    Err(format!(
+                        "a request of {count} lines (at most {MAX_REQUEST_LINES})"
+                    ))
+                } else {
+                    StartupArgs::parse(&lines[..count])
+                };
+                match parsed {
                     Ok(startup) => match prepare_fork(&mut root, &mut baseline, &startup) {
                         Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
                         Err(Replace::Because(why)) => {
@@ -148,17 +173,21 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             }
             _ => Err(format!(
                 "a request carries the worker's socket and stderr, 2 descriptors, not {}",
-                fds.len()
+                fds.iter().flatten().count()
             )),
         };
         // The worker has its copies; the zygote keeps none (the next worker must not inherit
         // this one's socket, even though it would close it).
         drop(fds);
-        let reply = match reply {
-            Ok(pid) => format!("ok {pid}"),
-            Err(why) => format!("err {why}"),
+        let mut answer = [0u8; MAX_ANSWER_BYTES];
+        let mut space = &mut answer[..];
+        // A write past the buffer's end only shortens a failure's reason: `ok PID` fits.
+        let _ = match reply {
+            Ok(pid) => write!(space, "ok {pid}"),
+            Err(why) => write!(space, "err {why}"),
         };
-        if let Err(e) = send(WORKER_FD, reply.as_bytes(), MsgFlags::empty()) {
+        let len = MAX_ANSWER_BYTES - space.len();
+        if let Err(e) = send(WORKER_FD, &answer[..len], MsgFlags::empty()) {
             eprintln!("jqjail zygote: cannot reply: {e}");
             return EXIT_SETUP;
         }
@@ -339,47 +368,79 @@ impl Baseline {
     }
 }
 
-/// Receives one request: its text and the descriptors attached. `None` at end of stream.
-fn receive() -> Result<Option<(String, Vec<OwnedFd>)>, String> {
-    let mut buf = [0u8; MAX_REQUEST_BYTES];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
-    let mut iov = [IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        WORKER_FD,
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(|e| format!("receiving a request: {e}"))?;
-    let mut fds = Vec::new();
-    for cmsg in msg
-        .cmsgs()
-        .map_err(|e| format!("reading a request's descriptors: {e}"))?
-    {
-        if let ControlMessageOwned::ScmRights(raw) = cmsg {
-            // SAFETY: the kernel just installed these descriptors in this process for this
-            // message; nothing else refers to them.
-            fds.extend(
-                raw.into_iter()
-                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-            );
+/// The descriptors a request carries, in the order attached.
+type Fds = [Option<OwnedFd>; 2];
+
+/// Room for one SCM_RIGHTS message of two descriptors, CMSG_SPACE(8) on 64-bit Linux (a unit
+/// test checks it): a request with more is cut short (MSG_CTRUNC, the rest closed by the
+/// kernel) and refused.
+const CONTROL_BYTES: usize = 24;
+
+/// Receives one request on `sock` into `buf`: its text and the descriptors attached. `None`
+/// at end of stream. Allocates nothing (the loop's comment says why); the part of `buf` past
+/// the request is zeroed, so a fork inherits no earlier request's text.
+fn receive(sock: RawFd, buf: &mut [u8; MAX_REQUEST_BYTES]) -> Result<Option<(&str, Fds)>, String> {
+    #[repr(C, align(8))]
+    struct Space([u8; CONTROL_BYTES]);
+    let mut space = Space([0; CONTROL_BYTES]);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero bytes are a valid `msghdr` (no name, no buffers yet).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_BYTES;
+    // SAFETY: recvmsg writes at most `iov_len` bytes into `buf` and `msg_controllen` bytes into
+    // `space`, both owned by this frame, and updates `msg`.
+    let len = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if len < 0 {
+        return Err(format!(
+            "receiving a request: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let mut fds: Fds = [None, None];
+    let mut extra = 0;
+    // SAFETY: `msg` was filled in by recvmsg. The walk reads each header that CMSG_FIRSTHDR
+    // and CMSG_NXTHDR find within the control length the kernel set, and no payload past
+    // that length, whatever a header's own length says. Each SCM_RIGHTS descriptor was
+    // installed by the kernel in this process for this message alone: each is owned here from
+    // now on (and closed when dropped, those beyond room too).
+    unsafe {
+        let control_end = msg.msg_control as usize + msg.msg_controllen;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                let payload = ((*cmsg).cmsg_len as usize)
+                    .min(control_end - cmsg as usize)
+                    .saturating_sub(libc::CMSG_LEN(0) as usize);
+                for i in 0..payload / std::mem::size_of::<RawFd>() {
+                    let fd = OwnedFd::from_raw_fd(data.add(i).read_unaligned());
+                    match fds.iter_mut().find(|slot| slot.is_none()) {
+                        Some(slot) => *slot = Some(fd),
+                        None => extra += 1,
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    let truncated = msg
-        .flags
-        .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
-    let len = msg.bytes;
-    if len == 0 && fds.is_empty() {
+    let len = len as usize;
+    buf[len..].fill(0);
+    if len == 0 && fds[0].is_none() {
         return Ok(None);
     }
-    if truncated {
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 || extra > 0 {
         return Err(format!(
             "a request was truncated (over {MAX_REQUEST_BYTES} bytes or 2 descriptors)"
         ));
     }
-    let text = std::str::from_utf8(&buf[..len])
-        .map_err(|e| format!("a request is not UTF-8: {e}"))?
-        .to_string();
+    let text =
+        std::str::from_utf8(&buf[..len]).map_err(|e| format!("a request is not UTF-8: {e}"))?;
     Ok(Some((text, fds)))
 }
 
@@ -432,6 +493,98 @@ fn fork_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A SOCK_SEQPACKET pair, as the supervisor's control socket is, and a descriptor to send.
+    fn pair() -> (OwnedFd, OwnedFd) {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap()
+    }
+
+    fn send_request(to: &OwnedFd, text: &[u8], fds: &[RawFd]) {
+        use nix::sys::socket::{ControlMessage, sendmsg};
+        let iov = [std::io::IoSlice::new(text)];
+        let cmsgs = [ControlMessage::ScmRights(fds)];
+        let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsgs };
+        sendmsg::<()>(to.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None).unwrap();
+    }
+
+    #[test]
+    fn the_control_space_holds_two_descriptors_exactly() {
+        let two = std::mem::size_of::<RawFd>() as u32 * 2;
+        // SAFETY: CMSG_SPACE only computes a size.
+        let (two, three) = unsafe { (libc::CMSG_SPACE(two), libc::CMSG_SPACE(two + 4)) };
+        assert_eq!(CONTROL_BYTES, two as usize);
+        assert!(CONTROL_BYTES < three as usize);
+    }
+
+    #[test]
+    fn a_request_is_received_whole_with_its_two_descriptors_and_nothing_left_of_the_last() {
+        let (ours, theirs) = pair();
+        let (a, b) = pair();
+        let mut buf = [0xAA; MAX_REQUEST_BYTES];
+        send_request(
+            &theirs,
+            b"parent=1\nheap=2",
+            &[a.as_raw_fd(), b.as_raw_fd()],
+        );
+        let (text, fds) = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert_eq!(text, "parent=1\nheap=2");
+        let [Some(x), Some(y)] = &fds else {
+            panic!("two descriptors: {fds:?}")
+        };
+        // New descriptors, open, and close-on-exec.
+        for fd in [x, y] {
+            assert!(![a.as_raw_fd(), b.as_raw_fd()].contains(&fd.as_raw_fd()));
+            // SAFETY: F_GETFD on a descriptor this test owns.
+            let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+            assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        }
+        assert!(
+            buf[16..].iter().all(|&b| b == 0),
+            "the rest of the buffer zeroed"
+        );
+    }
+
+    #[test]
+    fn fewer_descriptors_and_an_empty_text_are_told_apart_from_the_end() {
+        let (ours, theirs) = pair();
+        let (a, _b) = pair();
+        let mut buf = [0; MAX_REQUEST_BYTES];
+        send_request(&theirs, b"x", &[a.as_raw_fd()]);
+        let (_, fds) = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert!(fds[0].is_some() && fds[1].is_none());
+        send_request(&theirs, b"", &[a.as_raw_fd(), a.as_raw_fd()]);
+        let (text, fds) = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert_eq!((text, fds.iter().flatten().count()), ("", 2));
+        send_request(&theirs, b"no descriptors", &[]);
+        let (_, fds) = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert!(fds.iter().all(Option::is_none));
+        drop(theirs);
+        assert!(receive(ours.as_raw_fd(), &mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_request_too_long_with_too_many_descriptors_or_not_utf8_is_refused() {
+        let (ours, theirs) = pair();
+        let (a, _b) = pair();
+        let mut buf = [0; MAX_REQUEST_BYTES];
+        let fd = a.as_raw_fd();
+        send_request(&theirs, b"three", &[fd, fd, fd]);
+        let refused = receive(ours.as_raw_fd(), &mut buf).unwrap_err();
+        assert!(refused.contains("truncated"), "{refused}");
+        send_request(&theirs, &[b'x'; MAX_REQUEST_BYTES + 1], &[fd, fd]);
+        let refused = receive(ours.as_raw_fd(), &mut buf).unwrap_err();
+        assert!(refused.contains("truncated"), "{refused}");
+        send_request(&theirs, b"\xff\xfe", &[fd, fd]);
+        let refused = receive(ours.as_raw_fd(), &mut buf).unwrap_err();
+        assert!(refused.contains("UTF-8"), "{refused}");
+    }
 
     fn startup(isolation: jqjail_protocol::worker::Isolation) -> StartupArgs {
         StartupArgs {
