@@ -308,7 +308,9 @@ impl StartupArgs {
     }
 
     /// Parses the arguments that follow [`WORKER_ARG`].
-    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<StartupArgs, String> {
+    /// Allocates nothing unless it fails (the zygote parses each request's lines as they
+    /// come, `jqjail_worker::zygote`).
+    pub fn parse<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Result<StartupArgs, String> {
         let mut values = [None; Self::KEYS.len()];
         for arg in args {
             let arg = arg.as_ref();
@@ -367,19 +369,19 @@ mod tests {
             uid: 1_889_861_632,
             warm_up: true,
         };
-        assert_eq!(StartupArgs::parse(&args.to_args()), Ok(args));
+        assert_eq!(StartupArgs::parse(args.to_args()), Ok(args));
         let cold = StartupArgs {
             warm_up: false,
             ..args
         };
-        assert_eq!(StartupArgs::parse(&cold.to_args()), Ok(cold));
+        assert_eq!(StartupArgs::parse(cold.to_args()), Ok(cold));
         let mut two = args.to_args();
         *two.last_mut().unwrap() = "warm=2".into();
         assert!(StartupArgs::parse(&two).is_err());
         let mut before = cold.to_args();
         before.pop();
         assert_eq!(StartupArgs::parse(&before), Ok(args));
-        assert!(StartupArgs::parse(&["parent=1"]).is_err());
-        assert!(StartupArgs::parse(&["bogus=1"]).is_err());
+        assert!(StartupArgs::parse(["parent=1"]).is_err());
+        assert!(StartupArgs::parse(["bogus=1"]).is_err());
     }
 }

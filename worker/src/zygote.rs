@@ -40,9 +40,6 @@ pub const ZYGOTE_NAME: &std::ffi::CStr = c"jqjail-zygote";
 /// Largest request: the startup arguments, a few dozen bytes in practice.
 const MAX_REQUEST_BYTES: usize = 1024;
 
-/// Most lines a request may have: one per startup argument, with room to spare.
-const MAX_REQUEST_LINES: usize = 32;
-
 /// Largest answer: `ok PID`, or `err WHY` with WHY cut to fit.
 const MAX_ANSWER_BYTES: usize = 1024;
 
@@ -118,10 +115,11 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     } else {
         Root::NotTried
     };
-    // The loop allocates nothing on its way to a fork and back: a page it writes while the
-    // fork's child still shares it is copied at that write (a copy-on-write fault). With
-    // malloc and free here (the heap, the allocator's state in libc, errno) that was 12–13
-    // pages a fork; now its stack and the lock `mallinfo2` takes (`Baseline`) are 4.
+    // The loop allocates nothing on its way to a fork and back (the request and the answer in
+    // buffers on the stack, its lines parsed as they come): a page it writes while the fork's
+    // child still shares it is copied at that write (a copy-on-write fault). With malloc and
+    // free here (the heap, the allocator's state in libc, errno) that was 12–13 pages a fork;
+    // now its stack and the lock `mallinfo2` takes (`Baseline`) are 4.
     let mut buf = [0u8; MAX_REQUEST_BYTES];
     loop {
         let (text, fds) = match receive(WORKER_FD, &mut buf) {
@@ -135,22 +133,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         };
         let reply = match &fds {
             [Some(sock), Some(stderr)] => {
-                let mut lines = [""; MAX_REQUEST_LINES];
-                let mut count = 0;
-                for line in text.lines() {
-                    if let Some(slot) = lines.get_mut(count) {
-                        *slot = line;
-                    }
-                    count += 1;
-                }
-                let parsed = if count > MAX_REQUEST_LINES {
-                    Err(format!(
-                        "a request of {count} lines (at most {MAX_REQUEST_LINES})"
-                    ))
-                } else {
-                    StartupArgs::parse(&lines[..count])
-                };
-                match parsed {
+                match StartupArgs::parse(text.lines()) {
                     Ok(startup) => match prepare_fork(&mut root, &mut baseline, &startup) {
                         Ok(()) => fork_worker(&engine, &startup, sock, stderr, life),
                         Err(Replace::Because(why)) => {
