@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, connect } from "node:net";
-import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -273,6 +272,7 @@ test("a lying daemon's frame is refused before it is allocated", async () => {
     await assert.rejects(Client.connect(path), (e: JqjailError) => e.code === "UNAVAILABLE" && /over the 8388608-byte maximum/.test(e.message));
   } finally {
     server.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
@@ -309,6 +309,7 @@ test("a socket another user could have put there or could swap is not trusted", 
   } finally {
     delete process.env.JQJAIL_DAEMON_UIDS;
     server.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
@@ -324,7 +325,13 @@ async function liar(hello: unknown, after: (s: import("node:net").Socket) => voi
     });
   });
   await new Promise<void>((r) => server.listen(path, r));
-  return { path, close: () => server.close() };
+  return {
+    path,
+    close: () => {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 const limits = { max_input_bytes: 1000, max_filter_bytes: 1000, max_depth: 10, max_output_bytes: 1000, timeout_ms: 1000, max_heap_bytes: 1000 };
