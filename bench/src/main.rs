@@ -17,6 +17,7 @@
 //! measures is exactly the code it was built with.
 
 mod corpus;
+mod floor;
 mod reader;
 
 use jqjail_client::{Client, ClientError, RunOptions};
@@ -65,6 +66,8 @@ struct Opts {
     paging_only: bool,
     /// Only the model reader's table (`reader.rs`).
     reader_only: bool,
+    /// Only the round trip's floor (`floor.rs`).
+    floor_only: bool,
     /// Throughput of this build against another build's `jqjail-bench`, interleaved.
     against: Option<PathBuf>,
     /// Daemon flags of the old and the new side of `--against` (a setting against another).
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         throughput_only: false,
         paging_only: false,
         reader_only: false,
+        floor_only: false,
         against: None,
         side_flags: Default::default(),
         against_clients: vec![1, 4],
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
             Some("--throughput") => opts.throughput_only = true,
             Some("--paging") => opts.paging_only = true,
             Some("--reader") => opts.reader_only = true,
+            Some("--floor") => opts.floor_only = true,
             Some("--against") => match rest.next() {
                 Some(p) => opts.against = Some(PathBuf::from(p)),
                 None => return usage("--against needs another build's jqjail-bench"),
@@ -155,7 +160,7 @@ fn clients(list: &str) -> Option<Vec<usize>> {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --against OTHER_BENCH [--old-flags FLAGS] [--new-flags FLAGS] [--clients N,M]] [--out FILE]"
+        "jqjail-bench: {why}\nusage: jqjail-bench [--smoke] [--throughput | --paging | --reader | --floor | --against OTHER_BENCH [--old-flags FLAGS] [--new-flags FLAGS] [--clients N,M]] [--out FILE]"
     );
     ExitCode::from(2)
 }
@@ -375,6 +380,19 @@ fn run(opts: &Opts) -> Result<(), String> {
         println!("{}", reader::render(&reader_rows(&mut client, opts.smoke)?));
         return Ok(());
     }
+    // The round trip's floor: pauses of 0, 5 and 50 ms, requests a side at each.
+    let floor_plan = |smoke: bool| {
+        let n = if smoke { 10 } else { 200 };
+        [0, 5, 50].map(|ms| (Duration::from_millis(ms), if ms == 0 { 5 * n } else { n }))
+    };
+    let small_input = || jqjail_worker::Bytes::from(corpus::issues(2048));
+    if opts.floor_only {
+        let daemon = Daemon::start(&[])?;
+        let mut client = Client::connect(&daemon.socket).map_err(|e| e.to_string())?;
+        let rows = floor::measure(&mut client, &small_input(), &floor_plan(opts.smoke), 4)?;
+        println!("{}", floor::render(&rows));
+        return Ok(());
+    }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let beside = std::env::current_exe()
         .map_err(|e| e.to_string())?
@@ -429,6 +447,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             cells.push(cell);
         }
     }
+    let floor = floor::measure(&mut client, &small_input(), &floor_plan(opts.smoke), 4)?;
     let by_hide = by_hide(&mut client, &sizes, if opts.smoke { 2 } else { 8 });
     let paging = paging(&mut client, &sizes, if opts.smoke { 5 } else { 200 });
     let reader = reader_rows(&mut client, opts.smoke)?;
@@ -441,6 +460,7 @@ fn run(opts: &Opts) -> Result<(), String> {
 
     let report = render(
         &cells,
+        &floor,
         &by_hide,
         paging.as_ref(),
         &throughput,
@@ -461,6 +481,7 @@ fn run(opts: &Opts) -> Result<(), String> {
             "worker_peak_rss_bytes": c.worker_peak_rss,
             "clis": c.clis.iter().map(|(t, s)| (t.to_string(), s.as_ref().map_or(json!("failed"), Samples::json))).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
+        "round_trip_floor": floor.iter().map(|r| json!({"pause_ms": r.pause.as_millis() as u64, "relay": r.relay.json(), "jqjail": r.jqjail.json()})).collect::<Vec<_>>(),
         "paging": paging.as_ref().map(|p| json!({"input": p.input, "page_size": 16384, "pages": p.pages, "first_json_ms": p.first_json, "bytes": p.bytes.json(), "json": p.json.json()})),
         "reader": reader.iter().map(reader::Row::json).collect::<Vec<_>>(),
         "by_hide": by_hide.iter().map(|(name, hide, inline)| json!({"input": name, "filter": ".[0]", "by_hide_id": hide.json(), "inline": inline.json()})).collect::<Vec<_>>(),
@@ -1363,6 +1384,7 @@ fn ms(v: f64) -> String {
 #[allow(clippy::too_many_arguments)]
 fn render(
     cells: &[Cell],
+    floor: &[floor::Row],
     by_hide: &[(&str, Samples, Samples)],
     paging: Option<&Paging>,
     throughput: &[(&Setting, Rates)],
@@ -1430,6 +1452,13 @@ fn render(
             let _ = write!(row, " {} |", ratio(c.jqjail.median(), v));
         }
         let _ = writeln!(r, "{row}");
+    }
+    if !floor.is_empty() {
+        let _ = writeln!(
+            r,
+            "\n### The round trip's floor: three processes passing one small message each way, no work (`floor.rs`)\n\nClient → daemon → worker → daemon → client over Unix stream sockets, the shape of a jqjail request, beside jqjail's own round trip after the same pause, in alternating blocks. What any design that keeps the evaluation out of the daemon's process pays on this machine before doing anything.\n\n{}",
+            floor::render(floor)
+        );
     }
     let _ = writeln!(
         r,

@@ -1,0 +1,219 @@
+//! The floor under a small request's round trip on this machine: three processes passing one
+//! small message each way over Unix stream sockets and doing nothing else, in the shape of a
+//! jqjail request (client → daemon → worker → daemon → client: four messages, four wake-ups).
+//! Any design that keeps the untrusted evaluation out of the daemon's process pays at least
+//! this. Measured beside jqjail's own round trip (`.[0]` over the 2 KiB input), in blocks
+//! that alternate, after the same pause before each request: on a VM whose idle vCPUs halt,
+//! a wake-up after a pause costs more the longer the pause was, and the pause is what the
+//! latency table's jqjail column has before each of its requests (the CLIs' runs).
+
+use crate::Samples;
+use jqjail_client::{Client, RunOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+/// The messages' sizes, in bytes, about a small request's: the request, the job sent to the
+/// worker, the worker's answer, the reply.
+const REQUEST: usize = 32;
+const JOB: usize = 32;
+const ANSWER: usize = 16;
+const REPLY: usize = 32;
+
+/// One row: the pause before each request, the relay's round trips and jqjail's.
+pub(crate) struct Row {
+    pub(crate) pause: Duration,
+    pub(crate) relay: Samples,
+    pub(crate) jqjail: Samples,
+}
+
+/// Measures each `(pause, n)` of `plan`: `n` requests a side after that pause, in `blocks`
+/// alternating blocks.
+pub(crate) fn measure(
+    client: &mut Client,
+    input: &[u8],
+    plan: &[(Duration, usize)],
+    blocks: usize,
+) -> Result<Vec<Row>, String> {
+    let mut relay = Relay::start()?;
+    let options = RunOptions::default();
+    let mut rows = Vec::new();
+    for &(pause, n) in plan {
+        let mut row = Row {
+            pause,
+            relay: Samples::default(),
+            jqjail: Samples::default(),
+        };
+        let per_block = n.div_ceil(blocks).max(1);
+        for block in 0..blocks {
+            // Which side goes first alternates, so neither always follows the other.
+            for side in [block % 2, 1 - block % 2] {
+                for _ in 0..per_block {
+                    std::thread::sleep(pause);
+                    if side == 0 {
+                        let t = Instant::now();
+                        relay.round_trip()?;
+                        row.relay.push(t.elapsed());
+                    } else {
+                        let t = Instant::now();
+                        let answer = client.run(".[0]", input, &options);
+                        row.jqjail.push(t.elapsed());
+                        answer.map_err(|e| format!("jqjail's request failed: {e}"))?;
+                    }
+                }
+            }
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The two forked processes and the parent's end of the first socket.
+struct Relay {
+    to_daemon: UnixStream,
+    children: [libc::pid_t; 2],
+}
+
+impl Relay {
+    fn start() -> Result<Relay, String> {
+        let (to_daemon, daemon_end) = UnixStream::pair().map_err(|e| e.to_string())?;
+        let (daemon_to_worker, worker_end) = UnixStream::pair().map_err(|e| e.to_string())?;
+        // The "worker": reads a job, writes an answer.
+        let worker = fork(&[worker_end.as_raw_fd()], || {
+            let fd = worker_end.as_raw_fd();
+            let mut buf = [0u8; JOB];
+            while read_full(fd, &mut buf[..JOB]) {
+                if !write_full(fd, &buf[..ANSWER]) {
+                    break;
+                }
+            }
+        })?;
+        // The "daemon": reads a request, hands it on, reads the answer, replies.
+        let daemon = match fork(
+            &[daemon_end.as_raw_fd(), daemon_to_worker.as_raw_fd()],
+            || {
+                let (client, worker) = (daemon_end.as_raw_fd(), daemon_to_worker.as_raw_fd());
+                let mut buf = [0u8; 64];
+                while read_full(client, &mut buf[..REQUEST])
+                    && write_full(worker, &buf[..JOB])
+                    && read_full(worker, &mut buf[..ANSWER])
+                    && write_full(client, &buf[..REPLY])
+                {}
+            },
+        ) {
+            Ok(pid) => pid,
+            Err(e) => {
+                // The worker's stream ends with this function: it exits, and is reaped here.
+                drop((daemon_to_worker, worker_end));
+                // SAFETY: waits for the child forked above.
+                unsafe { libc::waitpid(worker, std::ptr::null_mut(), 0) };
+                return Err(e);
+            }
+        };
+        Ok(Relay {
+            to_daemon,
+            children: [worker, daemon],
+        })
+    }
+
+    fn round_trip(&mut self) -> Result<(), String> {
+        let request = [7u8; REQUEST];
+        let mut reply = [0u8; REPLY];
+        self.to_daemon
+            .write_all(&request)
+            .and_then(|()| self.to_daemon.read_exact(&mut reply))
+            .map_err(|e| format!("the relay failed: {e}"))
+    }
+}
+
+impl Drop for Relay {
+    /// Ends the parent's stream (the children see its end and exit) and reaps both.
+    fn drop(&mut self) {
+        let _ = self.to_daemon.shutdown(std::net::Shutdown::Both);
+        for pid in self.children {
+            let mut status = 0;
+            // SAFETY: waits for a child this process forked.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        }
+    }
+}
+
+/// Forks a child that closes every descriptor above 2 but `keep`, runs `body`, and exits. The
+/// child only closes, reads, writes and exits: no allocation and no lock, as a fork of a
+/// process that has threads must.
+fn fork(keep: &[RawFd], body: impl FnOnce()) -> Result<libc::pid_t, String> {
+    let mut keep = keep.to_vec();
+    keep.sort_unstable();
+    keep.push(RawFd::MAX);
+    // SAFETY: the child makes only async-signal-safe calls (close_range, read, write, _exit)
+    // on memory it already has.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            let mut from = 3;
+            for &fd in &keep {
+                if fd > from {
+                    // SAFETY: closes the child's copies of the descriptors from `from` to
+                    // `fd - 1`; the parent's are unaffected.
+                    unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) };
+                }
+                from = fd.saturating_add(1);
+            }
+            body();
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        pid => Ok(pid),
+    }
+}
+
+/// Reads exactly `buf.len()` bytes; false at the end of the stream or on an error.
+fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reads into the rest of `buf`, which this function borrows mutably.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n <= 0 {
+            return false;
+        }
+        got += n as usize;
+    }
+    true
+}
+
+/// Writes all of `buf`; false on an error.
+fn write_full(fd: RawFd, buf: &[u8]) -> bool {
+    let mut put = 0;
+    while put < buf.len() {
+        // SAFETY: writes from the rest of `buf`, which this function borrows.
+        let n = unsafe { libc::write(fd, buf[put..].as_ptr().cast(), buf.len() - put) };
+        if n <= 0 {
+            return false;
+        }
+        put += n as usize;
+    }
+    true
+}
+
+/// The table, with jqjail's excess over the floor.
+pub(crate) fn render(rows: &[Row]) -> String {
+    let mut r = String::from(
+        "| pause before each request | relay, no work: median / p99 ms | jqjail, `.[0]` over 2 KiB: median / p99 ms | jqjail − relay, medians |\n|---|---|---|---|\n",
+    );
+    for row in rows {
+        r.push_str(&format!(
+            "| {} | {:.3} / {:.3} | {:.3} / {:.3} | {:.3} |\n",
+            match row.pause.as_millis() {
+                0 => "none (back to back)".to_string(),
+                ms => format!("{ms} ms"),
+            },
+            row.relay.median(),
+            row.relay.p99(),
+            row.jqjail.median(),
+            row.jqjail.p99(),
+            row.jqjail.median() - row.relay.median(),
+        ));
+    }
+    r
+}
