@@ -19,9 +19,16 @@ use jqjail_protocol::{
     Encoding, ErrorCode, ErrorReply, HelloReply, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Request,
     Response, Tail,
 };
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::watch;
+
+/// What one read of a connection takes at most: a small request's length prefix, frame and
+/// tail come in one system call, where reading them where they lie took four. Allocated per
+/// connection and so bounded by the connection slots, as the hello is; a read larger than it
+/// (a large tail's chunks) bypasses it once it is empty.
+pub(crate) const READ_BUFFER_BYTES: usize = 4096;
+
 /// One admitted connection. `session` is the peer as the kernel reported it at accept;
 /// nothing the client sends can change it.
 pub(crate) async fn connection(
@@ -30,7 +37,8 @@ pub(crate) async fn connection(
     shared: &Shared,
     mut stop: watch::Receiver<bool>,
 ) {
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     if let Err(why) = session.tenant(shared) {
         // Refused before its first frame is read: only enough of it to answer in its encoding.
         if let Some(held_back) = shared.admission.refused_log.allow() {
