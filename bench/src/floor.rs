@@ -117,13 +117,15 @@ impl Relay {
         })
     }
 
-    fn round_trip(&mut self) -> Result<(), String> {
+    /// One request through both processes; its reply.
+    fn round_trip(&mut self) -> Result<[u8; REPLY], String> {
         let request = [7u8; REQUEST];
         let mut reply = [0u8; REPLY];
         self.to_daemon
             .write_all(&request)
             .and_then(|()| self.to_daemon.read_exact(&mut reply))
-            .map_err(|e| format!("the relay failed: {e}"))
+            .map_err(|e| format!("the relay failed: {e}"))?;
+        Ok(reply)
     }
 }
 
@@ -216,4 +218,29 @@ pub(crate) fn render(rows: &[Row]) -> String {
         ));
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relay_passes_each_message_on_and_its_children_end_with_it() {
+        let mut relay = Relay::start().expect("relay");
+        for _ in 0..50 {
+            // The request's bytes, handed on by the daemon, echoed by the worker, replied.
+            assert_eq!(relay.round_trip().expect("round trip"), [7u8; REPLY]);
+        }
+        let children = relay.children;
+        drop(relay);
+        for pid in children {
+            // SAFETY: asks about a child this process forked; it was reaped by the drop.
+            let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            assert_eq!(rc, -1, "child {pid} was not reaped");
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::ECHILD)
+            );
+        }
+    }
 }
