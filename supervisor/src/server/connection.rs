@@ -40,7 +40,8 @@ pub(crate) async fn connection(
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     if let Err(why) = session.tenant(shared) {
-        // Refused before its first frame is read: only enough of it to answer in its encoding.
+        // Refused before its first frame is read: only enough of it to answer in its encoding
+        // is taken (at most the read buffer's 4 KiB of what it sent is pulled in).
         if let Some(held_back) = shared.admission.refused_log.allow() {
             tracing::warn!(reason = %why, held_back, "connection refused");
         }

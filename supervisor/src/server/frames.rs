@@ -13,7 +13,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 
 /// Largest first frame: a hello, a few dozen bytes in practice. A peer cannot make the daemon
-/// hold more than this before the handshake.
+/// hold more than this, and the connection's read buffer (`connection::READ_BUFFER_BYTES`),
+/// before the handshake.
 pub(super) const MAX_HELLO_FRAME_BYTES: u64 = 4096;
 
 /// How long a refused peer has to send the first bytes that show its encoding.
