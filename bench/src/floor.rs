@@ -1,11 +1,12 @@
 //! The floor under a small request's round trip on this machine: three processes passing one
 //! small message each way over Unix stream sockets and doing nothing else, in the shape of a
 //! jqjail request (client → daemon → worker → daemon → client: four messages, four wake-ups).
-//! Any design that keeps the untrusted evaluation out of the daemon's process pays at least
-//! this. Measured beside jqjail's own round trip (`.[0]` over the 2 KiB input), in blocks
-//! that alternate, after the same pause before each request: on a VM whose idle vCPUs halt,
-//! a wake-up after a pause costs more the longer the pause was, and the pause is what the
-//! latency table's jqjail column has before each of its requests (the CLIs' runs).
+//! A design that relays each request through a daemon to a separate worker process pays at
+//! least this, after the same pause. Measured beside jqjail's own round trip (`.[0]` over the
+//! 2 KiB input), in blocks that alternate, after the same pause before each request: on a VM
+//! whose idle vCPUs halt, a wake-up after a pause costs more the longer the pause was. (The
+//! latency table's jqjail column is measured after four CLI runs and their 10 ms pauses, some
+//! 50–80 ms.)
 
 use crate::Samples;
 use jqjail_client::{Client, RunOptions};
@@ -84,6 +85,10 @@ impl Relay {
             let fd = worker_end.as_raw_fd();
             let mut buf = [0u8; JOB];
             while read_full(fd, &mut buf[..JOB]) {
+                // An answer of its own, so that a test can tell it was handed on.
+                for b in &mut buf[..ANSWER] {
+                    *b = b.wrapping_add(1);
+                }
                 if !write_full(fd, &buf[..ANSWER]) {
                     break;
                 }
@@ -106,8 +111,7 @@ impl Relay {
             Err(e) => {
                 // The worker's stream ends with this function: it exits, and is reaped here.
                 drop((daemon_to_worker, worker_end));
-                // SAFETY: waits for the child forked above.
-                unsafe { libc::waitpid(worker, std::ptr::null_mut(), 0) };
+                reap(worker);
                 return Err(e);
             }
         };
@@ -134,16 +138,26 @@ impl Drop for Relay {
     fn drop(&mut self) {
         let _ = self.to_daemon.shutdown(std::net::Shutdown::Both);
         for pid in self.children {
-            let mut status = 0;
-            // SAFETY: waits for a child this process forked.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
+            reap(pid);
         }
     }
 }
 
-/// Forks a child that closes every descriptor above 2 but `keep`, runs `body`, and exits. The
+/// Waits for the child `pid`, through interruptions.
+fn reap(pid: libc::pid_t) {
+    // SAFETY: waits for a child this process forked.
+    while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } == -1
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    {}
+}
+
+/// Forks a child that closes every descriptor but `keep` (its standard ones too: it holds no
+/// pipe of its parent's open, so a parent's reader is never kept waiting by it), runs `body`,
+/// and exits. The
 /// child only closes, reads, writes and exits: no allocation and no lock, as a fork of a
-/// process that has threads must.
+/// process that has threads must. A child that cannot close the rest exits at once (a copy of
+/// its peer's end would keep it from ever seeing the end of its stream), and so does one whose
+/// `body` panics.
 fn fork(keep: &[RawFd], body: impl FnOnce()) -> Result<libc::pid_t, String> {
     let mut keep = keep.to_vec();
     keep.sort_unstable();
@@ -153,12 +167,25 @@ fn fork(keep: &[RawFd], body: impl FnOnce()) -> Result<libc::pid_t, String> {
     match unsafe { libc::fork() } {
         -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
         0 => {
-            let mut from = 3;
+            /// Ends the child if `body` unwinds, before it could return into the parent's code.
+            struct ExitOnUnwind;
+            impl Drop for ExitOnUnwind {
+                fn drop(&mut self) {
+                    // SAFETY: ends the child without running the parent's exit handlers.
+                    unsafe { libc::_exit(2) }
+                }
+            }
+            let _guard = ExitOnUnwind;
+            let mut from = 0;
             for &fd in &keep {
                 if fd > from {
                     // SAFETY: closes the child's copies of the descriptors from `from` to
                     // `fd - 1`; the parent's are unaffected.
-                    unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) };
+                    let closed = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) };
+                    if closed != 0 {
+                        // SAFETY: as below.
+                        unsafe { libc::_exit(1) }
+                    }
                 }
                 from = fd.saturating_add(1);
             }
@@ -227,12 +254,28 @@ mod tests {
     #[test]
     fn the_relay_passes_each_message_on_and_its_children_end_with_it() {
         let mut relay = Relay::start().expect("relay");
+        // The worker's answer (each byte of the job plus one), then the rest of the daemon's
+        // copy of the request.
+        let mut expected = [7u8; REPLY];
+        expected[..ANSWER].fill(8);
         for _ in 0..50 {
-            // The request's bytes, handed on by the daemon, echoed by the worker, replied.
-            assert_eq!(relay.round_trip().expect("round trip"), [7u8; REPLY]);
+            assert_eq!(relay.round_trip().expect("round trip"), expected);
         }
         let children = relay.children;
-        drop(relay);
+        // A child that never sees the end of its stream would hang the drop: fail instead,
+        // and end the children.
+        let (done, dropped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(relay);
+            let _ = done.send(());
+        });
+        if dropped.recv_timeout(Duration::from_secs(10)).is_err() {
+            for pid in children {
+                // SAFETY: a child this process forked, not yet reaped (the drop waits for it).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            panic!("the relay's processes did not end within 10 s of its drop");
+        }
         for pid in children {
             // SAFETY: asks about a child this process forked; it was reaped by the drop.
             let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
