@@ -267,8 +267,8 @@ test("a lying daemon's frame is refused before it is allocated", async () => {
       s.write(prefix);
     });
   });
-  await new Promise<void>((r) => server.listen(path, r));
   try {
+    await new Promise<void>((r, j) => server.once("error", j).listen(path, r));
     await assert.rejects(Client.connect(path), (e: JqjailError) => e.code === "UNAVAILABLE" && /over the 8388608-byte maximum/.test(e.message));
   } finally {
     server.close();
@@ -299,8 +299,8 @@ test("a socket another user could have put there or could swap is not trusted", 
   const { chmodSync } = await import("node:fs");
   const path = join(dir, "open.sock");
   const server = createServer(() => undefined);
-  await new Promise<void>((r) => server.listen(path, r));
   try {
+    await new Promise<void>((r, j) => server.once("error", j).listen(path, r));
     chmodSync(dir, 0o777); // writable by every user, not sticky: the socket could be replaced
     await assert.rejects(Client.connect(path), /another user could change/);
     chmodSync(dir, 0o700);
@@ -324,7 +324,12 @@ async function liar(hello: unknown, after: (s: import("node:net").Socket) => voi
       after(s);
     });
   });
-  await new Promise<void>((r) => server.listen(path, r));
+  try {
+    await new Promise<void>((r, j) => server.once("error", j).listen(path, r));
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   return {
     path,
     close: () => {
