@@ -1309,8 +1309,8 @@ fn worker_startup(runs: usize) -> Vec<(&'static str, Samples)> {
     let program = Program::current_exe().expect("own executable");
     let default = jqjail_supervisor::config::DEFAULT_ISOLATION;
     // The first is the target's. A worker warms up before it says it is ready, unless a job
-    // is already waiting for it (`StartupArgs::warm_up`): the row without it is the
-    // confinement's own time.
+    // is already waiting for it (`StartupArgs::warm_up`): the row without it times the fork,
+    // the confinement, the seccomp install and the ready message.
     let variants = [
         (
             "forked by the zygote, default isolation",
