@@ -82,14 +82,14 @@ impl Relay {
         let (daemon_to_worker, worker_end) = UnixStream::pair().map_err(|e| e.to_string())?;
         // The "worker": reads a job, writes an answer.
         let worker = fork(&[worker_end.as_raw_fd()], || {
-            let fd = worker_end.as_raw_fd();
+            let mut sock = &worker_end;
             let mut buf = [0u8; JOB];
-            while read_full(fd, &mut buf[..JOB]) {
+            while sock.read_exact(&mut buf).is_ok() {
                 // An answer of its own, so that a test can tell it was handed on.
                 for b in &mut buf[..ANSWER] {
                     *b = b.wrapping_add(1);
                 }
-                if !write_full(fd, &buf[..ANSWER]) {
+                if sock.write_all(&buf[..ANSWER]).is_err() {
                     break;
                 }
             }
@@ -98,12 +98,12 @@ impl Relay {
         let daemon = match fork(
             &[daemon_end.as_raw_fd(), daemon_to_worker.as_raw_fd()],
             || {
-                let (client, worker) = (daemon_end.as_raw_fd(), daemon_to_worker.as_raw_fd());
+                let (mut client, mut worker) = (&daemon_end, &daemon_to_worker);
                 let mut buf = [0u8; 64];
-                while read_full(client, &mut buf[..REQUEST])
-                    && write_full(worker, &buf[..JOB])
-                    && read_full(worker, &mut buf[..ANSWER])
-                    && write_full(client, &buf[..REPLY])
+                while client.read_exact(&mut buf[..REQUEST]).is_ok()
+                    && worker.write_all(&buf[..JOB]).is_ok()
+                    && worker.read_exact(&mut buf[..ANSWER]).is_ok()
+                    && client.write_all(&buf[..REPLY]).is_ok()
                 {}
             },
         ) {
@@ -153,16 +153,16 @@ fn reap(pid: libc::pid_t) {
 
 /// Forks a child that closes every descriptor but `keep` (its standard ones too: it holds no
 /// pipe of its parent's open, so a parent's reader is never kept waiting by it), runs `body`,
-/// and exits. The
-/// child only closes, reads, writes and exits: no allocation and no lock, as a fork of a
-/// process that has threads must. A child that cannot close the rest exits at once (a copy of
+/// and exits. The child only closes, reads, writes and exits (std's `read_exact` and
+/// `write_all` on a socket allocate nothing, their errors included): no allocation and no
+/// lock, as a fork of a process that has threads must. A child that cannot close the rest exits at once (a copy of
 /// its peer's end would keep it from ever seeing the end of its stream), and so does one whose
 /// `body` panics.
 fn fork(keep: &[RawFd], body: impl FnOnce()) -> Result<libc::pid_t, String> {
     let mut keep = keep.to_vec();
     keep.sort_unstable();
     keep.push(RawFd::MAX);
-    // SAFETY: the child makes only async-signal-safe calls (close_range, read, write, _exit)
+    // SAFETY: the child makes only async-signal-safe calls (close_range, recv, send, _exit)
     // on memory it already has.
     match unsafe { libc::fork() } {
         -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
@@ -195,34 +195,6 @@ fn fork(keep: &[RawFd], body: impl FnOnce()) -> Result<libc::pid_t, String> {
         }
         pid => Ok(pid),
     }
-}
-
-/// Reads exactly `buf.len()` bytes; false at the end of the stream or on an error.
-fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: reads into the rest of `buf`, which this function borrows mutably.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n <= 0 {
-            return false;
-        }
-        got += n as usize;
-    }
-    true
-}
-
-/// Writes all of `buf`; false on an error.
-fn write_full(fd: RawFd, buf: &[u8]) -> bool {
-    let mut put = 0;
-    while put < buf.len() {
-        // SAFETY: writes from the rest of `buf`, which this function borrows.
-        let n = unsafe { libc::write(fd, buf[put..].as_ptr().cast(), buf.len() - put) };
-        if n <= 0 {
-            return false;
-        }
-        put += n as usize;
-    }
-    true
 }
 
 /// The table, with jqjail's excess over the floor.
