@@ -98,6 +98,37 @@ fn unreachable_socket_is_exit_8() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("jqjail: UNAVAILABLE: "));
 }
 
+/// build.rs links the CLI static where glibc's static archives are (BENCHMARKS.md, "A static
+/// CLI"). A program it meant to link static but that still names a program interpreter
+/// would load shared libraries after all, or crash on its first instruction if its start
+/// code is the static one.
+#[test]
+fn the_cli_is_linked_static_where_the_builder_has_glibcs_static_archives() {
+    if !cfg!(jqjail_static_cli) {
+        crate::util::skip(
+            "build.rs linked the CLI dynamically (its warning says why): no static glibc here",
+        );
+        return;
+    }
+    let elf = std::fs::read(CLI).unwrap();
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    let field = |at: usize, len: usize| {
+        let mut bytes = [0u8; 8];
+        bytes[..len].copy_from_slice(&elf[at..at + len]);
+        usize::try_from(u64::from_le_bytes(bytes)).unwrap()
+    };
+    // ELF64 header: e_phoff at 0x20, e_phentsize at 0x36, e_phnum at 0x38; p_type first.
+    let (table, entry, count) = (field(0x20, 8), field(0x36, 2), field(0x38, 2));
+    const PT_INTERP: usize = 3;
+    let types: Vec<usize> = (0..count).map(|i| field(table + i * entry, 4)).collect();
+    assert!(
+        !types.contains(&PT_INTERP),
+        "{CLI} names a program interpreter: it is not static (program header types {types:?})"
+    );
+    let out = Command::new(CLI).arg("--version").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// The pid of the process listening on a Unix socket (SO_PEERCRED).
 fn listener_pid(socket: &std::path::Path) -> i32 {
     let stream = UnixStream::connect(socket).unwrap();
