@@ -17,7 +17,7 @@
 //! one stands in for it, and the unwinder comes from `libgcc_eh.a` instead, as in a
 //! `crt-static` build, named after rustc's libraries with the rest of that build's tail.
 //! Were a library ever asked for that the directory lacks, the linker would take it shared,
-//! and the program would crash at its first instruction: every test of the CLI would fail,
+//! and the program would crash as it started: every test of the CLI would fail,
 //! and `tests/it/cli.rs` checks that it has no program interpreter.
 //!
 //! Where the static archives are missing (no `libc.a` beside the C compiler, as on a system
