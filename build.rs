@@ -1,37 +1,48 @@
 //! Links the `jqjail` command line static (a static PIE) where the builder has glibc's static
-//! libraries, and leaves every other program of this package (`jqjaild`, `jqjail-mcp`, the
-//! tests) linked as rustc links them.
+//! libraries. Every other program of this package (`jqjaild`, `jqjail-mcp`, the integration
+//! tests) is linked as rustc links it; so is the CLI's own unit-test harness, except that it
+//! is static too (cargo gives a binary's link arguments to its test build as well).
 //!
 //! Why: loading `libc.so.6` is most of what separates a dynamic program's start from a static
-//! one's (`/bin/true` 0.46 ms against 0.26 ms for a static C program that returns 0,
-//! `hyperfine -N` on this project's 2-core VM), and the CLI is started for every filter an
-//! agent runs. BENCHMARKS.md, "A static CLI", has the measurements.
+//! one's, and the CLI is started for every filter an agent runs. BENCHMARKS.md, "A static
+//! CLI", has the measurements (`jqjail --version` 0.30–0.33 ms static against 0.49–0.50 ms
+//! dynamic, `/bin/true` 0.34–0.38 ms, under `hyperfine -N`).
 //!
 //! How, since stable cargo cannot set `-C target-feature=+crt-static` for one binary (the
 //! target-wide flag also applies to proc macros, which cannot be static, unless every build
 //! names `--target`): rustc links the CLI as a PIE and asks for std's libraries as shared
-//! ones (`-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`). A linker looks for a
-//! library directory by directory, and takes `libX.a` from the first directory that has no
-//! `libX.so`. So the CLI's link alone gets a first search directory holding links to glibc's
-//! static archives under those names, and `-static-pie`. `libgcc_s` has no archive: an empty
-//! one stands in for it, and the unwinder comes from `libgcc_eh.a` instead, as in a
-//! `crt-static` build, named after rustc's libraries with the rest of that build's tail.
-//! Were a library ever asked for that the directory lacks, the linker would take it shared,
-//! and the program would crash as it started: every test of the CLI would fail,
-//! and `tests/it/cli.rs` checks that it has no program interpreter.
+//! ones (`-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`). A linker looks for each
+//! library directory by directory, and takes it from the first directory that holds either
+//! `libX.so` or `libX.a`. So the CLI's link alone gets a search directory holding links to
+//! glibc's static archives under those names, searched before the C compiler's own
+//! directories, and `-static-pie`. (No earlier `-L` of rustc's, the toolchain's or a
+//! dependency's, may hold one of those libraries as a `.so`; none does.) `libgcc_s` has no
+//! archive: an empty one stands in for it, and the unwinder comes from `libgcc_eh.a` instead,
+//! as in a `crt-static` build, named after rustc's libraries with the rest of that build's
+//! tail.
 //!
-//! Where the static archives are missing (no `libc.a` beside the C compiler, as on a system
-//! without glibc's static package), or when cross-compiling, the CLI is linked as before
-//! and the build says so once, as a warning.
+//! Before it commits to that, it links a C program the same way and reads the result
+//! (`src/static_elf.rs`): no program interpreter, no needed library, and it runs. Where that
+//! fails, where the static archives are missing (as on a system without glibc's static
+//! package), where RUSTFLAGS choose their own linker or sysroot, or when cross-compiling, the
+//! CLI is linked dynamically as rustc links it, and the build says why in a warning. The test
+//! `cli::the_cli_is_linked_static_where_the_builder_has_glibcs_static_archives` reads the CLI
+//! the same way.
+
+#[path = "src/static_elf.rs"]
+mod static_elf;
 
 use std::env;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The libraries std asks rustc to link on a glibc target, each taken from its static
 /// archive. `gcc_s` is not among them: it has no archive (see the module's comment).
 const STD_LIBRARIES: [&str; 6] = ["c", "m", "rt", "pthread", "dl", "util"];
+
+/// What the link arguments add after rustc's libraries, as a `crt-static` build has them.
+const TAIL: [&str; 3] = ["-lgcc_eh", "-lgcc", "-lc"];
 
 /// What an archive with no members is: the magic line alone.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
@@ -39,92 +50,178 @@ const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(jqjail_static_cli)");
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
-    match static_cli() {
-        Ok(search_dir) => {
+    println!("cargo::rerun-if-changed=src/static_elf.rs");
+    // The linker cargo hands rustc, when it comes from the environment. (One configured in
+    // a cargo config file is not tracked: change it with `cargo clean -p jqjail`.)
+    let target = env::var("TARGET").unwrap_or_default();
+    println!(
+        "cargo::rerun-if-env-changed=CARGO_TARGET_{}_LINKER",
+        target.to_uppercase().replace(['-', '.'], "_")
+    );
+    match plan() {
+        Plan::Static(search_dir) => {
             println!("cargo::rustc-cfg=jqjail_static_cli");
-            for arg in [
-                "-static-pie".to_owned(),
-                format!("-L{}", search_dir.display()),
-                // After the libraries rustc names, for linkers that resolve in order; lld
-                // does not need it.
-                "-lgcc_eh".to_owned(),
-                "-lgcc".to_owned(),
-                "-lc".to_owned(),
-            ] {
+            let search = format!("-L{}", search_dir.display());
+            for arg in ["-static-pie", search.as_str()].into_iter().chain(TAIL) {
                 println!("cargo::rustc-link-arg-bin=jqjail={arg}");
             }
         }
-        Err(Skip::Quietly) => {}
-        Err(Skip::Because(reason)) => {
+        Plan::StaticByRustc => println!("cargo::rustc-cfg=jqjail_static_cli"),
+        Plan::Dynamic(None) => {}
+        Plan::Dynamic(Some(reason)) => {
             println!("cargo::warning=the jqjail command line is linked dynamically: {reason}");
         }
     }
 }
 
-/// Why the CLI is not linked static.
-enum Skip {
-    /// Not a glibc target: static linking is not this script's business there.
-    Quietly,
-    /// A glibc target that lacks what a static link needs.
-    Because(String),
+/// How the CLI is linked.
+enum Plan {
+    /// Static, with this directory searched first for std's libraries.
+    Static(PathBuf),
+    /// Static already: RUSTFLAGS hold `+crt-static` for the whole build.
+    StaticByRustc,
+    /// As rustc links it, with the reason when this target could have had a static CLI.
+    Dynamic(Option<String>),
 }
 
-/// Prepares the static link: finds glibc's static archives where the C compiler that links
-/// for rustc finds them, and links them into a fresh search directory with the stand-in for
-/// `libgcc_s.a`. Returns that directory.
-fn static_cli() -> Result<PathBuf, Skip> {
+fn plan() -> Plan {
     let cfg = |name: &str| env::var(format!("CARGO_CFG_TARGET_{name}")).unwrap_or_default();
     if cfg("OS") != "linux" || cfg("ENV") != "gnu" {
-        return Err(Skip::Quietly);
+        return Plan::Dynamic(None);
     }
+    if cfg("FEATURE")
+        .split(',')
+        .any(|feature| feature == "crt-static")
+    {
+        return Plan::StaticByRustc;
+    }
+    if cfg("POINTER_WIDTH") != "64" || cfg("ENDIAN") != "little" {
+        return Plan::Dynamic(Some(
+            "only 64-bit little-endian targets are linked static".to_owned(),
+        ));
+    }
+    match prepare() {
+        Ok(search_dir) => Plan::Static(search_dir),
+        Err(reason) => Plan::Dynamic(Some(reason)),
+    }
+}
+
+/// Finds glibc's static archives where the C compiler that links for rustc finds them, links
+/// them into a fresh search directory with the stand-in for `libgcc_s.a`, and tries a static
+/// link of a C program through it. Returns the directory, or why the CLI stays dynamic.
+fn prepare() -> Result<PathBuf, String> {
     if env::var("TARGET").ok() != env::var("HOST").ok() {
-        return Err(Skip::Because(
-            "cross-compiling, and the host's C compiler cannot tell where the target's static \
-             glibc is"
-                .to_owned(),
+        return Err("cross-compiling, and a static link is tried by running its result".into());
+    }
+    let rustflags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    if let Some(flag) = rustflags.split('\x1f').find(|flag| {
+        ["linker", "sysroot", "link-self-contained"]
+            .iter()
+            .any(|word| flag.contains(word))
+    }) {
+        return Err(format!(
+            "RUSTFLAGS choose the linker or what it links with (`{flag}`), which this build \
+             script's trial link would not use"
         ));
     }
     // rustc links through `cc` unless a linker is configured, which cargo passes on here.
     let linker = env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".to_owned());
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("cargo sets no OUT_DIR")?);
     let search_dir = out_dir.join("static-cli");
-    let cannot_write = |error: std::io::Error| {
-        Skip::Because(format!("cannot write {}: {error}", search_dir.display()))
+    let cannot = |what: &str, path: &Path, error: std::io::Error| {
+        format!("cannot {what} {}: {error}", path.display())
     };
     // Fresh each time, so that nothing from an earlier build (another compiler's archives)
     // is left to be found.
     match fs::remove_dir_all(&search_dir) {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-            return Err(cannot_write(error));
+            return Err(cannot("remove", &search_dir, error));
         }
         _ => {}
     }
-    fs::create_dir_all(&search_dir).map_err(cannot_write)?;
+    fs::create_dir_all(&search_dir).map_err(|e| cannot("create", &search_dir, e))?;
     for name in STD_LIBRARIES.iter().chain(&["gcc_eh", "gcc"]) {
         let archive = format!("lib{name}.a");
-        let Some(found) = find(&linker, &archive) else {
-            return Err(Skip::Because(format!(
+        let found = find(&linker, &archive).ok_or_else(|| {
+            format!(
                 "`{linker} -print-file-name={archive}` finds no {archive} (glibc's static \
                  libraries: libc6-dev on Debian, glibc-static on Fedora)"
-            )));
-        };
+            )
+        })?;
+        // A new compiler or C library must make this script run again, or the links would
+        // dangle and the linker would take the shared library after all.
+        println!("cargo::rerun-if-changed={}", found.display());
         if STD_LIBRARIES.contains(name) {
-            std::os::unix::fs::symlink(&found, search_dir.join(&archive)).map_err(cannot_write)?;
+            let link = search_dir.join(&archive);
+            std::os::unix::fs::symlink(&found, &link).map_err(|e| cannot("link", &link, e))?;
         }
     }
-    fs::write(search_dir.join("libgcc_s.a"), EMPTY_ARCHIVE).map_err(cannot_write)?;
+    let stand_in = search_dir.join("libgcc_s.a");
+    fs::write(&stand_in, EMPTY_ARCHIVE).map_err(|e| cannot("write", &stand_in, e))?;
+    try_static_link(&linker, &search_dir, &out_dir)?;
     Ok(search_dir)
 }
 
-/// Where `linker` finds `archive` on its library path, if it does. A compiler that does not
-/// find a file prints its name back unchanged, not a path to it.
+/// Where `linker` finds `archive` on its library path, with every link in the path resolved,
+/// if it does. A compiler that does not find a file prints its name back unchanged, not a
+/// path to it.
 fn find(linker: &str, archive: &str) -> Option<PathBuf> {
     let output = Command::new(linker)
         .arg(format!("-print-file-name={archive}"))
         .output()
         .ok()?;
     let printed = String::from_utf8(output.stdout).ok()?;
-    let path = PathBuf::from(printed.trim());
-    (output.status.success() && path.is_absolute() && path.is_file()).then_some(path)
+    let path = Path::new(printed.trim());
+    if !output.status.success() || !path.is_absolute() {
+        return None;
+    }
+    fs::canonicalize(path).ok().filter(|path| path.is_file())
+}
+
+/// Links a C program that returns 0 as rustc links the CLI (std's libraries after
+/// `-Bdynamic`, each one kept even if unused), then reads and runs the result.
+fn try_static_link(linker: &str, search_dir: &Path, out_dir: &Path) -> Result<(), String> {
+    let source = out_dir.join("static-cli-probe.c");
+    let program = out_dir.join("static-cli-probe");
+    fs::write(&source, "int main(void) { return 0; }\n")
+        .map_err(|e| format!("cannot write {}: {e}", source.display()))?;
+    let std_libraries =
+        ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"].map(|l| format!("-l{l}"));
+    let output = Command::new(linker)
+        .arg("-o")
+        .arg(&program)
+        .arg(&source)
+        .args([
+            "-pie",
+            "-nodefaultlibs",
+            "-Wl,--no-as-needed",
+            "-Wl,-Bdynamic",
+        ])
+        .args(&std_libraries)
+        .arg("-static-pie")
+        .arg(format!("-L{}", search_dir.display()))
+        .args(TAIL)
+        .output()
+        .map_err(|e| format!("cannot run {linker}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "a static link of a C program failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let elf = fs::read(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
+    let parts = static_elf::dynamic_parts(&elf)?;
+    if !parts.is_empty() {
+        return Err(format!(
+            "a C program linked this way still has {}",
+            parts.join(" and ")
+        ));
+    }
+    let status = Command::new(&program)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !status.success() {
+        return Err(format!("a C program linked this way ended with {status}"));
+    }
+    Ok(())
 }

@@ -3,8 +3,11 @@
 //! CLI starts as the user's private daemon when no daemon is running (it looks for `jqjaild`
 //! beside this executable first).
 //!
-//! Two things keep its start-up short (BENCHMARKS.md, "The CLI's own cost"):
-//! - The unwinder is linked in, as `-static-libgcc` does for C, instead of loading
+//! Three things keep its start-up short (BENCHMARKS.md, "The CLI's own cost" and "A static
+//! CLI"):
+//! - It is linked static (a static PIE) wherever the builder has glibc's static libraries
+//!   (build.rs), so that it loads no shared object at all.
+//! - Otherwise the unwinder is linked in, as `-static-libgcc` does for C, instead of loading
 //!   `libgcc_s.so.1`: one shared object fewer to map and relocate at every start.
 //! - `main` is the C entry point (`#![no_main]`), so std's runtime set-up does not run: of it,
 //!   only what this program relies on is done here. What is skipped is the main thread's stack

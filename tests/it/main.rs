@@ -30,6 +30,9 @@ mod path;
 mod sandbox;
 mod service;
 mod shape;
+// Shared with build.rs, which links the CLI static and checks a trial link with it.
+#[path = "../../src/static_elf.rs"]
+mod static_elf;
 mod systemd;
 mod tenants;
 mod util;
