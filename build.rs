@@ -145,7 +145,8 @@ fn prepare() -> Result<PathBuf, String> {
         let found = find(&linker, &archive).ok_or_else(|| {
             format!(
                 "`{linker} -print-file-name={archive}` finds no {archive} (glibc's static \
-                 libraries: libc6-dev on Debian, glibc-static on Fedora)"
+                 libraries: libc6-dev on Debian, glibc-static on Fedora; after installing \
+                 them, `cargo clean -p jqjail` links it static)"
             )
         })?;
         // A new compiler or C library must make this script run again, or the links would
