@@ -21,11 +21,12 @@
 //! as in a `crt-static` build, named after rustc's libraries with the rest of that build's
 //! tail.
 //!
-//! Before it commits to that, it links a C program the same way and reads the result
-//! (`src/static_elf.rs`): no program interpreter, no needed library, and it runs. Where that
-//! fails, where the static archives are missing (as on a system without glibc's static
-//! package), where RUSTFLAGS choose their own linker or sysroot, or when cross-compiling, the
-//! CLI is linked dynamically as rustc links it, and the build says why in a warning. The test
+//! Before it commits to that, it has rustc link a small Rust program the same way (the same
+//! rustc, target, RUSTFLAGS and linker, and these link arguments), one that panics and
+//! catches the panic, and reads the result (`src/static_elf.rs`): no program interpreter, no
+//! needed library, and it runs and unwinds. Where that fails, where the static archives are
+//! missing (as on a system without glibc's static package), or when cross-compiling, the CLI
+//! is linked dynamically as rustc links it, and the build says why in a warning. The test
 //! `cli::the_cli_is_linked_static_where_the_builder_has_glibcs_static_archives` reads the CLI
 //! the same way.
 
@@ -41,9 +42,6 @@ use std::process::Command;
 /// archive. `gcc_s` is not among them: it has no archive (see the module's comment).
 const STD_LIBRARIES: [&str; 6] = ["c", "m", "rt", "pthread", "dl", "util"];
 
-/// What the link arguments add after rustc's libraries, as a `crt-static` build has them.
-const TAIL: [&str; 3] = ["-lgcc_eh", "-lgcc", "-lc"];
-
 /// What an archive with no members is: the magic line alone.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
 
@@ -51,6 +49,8 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(jqjail_static_cli)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/static_elf.rs");
+    println!("cargo::rerun-if-env-changed=RUSTFLAGS");
+    println!("cargo::rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     // The linker cargo hands rustc, when it comes from the environment. (One configured in
     // a cargo config file is not tracked: change it with `cargo clean -p jqjail`.)
     let target = env::var("TARGET").unwrap_or_default();
@@ -61,8 +61,7 @@ fn main() {
     match plan() {
         Plan::Static(search_dir) => {
             println!("cargo::rustc-cfg=jqjail_static_cli");
-            let search = format!("-L{}", search_dir.display());
-            for arg in ["-static-pie", search.as_str()].into_iter().chain(TAIL) {
+            for arg in link_args(&search_dir) {
                 println!("cargo::rustc-link-arg-bin=jqjail={arg}");
             }
         }
@@ -108,24 +107,18 @@ fn plan() -> Plan {
 
 /// Finds glibc's static archives where the C compiler that links for rustc finds them, links
 /// them into a fresh search directory with the stand-in for `libgcc_s.a`, and tries a static
-/// link of a C program through it. Returns the directory, or why the CLI stays dynamic.
+/// link of a Rust program through it. Returns the directory, or why the CLI stays dynamic.
 fn prepare() -> Result<PathBuf, String> {
     if env::var("TARGET").ok() != env::var("HOST").ok() {
         return Err("cross-compiling, and a static link is tried by running its result".into());
     }
-    let rustflags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    if let Some(flag) = rustflags.split('\x1f').find(|flag| {
-        ["linker", "sysroot", "link-self-contained"]
-            .iter()
-            .any(|word| flag.contains(word))
-    }) {
-        return Err(format!(
-            "RUSTFLAGS choose the linker or what it links with (`{flag}`), which this build \
-             script's trial link would not use"
-        ));
-    }
-    // rustc links through `cc` unless a linker is configured, which cargo passes on here.
-    let linker = env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".to_owned());
+    let rustflags: Vec<String> = env::var("CARGO_ENCODED_RUSTFLAGS")
+        .unwrap_or_default()
+        .split('\x1f')
+        .filter(|flag| !flag.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let linker = linker(&rustflags);
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("cargo sets no OUT_DIR")?);
     let search_dir = out_dir.join("static-cli");
     let cannot = |what: &str, path: &Path, error: std::io::Error| {
@@ -159,7 +152,7 @@ fn prepare() -> Result<PathBuf, String> {
     }
     let stand_in = search_dir.join("libgcc_s.a");
     fs::write(&stand_in, EMPTY_ARCHIVE).map_err(|e| cannot("write", &stand_in, e))?;
-    try_static_link(&linker, &search_dir, &out_dir)?;
+    try_static_link(&rustflags, &search_dir, &out_dir)?;
     Ok(search_dir)
 }
 
@@ -179,34 +172,87 @@ fn find(linker: &str, archive: &str) -> Option<PathBuf> {
     fs::canonicalize(path).ok().filter(|path| path.is_file())
 }
 
-/// Links a C program that returns 0 as rustc links the CLI (std's libraries after
-/// `-Bdynamic`, each one kept even if unused), then reads and runs the result.
-fn try_static_link(linker: &str, search_dir: &Path, out_dir: &Path) -> Result<(), String> {
-    let source = out_dir.join("static-cli-probe.c");
-    let program = out_dir.join("static-cli-probe");
-    fs::write(&source, "int main(void) { return 0; }\n")
+/// The link arguments that make the CLI static, after rustc's own.
+fn link_args(search_dir: &Path) -> Vec<String> {
+    let mut args = vec![
+        "-static-pie".to_owned(),
+        format!("-L{}", search_dir.display()),
+    ];
+    // What a `crt-static` build links after std's libraries: the unwinder in place of
+    // libgcc_s, and libc again for linkers that resolve in one pass (lld does not need it).
+    args.extend(["-lgcc_eh", "-lgcc", "-lc"].map(str::to_owned));
+    args
+}
+
+/// The C compiler rustc links through: the one cargo configured, else one RUSTFLAGS name,
+/// else `cc`.
+fn linker(rustflags: &[String]) -> String {
+    if let Ok(linker) = env::var("RUSTC_LINKER") {
+        return linker;
+    }
+    // The last one counts, as in rustc.
+    let mut named = None;
+    let mut flags = rustflags.iter();
+    while let Some(flag) = flags.next() {
+        let value = match flag.strip_prefix("-C") {
+            Some("") => flags.next().map(String::as_str),
+            other => other,
+        };
+        if let Some(linker) = value.and_then(|value| value.strip_prefix("linker=")) {
+            named = Some(linker.to_owned());
+        }
+    }
+    named.unwrap_or_else(|| "cc".to_owned())
+}
+
+/// A program that unwinds a panic and catches it, as the CLI's `main` may: it exits 0 only
+/// if the unwinder linked in works.
+const TRIAL_PROGRAM: &str = r#"fn main() {
+    std::panic::set_hook(Box::new(|_| {}));
+    let caught = std::panic::catch_unwind(|| {
+        if std::env::args().count() < 1000 {
+            panic!("unwound");
+        }
+    });
+    std::process::exit(if caught.is_err() { 0 } else { 1 });
+}
+"#;
+
+/// Has rustc link [`TRIAL_PROGRAM`] as cargo has it link the CLI (the same rustc, target,
+/// RUSTFLAGS and linker, then [`link_args`]), then reads and runs the result.
+fn try_static_link(rustflags: &[String], search_dir: &Path, out_dir: &Path) -> Result<(), String> {
+    let source = out_dir.join("static-cli-trial.rs");
+    let program = out_dir.join("static-cli-trial");
+    fs::write(&source, TRIAL_PROGRAM)
         .map_err(|e| format!("cannot write {}: {e}", source.display()))?;
-    let std_libraries =
-        ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"].map(|l| format!("-l{l}"));
-    let output = Command::new(linker)
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let target = env::var("TARGET").unwrap_or_default();
+    let mut command = Command::new(&rustc);
+    command
+        .args([
+            "--edition",
+            "2021",
+            "--crate-type",
+            "bin",
+            "--target",
+            &target,
+        ])
+        .args(rustflags)
         .arg("-o")
         .arg(&program)
-        .arg(&source)
-        .args([
-            "-pie",
-            "-nodefaultlibs",
-            "-Wl,--no-as-needed",
-            "-Wl,-Bdynamic",
-        ])
-        .args(&std_libraries)
-        .arg("-static-pie")
-        .arg(format!("-L{}", search_dir.display()))
-        .args(TAIL)
+        .arg(&source);
+    if let Ok(linker) = env::var("RUSTC_LINKER") {
+        command.arg("-C").arg(format!("linker={linker}"));
+    }
+    for arg in link_args(search_dir) {
+        command.arg("-C").arg(format!("link-arg={arg}"));
+    }
+    let output = command
         .output()
-        .map_err(|e| format!("cannot run {linker}: {e}"))?;
+        .map_err(|e| format!("cannot run {}: {e}", rustc.to_string_lossy()))?;
     if !output.status.success() {
         return Err(format!(
-            "a static link of a C program failed: {}",
+            "a static link of a Rust program failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
@@ -214,7 +260,7 @@ fn try_static_link(linker: &str, search_dir: &Path, out_dir: &Path) -> Result<()
     let parts = static_elf::dynamic_parts(&elf)?;
     if !parts.is_empty() {
         return Err(format!(
-            "a C program linked this way still has {}",
+            "a Rust program linked this way still has {}",
             parts.join(" and ")
         ));
     }
@@ -222,7 +268,9 @@ fn try_static_link(linker: &str, search_dir: &Path, out_dir: &Path) -> Result<()
         .status()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     if !status.success() {
-        return Err(format!("a C program linked this way ended with {status}"));
+        return Err(format!(
+            "a Rust program linked this way, which unwinds a panic, ended with {status}"
+        ));
     }
     Ok(())
 }

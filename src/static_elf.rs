@@ -7,12 +7,15 @@
 //! not a panic.
 
 /// `p_type` of the segment that names the program interpreter.
-const PT_INTERP: u32 = 3;
+const PT_INTERP: u64 = 3;
 /// `p_type` of the dynamic section's segment.
-const PT_DYNAMIC: u32 = 2;
-/// `d_tag` of a needed shared library, and of the dynamic section's end.
+const PT_DYNAMIC: u64 = 2;
+/// `d_tag` of a needed shared library.
 const DT_NEEDED: u64 = 1;
+/// `d_tag` of the dynamic section's end.
 const DT_NULL: u64 = 0;
+/// The size of an ELF64 program header.
+const PROGRAM_HEADER_BYTES: usize = 56;
 
 /// The parts of `elf` that make it load shared code, named for a message (empty for a static
 /// executable), or why it cannot be read.
@@ -34,24 +37,33 @@ pub(crate) fn dynamic_parts(elf: &[u8]) -> Result<Vec<String>, String> {
     };
     // The ELF64 header: e_phoff at 0x20, e_phentsize at 0x36, e_phnum at 0x38.
     let (table, entry, count) = (offset(0x20, 8)?, offset(0x36, 2)?, offset(0x38, 2)?);
+    if entry != PROGRAM_HEADER_BYTES {
+        return Err(format!(
+            "program headers of {entry} bytes, not {PROGRAM_HEADER_BYTES}"
+        ));
+    }
     let mut parts = Vec::new();
     for index in 0..count {
-        // A program header: p_type at 0, p_offset at 8, p_filesz at 0x20.
+        // A program header: p_type at 0, p_offset at 8, p_filesz at 0x20. `index * entry`
+        // is under 2^22 and `header` is within the file once its type is read.
         let header = table.checked_add(index * entry).ok_or_else(short)?;
-        match u32::try_from(int(header, 4)?).map_err(|_| short())? {
+        match int(header, 4)? {
             PT_INTERP => parts.push("a program interpreter".to_owned()),
             PT_DYNAMIC => {
                 let (start, len) = (offset(header + 8, 8)?, offset(header + 0x20, 8)?);
                 // Entries of 16 bytes: d_tag, then d_val.
-                let needed = (start..start.saturating_add(len))
-                    .step_by(16)
-                    .map(|at| int(at, 8))
-                    .take_while(|tag| !matches!(tag, Ok(DT_NULL)))
-                    .filter(|tag| !matches!(tag, Ok(tag) if *tag != DT_NEEDED))
-                    .collect::<Result<Vec<u64>, String>>()?
-                    .len();
-                if needed > 0 {
-                    parts.push(format!("{needed} needed shared libraries"));
+                let mut needed = 0;
+                for at in (start..start.saturating_add(len)).step_by(16) {
+                    match int(at, 8)? {
+                        DT_NULL => break,
+                        DT_NEEDED => needed += 1,
+                        _ => {}
+                    }
+                }
+                match needed {
+                    0 => {}
+                    1 => parts.push("a needed shared library".to_owned()),
+                    n => parts.push(format!("{n} needed shared libraries")),
                 }
             }
             _ => {}

@@ -31,6 +31,12 @@ mod sandbox;
 mod service;
 mod shape;
 // Shared with build.rs, which links the CLI static and checks a trial link with it.
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    target_pointer_width = "64",
+    target_endian = "little"
+))]
 #[path = "../../src/static_elf.rs"]
 mod static_elf;
 mod systemd;
