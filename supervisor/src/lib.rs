@@ -6,6 +6,7 @@
 
 pub mod admit;
 pub mod arriving;
+pub mod bulk;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;

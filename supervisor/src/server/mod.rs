@@ -111,6 +111,7 @@ pub async fn serve(
         pool,
         cgroup_bytes: cgroup.as_ref().map_or(0, |c| c.limit_bytes()),
         store,
+        bulk: crate::bulk::Bulk::start(),
         expire_now: tokio::sync::Notify::new(),
     });
     if let Some(bound) = metrics

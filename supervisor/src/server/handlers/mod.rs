@@ -80,7 +80,7 @@ async fn answer_kind(
         | Request::HideList(_)
         | Request::HideDelete(_)
         | Request::HideUsage) => match shared.store.get() {
-            Ok(store) => hides::handle(request, &store, tenant),
+            Ok(store) => hides::answer(request, store, tenant, &shared.bulk),
             Err(e) => error(*e),
         },
     }
