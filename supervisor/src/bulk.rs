@@ -1,28 +1,38 @@
 //! The daemon's bulk threads. A search over a hide (`hide_search`: it scans the whole hide,
-//! 3 ms for 4 MiB, in a supervisor-CPU turn of `tenant.rs`) runs on one of
-//! [`SUPERVISOR_CPU`] threads started with the daemon at a nice value [`BULK_NICE`] above
-//! its own, while the caller waits. On cores that searches keep busy, the kernel then runs
-//! the daemon's other threads first: those that answer every other request, and a victim's
-//! put as it wakes from each of its fsyncs. Under four uids searching a 4 MiB hide on 100
-//! connections, a victim's put-and-cut took 2.2 ms (median of six runs) with searches on the
-//! runtime's threads and 0.9 ms with them here (`tests/floods/store_flood.rs`; 0.5 unloaded).
+//! 3 ms for 4 MiB) runs on one of [`SEARCHES`] threads started with the daemon at a nice value
+//! [`BULK_NICE`] above its own, while the caller waits. On cores that searches keep busy, the
+//! kernel then gives the daemon's other threads the larger share (weights 1024 and 110): those
+//! that answer every other request, and a victim's put as it wakes from each of its fsyncs.
+//! Under four uids searching a 4 MiB hide on 100 connections, a victim's put-and-cut took
+//! 2.2 ms (median of six runs) with searches on the runtime's threads and 0.9 ms with them
+//! here (`tests/floods/store_flood.rs`; 0.5 ms unloaded).
 //!
 //! Raising a thread's nice value needs no privilege, lowering it back does (CAP_SYS_NICE, or
 //! an RLIMIT_NICE the daemon is not given), so these threads are the daemon's own, at their
 //! nice value for good, and never the runtime's lent for a while. The threads own nothing: a
-//! call's turns are its caller's. Every call that reaches them holds a CPU turn, and there
-//! are as many threads as turns, so a call never waits for a thread. The hop costs about
-//! 0.07 ms (two wake-ups): other calls in CPU turns (a JSON page, 0.15 ms; a put read whole,
-//! at most 256 KiB) stay on their caller's thread.
+//! search's turns are its caller's. Every call that reaches them holds a search turn
+//! (`tenant.rs`), and there are as many threads as turns, so a call never waits for a thread.
+//!
+//! What it gives up: on a machine busy at the daemon's own priority (its workers run there), a
+//! search gets about a tenth of a core and takes up to ten times as long. It holds its search
+//! turn and one store read turn meanwhile (two of the four, for all searches together), so
+//! what waits longer is other uids' searches (one search of each uid ahead of them, as
+//! before, each longer); no CPU turn is held by a slowed search.
+//!
+//! The hop costs about 0.07 ms (two wake-ups), so other calls that spend the daemon's CPU stay
+//! on their caller's thread at its priority, in CPU turns: a JSON page (0.15 ms) and a put
+//! read whole (at most 256 KiB). A JSON page's first layout of a hide at a page size
+//! (about 40 ms for 4 MiB) is among them, and so still competes with a victim's put at the
+//! daemon's priority.
 
-use crate::tenant::SUPERVISOR_CPU;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use crate::tenant::SEARCHES;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// How much nicer than the daemon a bulk thread runs: at 10 the kernel gives it about a
 /// tenth of a core that a thread at the daemon's own value also wants (weights 110 and 1024).
-/// Not `SCHED_IDLE`, which would starve it, and the turn it holds, while any other thread
+/// Not `SCHED_IDLE`, which would starve it, and the turns it holds, while any other thread
 /// runs.
 pub const BULK_NICE: i32 = 10;
 
@@ -37,13 +47,14 @@ pub struct Bulk {
 }
 
 impl Bulk {
-    /// Starts [`SUPERVISOR_CPU`] bulk threads (`jqjail-bulk`). A thread that cannot be
-    /// started, or made nicer, is logged; the work then runs as before, on the caller's.
+    /// Starts [`SEARCHES`] bulk threads (`jqjail-bulk`). A thread that cannot be started,
+    /// or made nicer, is logged: with one thread, searches take turns on it; with none, they
+    /// run on their caller's thread, as before.
     pub fn start() -> Bulk {
         let (jobs, queue) = channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         let mut started = 0;
-        for n in 0..SUPERVISOR_CPU {
+        for n in 0..SEARCHES {
             let queue = queue.clone();
             match std::thread::Builder::new()
                 .name("jqjail-bulk".into())
@@ -60,10 +71,13 @@ impl Bulk {
         }
     }
 
-    /// Runs `work` on a bulk thread and waits for its result, on the caller's thread (which
-    /// blocks: call it where blocking is allowed). A panic in `work` is raised again here,
-    /// as if `work` had run on the caller's thread.
-    pub fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
+    /// Runs `work` on a bulk thread and waits for its result, blocking the caller's thread
+    /// (call it where blocking is allowed, and in a search turn: see the module's doc). A
+    /// panic in `work` is caught and returned, for the caller to answer.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::Result<T> {
         let (done, result) = sync_channel(1);
         let job: Job = Box::new(move || {
             let _ = done.send(catch_unwind(AssertUnwindSafe(work)));
@@ -76,13 +90,13 @@ impl Bulk {
             }
             None => job(),
         }
-        match result.recv() {
-            Ok(Ok(out)) => out,
-            Ok(Err(panic)) => resume_unwind(panic),
-            // The job was dropped unrun: only if every bulk thread is gone, which `serve`
-            // never lets a job's panic do.
-            Err(_) => panic!("a bulk thread dropped a job without running it"),
-        }
+        // A job always sends (it catches its own panic), and a thread that takes one runs it:
+        // `serve` returns only once every sender is gone.
+        result.recv().unwrap_or_else(|_| {
+            Err(Box::new(
+                "a bulk thread dropped a search without running it",
+            ))
+        })
     }
 }
 
@@ -127,21 +141,29 @@ fn be_nicer(by: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
 
     /// The nice value of the calling thread.
     fn nice() -> i32 {
-        // SAFETY: as in `be_nicer`.
-        unsafe {
+        // SAFETY: errno is this thread's own, cleared so that a -1 from getpriority can be
+        // told from an error; getpriority only reads the calling thread's nice value.
+        let (value, errno) = unsafe {
             *libc::__errno_location() = 0;
-            libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
-        }
+            let value = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
+            (value, *libc::__errno_location())
+        };
+        assert_eq!(errno, 0, "getpriority failed");
+        value
     }
 
     #[test]
     fn work_runs_on_a_nicer_thread_of_its_own_and_its_result_comes_back() {
         let bulk = Bulk::start();
         let mine = nice();
-        let (name, theirs) = bulk.run(|| (std::thread::current().name().map(String::from), nice()));
+        let (name, theirs) = bulk
+            .run(|| (std::thread::current().name().map(String::from), nice()))
+            .unwrap();
         assert_eq!(name.as_deref(), Some("jqjail-bulk"));
         assert_eq!(theirs, (mine + BULK_NICE).min(19));
         // The caller's own is left as it was.
@@ -149,26 +171,41 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_in_the_work_reaches_the_caller_and_the_threads_go_on() {
+    fn a_panic_in_the_work_comes_back_as_an_error_and_the_threads_go_on() {
         let bulk = Bulk::start();
-        for _ in 0..2 * SUPERVISOR_CPU {
-            let caught = catch_unwind(AssertUnwindSafe(|| bulk.run(|| panic!("broken store"))));
-            let panic = caught.expect_err("the panic was not raised again");
+        for _ in 0..2 * SEARCHES {
+            let panic = bulk
+                .run(|| -> () { panic!("broken store") })
+                .expect_err("the panic was not returned");
             assert_eq!(panic.downcast_ref::<&str>(), Some(&"broken store"));
         }
-        assert_eq!(bulk.run(|| 7), 7);
+        assert_eq!(bulk.run(|| 7).unwrap(), 7);
     }
 
     #[test]
     fn as_many_calls_as_turns_run_at_once() {
         let bulk = Bulk::start();
-        let barrier = Arc::new(std::sync::Barrier::new(SUPERVISOR_CPU));
-        std::thread::scope(|s| {
-            for _ in 0..SUPERVISOR_CPU {
-                let barrier = barrier.clone();
-                // Each waits for all the others: this ends only if they run together.
-                s.spawn(|| bulk.run(move || barrier.wait()));
-            }
+        let running = Arc::new(AtomicUsize::new(0));
+        let together = std::thread::scope(|s| {
+            let calls: Vec<_> = (0..SEARCHES)
+                .map(|_| {
+                    let running = running.clone();
+                    // Each counts itself in, then waits (10 s at most) to see all the others.
+                    s.spawn(|| {
+                        bulk.run(move || {
+                            running.fetch_add(1, Ordering::SeqCst);
+                            let by = Instant::now() + Duration::from_secs(10);
+                            while running.load(Ordering::SeqCst) < SEARCHES && Instant::now() < by {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            running.load(Ordering::SeqCst) == SEARCHES
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            calls.into_iter().all(|c| c.join().unwrap())
         });
+        assert!(together, "the calls did not run at once");
     }
 }

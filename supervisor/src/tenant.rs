@@ -13,7 +13,8 @@
 //! | evaluation slots | a worker running | the tenant's `max_concurrent`, at most all but one | `max_concurrent` (fair queue: [`crate::fair`]) |
 //! | decoding a frame over 64 KiB (transient memory, up to ~20 × its size) | a decode | — | [`LARGE_DECODES`] |
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
-//! | supervisor CPU (search over a hide, a JSON page, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | supervisor CPU (a JSON page, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
+//! | searches over a hide, each on a bulk thread at nice +10 ([`crate::bulk`]) | a search | 1 per uid | [`SEARCHES`] |
 //! | reads of the hide store (a lookup, a page, a list, a search's lookup, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
 //! | writes to the hide store (a put's start, its commit, a delete) | a call | 1 per uid | [`STORE_WRITES`] |
 //! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
@@ -25,8 +26,8 @@
 //! writes have turns of their own: reads do not take the store's write lock (`jqjail_store`),
 //! so writes queued behind a slow one never hold up a read. Bulk work is done outside both:
 //! writing and fsyncing a put's content is in CPU turns (a streamed put) or in the
-//! large-output turn (a kept output). Turns are taken in one order (large answer, CPU, store),
-//! and a store turn is never held while another turn is waited for.
+//! large-output turn (a kept output). Turns are taken in one order (large answer, CPU, search,
+//! store), and a store turn is never held while another turn is waited for.
 //!
 //! The connection slots are taken at accept ([`crate::admit::Slots`]); the rest through the
 //! methods below, each of which answers a refusal as an [`ErrorReply`] that names the limit.
@@ -42,10 +43,16 @@ use std::time::Instant;
 /// Large answers being built or written at once, over every uid.
 pub const LARGE_ANSWERS: usize = 4;
 
-/// Calls that spend the supervisor's own CPU (search, a whole put's hashing) at once, over
-/// every uid. Each runs on a thread of its own; with two, a flood of one uid's searches takes
-/// at most one CPU from the workers, and another uid's search still gets the other turn.
+/// Calls that spend the supervisor's own CPU (a JSON page, a whole put's hashing) at once,
+/// over every uid. Each runs on a thread of its own; with two, a flood of one uid's calls
+/// takes at most one CPU from the workers, and another uid's call still gets the other turn.
 pub const SUPERVISOR_CPU: usize = 2;
+
+/// Searches over a hide at once, over every uid, each on one of as many bulk threads at a
+/// nice value 10 above the daemon's ([`crate::bulk`]). A budget apart from the CPU turns: a
+/// search, slowed by anything at the daemon's own priority, holds none of the turns the
+/// daemon's other calls wait for, and the kernel runs those first.
+pub const SEARCHES: usize = 2;
 
 /// Reads of the hide store at once, over every uid: each blocks a thread for its index and
 /// file I/O, so this bounds the daemon's threads as well as the store's queue.
@@ -97,6 +104,9 @@ pub struct Costs {
     pub large_answer: bool,
     /// It spends the supervisor's CPU in proportion to a hide's size.
     pub supervisor_cpu: bool,
+    /// It is a search: the supervisor's CPU in proportion to a hide's size, at a lower
+    /// priority, in a search turn.
+    pub search: bool,
     /// It calls into the hide store (a turn held until its handler returns; a streamed put
     /// and a run take theirs for each call they make, `put_streamed` and `run_input`).
     pub store: Option<StoreCall>,
@@ -107,6 +117,7 @@ impl Costs {
     pub const NONE: Costs = Costs {
         large_answer: false,
         supervisor_cpu: false,
+        search: false,
         store: None,
     };
 
@@ -124,15 +135,17 @@ impl Costs {
             Request::HideGet(_) | Request::HideCut(_) | Request::HideList(_) => {
                 (true, false, Some(Read))
             }
-            // A search scans the whole hide; a put read whole is hashed and written at once.
-            // (A streamed put takes a turn for each chunk as it arrives: `put_streamed`.) A
-            // small put's hashing (tens of microseconds) is done in its store turn: waiting
-            // for a CPU turn behind other uids' searches cost it more than the work (issue 34).
-            Request::HideSearch(_) => (false, true, Some(Read)),
+            // A search scans the whole hide, on a bulk thread (`bulk.rs`), in a turn of its
+            // own: below.
+            Request::HideSearch(_) => (false, false, Some(Read)),
             // A JSON page is described by reading from its mark (64 KiB or more) and, the
             // first time a hide is paged at a page size, by laying out the whole hide.
             // Head and tail: four pages at half the page size (one layout the first time).
             Request::HidePage(_) | Request::HideEnds(_) => (true, true, Some(Read)),
+            // A put read whole is hashed and written at once. (A streamed put takes a turn for
+            // each chunk as it arrives: `put_streamed`.) A small put's hashing (tens of
+            // microseconds) is done in its store turn: waiting for a CPU turn behind other
+            // uids' calls cost it more than the work (issue 34).
             Request::HidePut(put) => {
                 let whole = put.content.len() <= READ_WHOLE_TAIL;
                 let small = put.content.len() <= SMALL_PUT;
@@ -142,6 +155,7 @@ impl Costs {
         Costs {
             large_answer,
             supervisor_cpu,
+            search: matches!(request, Request::HideSearch(_)),
             store,
         }
     }
@@ -160,6 +174,8 @@ pub struct Admission {
     large_answers: Turns<u32>,
     /// Supervisor CPU, per uid and in all.
     cpu: Turns<u32>,
+    /// Searches, per uid and in all.
+    searches: Turns<u32>,
     /// Reads of the hide store, per uid and in all.
     store_reads: Turns<u32>,
     /// Writes to the hide store, per uid and in all.
@@ -181,6 +197,8 @@ pub struct Taken {
     pub large_answer: Option<Turn>,
     /// Held while the supervisor works, given back before the answer is written.
     pub supervisor_cpu: Option<Turn>,
+    /// Held while a search runs, likewise.
+    pub search: Option<Turn>,
     /// Held while the handler calls into the store, likewise.
     pub store: Option<Turn>,
 }
@@ -214,6 +232,7 @@ impl Admission {
             uploads: Turns::new(cfg.max_uploads_per_tenant.min(uploads / 2), uploads),
             large_answers: Turns::new(1, LARGE_ANSWERS),
             cpu: Turns::new(1, SUPERVISOR_CPU),
+            searches: Turns::new(1, SEARCHES),
             store_reads: Turns::new(1, STORE_READS),
             store_writes: Turns::new(1, STORE_WRITES),
             large_outputs: Turns::new(1, LARGE_OUTPUTS),
@@ -422,7 +441,20 @@ impl Admission {
                     return Err(Box::new(ErrorReply::new(
                         ErrorCode::Overloaded,
                         format!(
-                            "the daemon's {SUPERVISOR_CPU} turns for searches and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
+                            "the daemon's {SUPERVISOR_CPU} turns for JSON pages and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
+                        ),
+                    )));
+                }
+            }
+        }
+        if costs.search {
+            match tokio::time::timeout_at(by.into(), self.searches.take(&uid)).await {
+                Ok(turn) => turns.search = Some(turn),
+                Err(_) => {
+                    return Err(Box::new(ErrorReply::new(
+                        ErrorCode::Overloaded,
+                        format!(
+                            "the daemon's {SEARCHES} turns for searches are taken (one per uid), by this uid's other searches or by others'; retry shortly"
                         ),
                     )));
                 }
@@ -467,6 +499,7 @@ mod tests {
                 (a.uploads.each(), a.uploads.total()),
                 (a.large_answers.each(), a.large_answers.total()),
                 (a.cpu.each(), a.cpu.total()),
+                (a.searches.each(), a.searches.total()),
                 (a.store_reads.each(), a.store_reads.total()),
                 (a.store_writes.each(), a.store_writes.total()),
                 (a.large_outputs.each(), a.large_outputs.total()),
@@ -486,7 +519,8 @@ mod tests {
             page_size: None,
             max_matches: None,
         });
-        assert!(Costs::of(&search).supervisor_cpu);
+        // A search takes a search turn, not a CPU turn: it runs on a bulk thread.
+        assert!(Costs::of(&search).search && !Costs::of(&search).supervisor_cpu);
         assert!(Costs::of(&Request::HideGet(HideRef { id: "x".into() })).large_answer);
         assert_eq!(Costs::of(&search).store, Some(StoreCall::Read));
         assert_eq!(Costs::of(&Request::HideUsage).store, Some(StoreCall::Read));

@@ -37,8 +37,7 @@ pub(super) struct Shared {
     pub(super) cgroup_bytes: u64,
     /// The hide store, or why the daemon has none.
     pub(super) store: Arc<store::StoreSlot>,
-    /// The threads that run the store calls holding a supervisor-CPU turn, nicer than the
-    /// rest of the daemon (`bulk.rs`).
+    /// The threads that run searches, nicer than the rest of the daemon (`bulk.rs`).
     pub(super) bulk: crate::bulk::Bulk,
     /// Wakes the hide-expiry sweep (after a reload, so a new age limit applies at once).
     pub(super) expire_now: tokio::sync::Notify,

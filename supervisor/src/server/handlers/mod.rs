@@ -39,9 +39,10 @@ pub(crate) async fn answer(
         Err(e) => return error(*e),
     };
     let mut reply = answer_kind(request, session, tenant, shared).await;
-    // The CPU and store turns go once the work is done: a client that does not read its
+    // The CPU, search and store turns go once the work is done: a client that does not read its
     // answer holds only the large-answer turn, and the memory, until the write times out.
     drop(taken.supervisor_cpu);
+    drop(taken.search);
     drop(taken.store);
     reply.turns.extend(taken.large_answer);
     reply
