@@ -791,24 +791,23 @@ impl Store {
         opts: SearchOptions,
         page_size: u64,
     ) -> Result<Search> {
-        check_page_size(page_size)?;
-        if query.is_empty() || query.len() > page::MAX_QUERY_BYTES {
-            return Err(StoreError::Invalid(format!(
-                "search query is {} bytes; it must be 1 to {} bytes",
-                query.len(),
-                page::MAX_QUERY_BYTES
-            )));
-        }
-        if !(1..=page::MAX_MATCHES).contains(&opts.max_matches) {
-            return Err(StoreError::Invalid(format!(
-                "max_matches is {}; it must be 1 to {}",
-                opts.max_matches,
-                page::MAX_MATCHES
-            )));
-        }
+        check_search(query, opts, page_size)?;
         let (entry, file) = self.open_hide(tenant, id)?;
-        let layout = Layout::new(&file, entry.size, page_size)?;
-        let found = page::search(&file, entry.size, query, opts)?;
+        Self::search_in(&entry, &file, query, opts, page_size)
+    }
+
+    /// [`Store::search`] of a hide already opened ([`Store::open_hide`]): touches nothing of
+    /// the store but the open file, so it may run outside the caller's store turn.
+    pub fn search_in(
+        entry: &Entry,
+        file: &File,
+        query: &str,
+        opts: SearchOptions,
+        page_size: u64,
+    ) -> Result<Search> {
+        check_search(query, opts, page_size)?;
+        let layout = Layout::new(file, entry.size, page_size)?;
+        let found = page::search(file, entry.size, query, opts)?;
         Ok(Search {
             matches: found
                 .offsets
@@ -1191,6 +1190,26 @@ fn byte_cut(
         offset: range.start,
         size: entry.size,
     })
+}
+
+/// A search's arguments, checked before any file is read.
+fn check_search(query: &str, opts: SearchOptions, page_size: u64) -> Result<()> {
+    check_page_size(page_size)?;
+    if query.is_empty() || query.len() > page::MAX_QUERY_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "search query is {} bytes; it must be 1 to {} bytes",
+            query.len(),
+            page::MAX_QUERY_BYTES
+        )));
+    }
+    if !(1..=page::MAX_MATCHES).contains(&opts.max_matches) {
+        return Err(StoreError::Invalid(format!(
+            "max_matches is {}; it must be 1 to {}",
+            opts.max_matches,
+            page::MAX_MATCHES
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a page size outside `MIN_PAGE_SIZE..=MAX_PAGE_SIZE`.

@@ -14,10 +14,10 @@
 //! (`tenant.rs`), and there are as many threads as turns, so a call never waits for a thread.
 //!
 //! What it gives up: on a machine busy at the daemon's own priority (its workers run there), a
-//! search gets about a tenth of a core and takes up to ten times as long. It holds its search
-//! turn and one store read turn meanwhile (two of the four, for all searches together), so
-//! what waits longer is other uids' searches (one search of each uid ahead of them, as
-//! before, each longer); no CPU turn is held by a slowed search.
+//! search gets about a tenth of a core and takes up to ten times as long. It holds only its
+//! search turn meanwhile (its hide was opened in a store read turn, given back), so what waits
+//! longer is other uids' searches (one search of each uid ahead of them, as before, each
+//! longer); no CPU or store turn is held by a slowed search.
 //!
 //! The hop costs about 0.07 ms (two wake-ups), so other calls that spend the daemon's CPU stay
 //! on their caller's thread at its priority, in CPU turns: a JSON page (0.15 ms) and a put

@@ -15,7 +15,7 @@
 //! | large answers (a whole hide, a page, a list page) | an answer | 1 per uid | [`LARGE_ANSWERS`] |
 //! | supervisor CPU (a JSON page, a whole put's hashing over [`SMALL_PUT`], each chunk of a streamed put's) | a call | 1 per uid | [`SUPERVISOR_CPU`] |
 //! | searches over a hide, each on a bulk thread at nice +10 ([`crate::bulk`]) | a search | 1 per uid | [`SEARCHES`] |
-//! | reads of the hide store (a lookup, a page, a list, a search's lookup, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
+//! | reads of the hide store (a lookup, a page, a list, a search's opening of its hide, `hide_usage`) | a call | 1 per uid | [`STORE_READS`] |
 //! | writes to the hide store (a put's start, its commit, a delete) | a call | 1 per uid | [`STORE_WRITES`] |
 //! | a worker's reply too large for its request's own output limit (an output to be kept as a hide, up to the input limit), read and held until it is stored | a reply | 1 per uid | [`LARGE_OUTPUTS`] |
 //!
@@ -45,13 +45,15 @@ pub const LARGE_ANSWERS: usize = 4;
 
 /// Calls that spend the supervisor's own CPU (a JSON page, a whole put's hashing) at once,
 /// over every uid. Each runs on a thread of its own; with two, a flood of one uid's calls
-/// takes at most one CPU from the workers, and another uid's call still gets the other turn.
+/// takes at most one CPU from the workers (and its searches, [`SEARCHES`], a share of another
+/// at a lower priority), and another uid's call still gets the other turn.
 pub const SUPERVISOR_CPU: usize = 2;
 
 /// Searches over a hide at once, over every uid, each on one of as many bulk threads at a
-/// nice value 10 above the daemon's ([`crate::bulk`]). A budget apart from the CPU turns: a
-/// search, slowed by anything at the daemon's own priority, holds none of the turns the
-/// daemon's other calls wait for, and the kernel runs those first.
+/// nice value 10 above the daemon's ([`crate::bulk`]). A budget apart from the CPU and store
+/// turns (a search takes a store read turn only to open its hide): a search slowed by
+/// anything at the daemon's own priority holds none of the turns the daemon's other calls wait
+/// for.
 pub const SEARCHES: usize = 2;
 
 /// Reads of the hide store at once, over every uid: each blocks a thread for its index and
@@ -136,8 +138,9 @@ impl Costs {
                 (true, false, Some(Read))
             }
             // A search scans the whole hide, on a bulk thread (`bulk.rs`), in a turn of its
-            // own: below.
-            Request::HideSearch(_) => (false, false, Some(Read)),
+            // own (below); its handler takes a store read turn for the hide's opening only,
+            // so a scan slowed at the bulk threads' priority holds no store turn.
+            Request::HideSearch(_) => (false, false, None),
             // A JSON page is described by reading from its mark (64 KiB or more) and, the
             // first time a hide is paged at a page size, by laying out the whole hide.
             // Head and tail: four pages at half the page size (one layout the first time).
@@ -318,7 +321,7 @@ impl Admission {
 
     /// Each budget's turns held now and in all, for metrics: (name, held, total). The memory
     /// budget's turns are KiB.
-    pub fn in_use(&self) -> [(&'static str, u64, u64); 7] {
+    pub fn in_use(&self) -> [(&'static str, u64, u64); 8] {
         fn row<K: std::hash::Hash + Eq + Clone>(
             name: &'static str,
             turns: &Turns<K>,
@@ -330,6 +333,7 @@ impl Admission {
             row("uploads", &self.uploads),
             row("large_answers", &self.large_answers),
             row("supervisor_cpu", &self.cpu),
+            row("searches", &self.searches),
             row("store_reads", &self.store_reads),
             row("store_writes", &self.store_writes),
             row("large_outputs", &self.large_outputs),
@@ -522,7 +526,7 @@ mod tests {
         // A search takes a search turn, not a CPU turn: it runs on a bulk thread.
         assert!(Costs::of(&search).search && !Costs::of(&search).supervisor_cpu);
         assert!(Costs::of(&Request::HideGet(HideRef { id: "x".into() })).large_answer);
-        assert_eq!(Costs::of(&search).store, Some(StoreCall::Read));
+        assert_eq!(Costs::of(&search).store, None);
         assert_eq!(Costs::of(&Request::HideUsage).store, Some(StoreCall::Read));
         assert_eq!(Costs::of(&Request::Stats), Costs::NONE);
         // A small put is hashed in its store turn; a larger one read whole takes a CPU turn

@@ -289,8 +289,9 @@ fn a_hide_flood_does_not_stall_another_tenants_hides() {
             let out = f.wait_with_output().unwrap();
             reports.push_str(&String::from_utf8_lossy(&out.stdout));
         }
-        // One call of each flooding uid: its store or CPU turn (one per uid) is busy all the
-        // flood long, so a call holds it for the flood's length over the calls answered.
+        // One call of each flooding uid: its store, CPU or search turn (one per uid) is busy
+        // all the flood long, so a call holds it for the flood's length over the calls
+        // answered.
         let one_call_each: Duration = reports
             .lines()
             .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<u32>().ok())

@@ -149,8 +149,8 @@ fn a_request_larger_decoded_than_a_uids_budget_is_refused_with_its_size() {
 
 /// Attack 2 of issue 25: a tenant stored a 20 MiB hide and ran case-insensitive `hide_search`
 /// over it on 120 connections; search ran in the supervisor with no turn, and another
-/// tenant's 0.1 s runs all answered `TIMEOUT`. Now a search takes one of the supervisor's two
-/// CPU turns, one per uid.
+/// tenant's 0.1 s runs all answered `TIMEOUT`. Now a search takes one of the daemon's two
+/// search turns, one per uid, and runs on a bulk thread at a lower priority (`bulk.rs`).
 #[test]
 fn a_search_flood_leaves_another_tenants_runs_their_time() {
     if !root() {

@@ -175,6 +175,7 @@ fn a_real_prometheus_scrapes_the_listener_and_reads_back_the_counters() {
         "jqjail_worker_starts_total{warm_up=\"warm\"}",
         "jqjail_worker_starts_total{warm_up=\"cold\"}",
         "jqjail_admission_in_use{budget=\"uploads\"}",
+        "jqjail_admission_in_use{budget=\"searches\"}",
         "jqjail_admission_capacity{budget=\"request_memory_kib\"}",
         "jqjail_resident_memory_bytes",
         "jqjail_connections",

@@ -20,8 +20,8 @@ use jqjail_protocol::hide::{
 };
 use jqjail_protocol::{
     ErrorCode, ErrorReply, HideContent, HideCut, HideEntry, HideListReply, HideMatch, HidePage,
-    HidePageRequest, HidePut, HidePutReply, HideSearchReply, HideUsageReply, Request, Response,
-    Tail,
+    HidePageRequest, HidePut, HidePutReply, HideSearchReply, HideSearchRequest, HideUsageReply,
+    Request, Response, Tail,
 };
 use jqjail_store::page::{
     DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, SearchOptions,
@@ -31,47 +31,91 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Answers one hide request (`HidePut` … `HideUsage`) for `tenant`, in the turns `answer`
-/// took for it, blocking this thread (under `block_in_place`) until it is done. A search,
-/// which scans the whole hide, runs on a bulk thread (`bulk.rs`, in its search turn), nicer
-/// than the daemon's others; the rest run here. A search that panics is answered
-/// `INTERNAL` (the store is only read by it).
-pub(crate) fn answer(
-    request: Request<'_>,
+/// Answers a search for `tenant`, in the search turn `answer` took for it: the hide is opened
+/// in a store read turn taken here and given back at once, then scanned on a bulk thread
+/// (`bulk.rs`), nicer than the daemon's others, while this thread waits under
+/// `block_in_place`. A scan slowed at that priority therefore holds no store turn. A search
+/// that panics is answered `INTERNAL` (it only reads an open file).
+pub(crate) async fn search(
+    r: HideSearchRequest,
     store: Arc<Store>,
     tenant: &TenantOf,
     bulk: &crate::bulk::Bulk,
+    payer: (&crate::tenant::Admission, u32),
+    by: Instant,
 ) -> Reply {
-    match request {
-        Request::HideSearch(r) => {
-            let tenant = tenant.clone();
-            let request = Request::HideSearch(r);
-            tokio::task::block_in_place(|| bulk.run(move || handle(request, &store, &tenant)))
-                .unwrap_or_else(|panic| {
-                    let why = panic
-                        .downcast_ref::<&str>()
-                        .copied()
-                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                        .unwrap_or("a panic");
-                    tracing::error!(why, "a search failed inside the daemon");
-                    Response::Error(ErrorReply::new(
-                        ErrorCode::Internal,
-                        format!(
-                            "the search failed inside the daemon ({why}); the hide is unchanged"
-                        ),
-                    ))
-                    .into()
-                })
+    let (admission, uid) = payer;
+    let opened = {
+        let _turn = match admission.store(uid, StoreCall::Read, by).await {
+            Ok(turn) => turn,
+            Err(e) => return Response::Error(*e).into(),
+        };
+        tokio::task::block_in_place(|| store.open_hide(&tenant.name, &r.id))
+    };
+    let (entry, file) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return Response::Error(error_reply(e)).into(),
+    };
+    let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    let opts = SearchOptions {
+        ignore_case: r.ignore_case,
+        max_matches: r.max_matches.unwrap_or(DEFAULT_MATCHES),
+    };
+    let query = r.query;
+    let scanned = tokio::task::block_in_place(|| {
+        bulk.run(move || Store::search_in(&entry, &file, &query, opts, page_size))
+    });
+    let found = match scanned {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => return Response::Error(error_reply(e)).into(),
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic");
+            if let Some(held_back) = SEARCH_PANIC_LOG.allow() {
+                tracing::error!(
+                    why = clip(why, 1024),
+                    held_back,
+                    "a search failed inside the daemon"
+                );
+            }
+            return Response::Error(ErrorReply::new(
+                ErrorCode::Internal,
+                "the search failed inside the daemon (its log says why); the hide is unchanged",
+            ))
+            .into();
         }
-        other => tokio::task::block_in_place(|| handle(other, &store, tenant)),
-    }
+    };
+    Response::HideSearch(HideSearchReply {
+        hide_id: r.id,
+        matches: found
+            .matches
+            .iter()
+            .map(|m| HideMatch {
+                page: m.page,
+                offset: m.offset,
+            })
+            .collect(),
+        truncated: found.truncated,
+        total_pages: found.total_pages,
+        page_size,
+    })
+    .into()
 }
 
-/// Answers one hide request on the calling thread, which blocks in the store. A put's content
-/// was held to the input limit at its head (`head::check_head`): a hide is a filter's input.
-fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
+/// The throttle of the failed-search log line.
+static SEARCH_PANIC_LOG: std::sync::LazyLock<crate::admit::Throttle> =
+    std::sync::LazyLock::new(crate::admit::Throttle::default);
+
+/// Answers one hide request other than a search (`HidePut` … `HideUsage`) for `tenant`, in
+/// the store turn `answer` took for it, blocking this thread under `block_in_place`. A put's
+/// content was held to the input limit at its head (`head::check_head`): a hide is a filter's
+/// input.
+pub(crate) fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
     let t = &*tenant.name;
-    let result = (|| match request {
+    let result = tokio::task::block_in_place(|| match request {
         Request::HidePut(put) => {
             let meta: Vec<(String, String)> = put.meta.into_iter().collect();
             Ok(put_reply(store.put(
@@ -100,29 +144,6 @@ fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
         }
         Request::HidePage(r) => Ok(Response::HidePage(page(store, tenant, r)?).into()),
         Request::HideEnds(r) => Ok(Response::HideEnds(Box::new(ends(store, tenant, r)?)).into()),
-        Request::HideSearch(r) => {
-            let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-            let opts = SearchOptions {
-                ignore_case: r.ignore_case,
-                max_matches: r.max_matches.unwrap_or(DEFAULT_MATCHES),
-            };
-            let found = store.search(t, &r.id, &r.query, opts, page_size)?;
-            Ok(Response::HideSearch(HideSearchReply {
-                hide_id: r.id,
-                matches: found
-                    .matches
-                    .iter()
-                    .map(|m| HideMatch {
-                        page: m.page,
-                        offset: m.offset,
-                    })
-                    .collect(),
-                truncated: found.truncated,
-                total_pages: found.total_pages,
-                page_size,
-            })
-            .into())
-        }
         Request::HideList(r) => {
             let limit = r.limit.unwrap_or(DEFAULT_LIST_PAGE);
             if !(1..=MAX_LIST_PAGE).contains(&limit) {
@@ -152,14 +173,15 @@ fn handle(request: Request<'_>, store: &Store, tenant: &TenantOf) -> Reply {
             })
             .into())
         }
-        Request::Hello(_) | Request::Run(_) | Request::Stats => {
+        // A search has a handler of its own (`search`).
+        Request::Hello(_) | Request::Run(_) | Request::Stats | Request::HideSearch(_) => {
             Ok(Response::Error(ErrorReply::new(
                 ErrorCode::Internal,
-                "a request that is not a hide request reached the hide store",
+                "a request that this handler does not serve reached the hide store",
             ))
             .into())
         }
-    })();
+    });
     result.unwrap_or_else(|e| Response::Error(error_reply(e)).into())
 }
 

@@ -38,7 +38,7 @@ pub(crate) async fn answer(
         Ok(taken) => taken,
         Err(e) => return error(*e),
     };
-    let mut reply = answer_kind(request, session, tenant, shared).await;
+    let mut reply = answer_kind(request, session, tenant, shared, by).await;
     // The CPU, search and store turns go once the work is done: a client that does not read its
     // answer holds only the large-answer turn, and the memory, until the write times out.
     drop(taken.supervisor_cpu);
@@ -53,6 +53,7 @@ async fn answer_kind(
     session: &Session,
     tenant: &TenantOf,
     shared: &Shared,
+    by: Instant,
 ) -> Reply {
     match request {
         Request::Run(run) => {
@@ -72,16 +73,23 @@ async fn answer_kind(
             ErrorCode::ProtocolError,
             "hello was already exchanged on this connection",
         )),
+        // Its search turn is held; its store read turn is taken for the hide's opening only.
+        Request::HideSearch(r) => match shared.store.get() {
+            Ok(store) => {
+                let payer = (&shared.admission, session.uid);
+                hides::search(r, store, tenant, &shared.bulk, payer, by).await
+            }
+            Err(e) => error(*e),
+        },
         request @ (Request::HidePut(_)
         | Request::HideGet(_)
         | Request::HideCut(_)
         | Request::HidePage(_)
         | Request::HideEnds(_)
-        | Request::HideSearch(_)
         | Request::HideList(_)
         | Request::HideDelete(_)
         | Request::HideUsage) => match shared.store.get() {
-            Ok(store) => hides::answer(request, store, tenant, &shared.bulk),
+            Ok(store) => hides::handle(request, &store, tenant),
             Err(e) => error(*e),
         },
     }
