@@ -791,7 +791,6 @@ impl Store {
         opts: SearchOptions,
         page_size: u64,
     ) -> Result<Search> {
-        check_search(query, opts, page_size)?;
         let (entry, file) = self.open_hide(tenant, id)?;
         Self::search_in(&entry, &file, query, opts, page_size)
     }

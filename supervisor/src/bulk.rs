@@ -119,23 +119,36 @@ fn serve(queue: &Mutex<Receiver<Job>>) {
 /// Raises the calling thread's nice value by `by` (to 19 at most). On Linux a nice value
 /// belongs to a thread, not to its process.
 fn be_nicer(by: i32) -> std::io::Result<()> {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    let tid = unsafe { libc::gettid() } as libc::id_t;
-    // getpriority may return -1 as a value: errno tells an error, so it is cleared first.
-    // SAFETY: errno is this thread's own; getpriority only reads the thread's nice value.
-    let now = unsafe {
-        *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, tid)
-    };
-    let err = std::io::Error::last_os_error();
-    if now == -1 && err.raw_os_error() != Some(0) {
-        return Err(err);
-    }
-    // SAFETY: sets this thread's own nice value; raising it needs no privilege.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, (now + by).min(19)) } != 0 {
+    let now = nice()?;
+    // SAFETY: gettid has no preconditions; setpriority sets this thread's own nice value,
+    // and raising it needs no privilege.
+    if unsafe {
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            libc::gettid() as libc::id_t,
+            (now + by).min(19),
+        )
+    } != 0
+    {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The calling thread's nice value.
+fn nice() -> std::io::Result<i32> {
+    // getpriority may return -1 as a value: errno tells an error, so it is cleared first.
+    // SAFETY: errno is this thread's own; gettid has no preconditions; getpriority only reads
+    // the calling thread's nice value.
+    let (value, errno) = unsafe {
+        *libc::__errno_location() = 0;
+        let value = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
+        (value, *libc::__errno_location())
+    };
+    match errno {
+        0 => Ok(value),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
 }
 
 #[cfg(test)]
@@ -144,30 +157,22 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
-    /// The nice value of the calling thread.
-    fn nice() -> i32 {
-        // SAFETY: errno is this thread's own, cleared so that a -1 from getpriority can be
-        // told from an error; getpriority only reads the calling thread's nice value.
-        let (value, errno) = unsafe {
-            *libc::__errno_location() = 0;
-            let value = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
-            (value, *libc::__errno_location())
-        };
-        assert_eq!(errno, 0, "getpriority failed");
-        value
-    }
-
     #[test]
     fn work_runs_on_a_nicer_thread_of_its_own_and_its_result_comes_back() {
         let bulk = Bulk::start();
-        let mine = nice();
+        let mine = nice().unwrap();
         let (name, theirs) = bulk
-            .run(|| (std::thread::current().name().map(String::from), nice()))
+            .run(|| {
+                (
+                    std::thread::current().name().map(String::from),
+                    nice().unwrap(),
+                )
+            })
             .unwrap();
         assert_eq!(name.as_deref(), Some("jqjail-bulk"));
         assert_eq!(theirs, (mine + BULK_NICE).min(19));
         // The caller's own is left as it was.
-        assert_eq!(nice(), mine);
+        assert_eq!(nice().unwrap(), mine);
     }
 
     #[test]

@@ -428,61 +428,53 @@ impl Admission {
     ) -> Result<Taken, Box<ErrorReply>> {
         let mut turns = Taken::default();
         if costs.large_answer {
-            match tokio::time::timeout_at(by.into(), self.large_answers.take(&uid)).await {
-                Ok(turn) => turns.large_answer = Some(turn),
-                Err(_) => {
-                    return Err(Box::new(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly",
-                    )));
-                }
-            }
+            let why = || {
+                "other large answers (hide_get, hide_cut, hide_list) of this uid or of the daemon are still being written; retry shortly".to_owned()
+            };
+            turns.large_answer = Some(take_by(&self.large_answers, uid, by, why).await?);
         }
         if costs.supervisor_cpu {
-            match tokio::time::timeout_at(by.into(), self.cpu.take(&uid)).await {
-                Ok(turn) => turns.supervisor_cpu = Some(turn),
-                Err(_) => {
-                    return Err(Box::new(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        format!(
-                            "the daemon's {SUPERVISOR_CPU} turns for JSON pages and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
-                        ),
-                    )));
-                }
-            }
+            let why = || {
+                format!(
+                    "the daemon's {SUPERVISOR_CPU} turns for JSON pages and puts are taken (one per uid), by this uid's other requests or by others'; retry shortly"
+                )
+            };
+            turns.supervisor_cpu = Some(take_by(&self.cpu, uid, by, why).await?);
         }
         if costs.search {
-            match tokio::time::timeout_at(by.into(), self.searches.take(&uid)).await {
-                Ok(turn) => turns.search = Some(turn),
-                Err(_) => {
-                    return Err(Box::new(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        format!(
-                            "the daemon's {SEARCHES} turns for searches are taken (one per uid), by this uid's other searches or by others'; retry shortly"
-                        ),
-                    )));
-                }
-            }
+            let why = || {
+                format!(
+                    "the daemon's {SEARCHES} turns for searches are taken (one per uid), by this uid's other searches or by others'; retry shortly"
+                )
+            };
+            turns.search = Some(take_by(&self.searches, uid, by, why).await?);
         }
         if let Some(call) = costs.store {
             let (turns_of, total, what) = match call {
                 StoreCall::Read => (&self.store_reads, STORE_READS, "reads of"),
                 StoreCall::Write => (&self.store_writes, STORE_WRITES, "writes to"),
             };
-            match tokio::time::timeout_at(by.into(), turns_of.take(&uid)).await {
-                Ok(turn) => turns.store = Some(turn),
-                Err(_) => {
-                    return Err(Box::new(ErrorReply::new(
-                        ErrorCode::Overloaded,
-                        format!(
-                            "the daemon's {total} turns for {what} the hide store (one per uid) stayed taken by this uid's other requests or by others'; retry shortly"
-                        ),
-                    )));
-                }
-            }
+            let why = || {
+                format!(
+                    "the daemon's {total} turns for {what} the hide store (one per uid) stayed taken by this uid's other requests or by others'; retry shortly"
+                )
+            };
+            turns.store = Some(take_by(turns_of, uid, by, why).await?);
         }
         Ok(turns)
     }
+}
+
+/// A unit of `turns` for `uid`, waited for until `by`; past it, `OVERLOADED` saying `why`.
+async fn take_by(
+    turns: &Turns<u32>,
+    uid: u32,
+    by: Instant,
+    why: impl FnOnce() -> String,
+) -> Result<Turn, Box<ErrorReply>> {
+    tokio::time::timeout_at(by.into(), turns.take(&uid))
+        .await
+        .map_err(|_| Box::new(ErrorReply::new(ErrorCode::Overloaded, why())))
 }
 
 #[cfg(test)]
