@@ -490,6 +490,17 @@ enum Literal {
     Number(Num),
 }
 
+impl Literal {
+    /// The literal once `b` is read, or `None` when `b` does not continue it.
+    fn next(self, b: u8) -> Option<Literal> {
+        match self {
+            Literal::Word([first, rest @ ..]) if b == *first => Some(Literal::Word(rest)),
+            Literal::Number(num) => num.next(b).map(Literal::Number),
+            Literal::Word(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Num {
     Minus,
@@ -663,12 +674,7 @@ impl Scanner {
             return Ok(());
         }
         if let Some(literal) = self.literal {
-            let next = match literal {
-                Literal::Word([first, rest @ ..]) if b == *first => Some(Literal::Word(rest)),
-                Literal::Number(num) => num.next(b).map(Literal::Number),
-                _ => None,
-            };
-            match next {
+            match literal.next(b) {
                 Some(next) => {
                     self.literal = Some(next);
                     return Ok(());
@@ -855,6 +861,13 @@ impl Scanner {
     /// (not whitespace, a comma or a colon) belongs to.
     fn path_from(&self, doc: &[u8], at: usize, end: usize) -> Path {
         let mut scan = std::borrow::Cow::Borrowed(self);
+        // A literal the page's first byte does not continue ended with the page before (a
+        // number has no end of its own): the byte is the next token's, a closing bracket's
+        // included.
+        if at < end && scan.literal.is_some_and(|l| l.next(doc[at]).is_none()) {
+            // The document was checked whole before it was laid out: the literal is complete.
+            let _ = scan.to_mut().end_literal(at);
+        }
         let mut at = at;
         while at < end
             && scan.string_open.is_none()

@@ -472,3 +472,15 @@ fn a_page_of_whitespace_in_an_empty_container_names_the_container() {
         }
     }
 }
+
+/// Found by the property above: a page that begins with the bracket closing a container,
+/// right after a number that ended with the page before (a number has no end of its own: the
+/// bracket ends it). Its first path was the number's member, not the container the bracket
+/// closes.
+#[test]
+fn a_page_that_begins_by_closing_after_a_number_is_the_containers() {
+    let number = format!("1{}", "0".repeat(72));
+    check(format!("[{{\"\":{number}}}]").as_bytes(), 73);
+    check(format!("[[{number}],1]").as_bytes(), 73);
+    check(format!("[[{number}]]").as_bytes(), 75);
+}
