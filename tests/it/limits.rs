@@ -338,6 +338,65 @@ fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
     );
 }
 
+/// A streamed input reaches its worker byte for byte and in order, however its client writes
+/// it: in one write through the client, or in pieces of odd sizes with pauses between them, the
+/// first in the same write as its frame (so that part of it is in the daemon's read buffer and
+/// the rest is relayed by splice), with the next request's frame in the same write as its last
+/// piece (which the relay must leave for the connection).
+#[test]
+fn a_streamed_input_reaches_its_worker_byte_for_byte_however_it_is_written() {
+    use std::io::Write;
+    let d = Daemon::start();
+    let n = 700_000;
+    let input = format!(
+        "[{}]",
+        (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+    )
+    .into_bytes();
+    assert!(input.len() > 4 << 20);
+    let filter = ". == [range(length)] and length == 700000";
+    let reply = d
+        .client()
+        .run(filter, &input, &RunOptions::default())
+        .unwrap();
+    assert_eq!(reply.output, "true");
+
+    let frame = crate::util::run_frame(filter, input.len() as u64);
+    let mut s = crate::util::raw_bincode(&d);
+    let next = crate::util::run_frame("1+1", 4);
+    let mut first = (frame.len() as u32).to_le_bytes().to_vec();
+    first.extend_from_slice(&frame);
+    let mut at = 3000;
+    first.extend_from_slice(&input[..at]);
+    s.write_all(&first).unwrap();
+    for (i, piece) in [1, 7, 4093, 65_537, 300_001, 1_048_573, 9]
+        .iter()
+        .cycle()
+        .enumerate()
+    {
+        let end = (at + piece).min(input.len());
+        if end == input.len() {
+            let mut last = input[at..].to_vec();
+            last.extend_from_slice(&(next.len() as u32).to_le_bytes());
+            last.extend_from_slice(&next);
+            last.extend_from_slice(b"null");
+            s.write_all(&last).unwrap();
+            break;
+        }
+        s.write_all(&input[at..end]).unwrap();
+        at = end;
+        if i % 5 == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    for want in ["true", "2"] {
+        match crate::util::read_response(&mut s) {
+            jqjail_protocol::Response::Run(r) => assert_eq!(r.output.as_bytes(), want.as_bytes()),
+            other => panic!("expected {want}, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_client_that_stalls_inside_a_streamed_input_is_cut_off() {
     let (d, _config) = crate::util::with_frame_timeout(300);

@@ -336,6 +336,15 @@ pub fn root() -> bool {
 /// A raw bincode connection after the hello (so that its frames may stream), on which a frame
 /// of `header` plus `tail_len` bytes has been announced and `header` sent.
 pub fn begin_stream(d: &Daemon, frame: &[u8]) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut s = raw_bincode(d);
+    s.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+    s.write_all(frame).unwrap();
+    s
+}
+
+/// A raw bincode connection after the hello.
+pub fn raw_bincode(d: &Daemon) -> std::os::unix::net::UnixStream {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     let hello = [0x00, 0x02, 0x00];
@@ -345,8 +354,6 @@ pub fn begin_stream(d: &Daemon, frame: &[u8]) -> std::os::unix::net::UnixStream 
     s.read_exact(&mut len).unwrap();
     let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
     s.read_exact(&mut body).unwrap();
-    s.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
-    s.write_all(frame).unwrap();
     s
 }
 
