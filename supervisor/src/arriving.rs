@@ -5,25 +5,15 @@
 
 use jqjail_protocol::limits::grouped;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
-use tokio::net::unix::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::timeout_at;
 
 /// Bytes read from an arriving tail at a time on its way to a worker.
 pub const PUMP_CHUNK: usize = 256 * 1024;
 
-/// Where a tail's bytes come from.
-enum From<'a> {
-    /// Any reader (a hide's file).
-    Reader(&'a mut (dyn AsyncRead + Unpin + Send)),
-    /// A client's connection, whose bytes can also be spliced on (`splice.rs`) once its read
-    /// buffer is empty.
-    Peer(&'a mut BufReader<OwnedReadHalf>),
-}
-
 /// `len` bytes still to come from `from`, all by `arrive_by`.
 pub struct Arriving<'a> {
-    from: From<'a>,
+    from: &'a mut (dyn AsyncRead + Unpin + Send),
     len: u64,
     consumed: u64,
     arrive_by: Instant,
@@ -44,7 +34,7 @@ impl<'a> Arriving<'a> {
         arrive_by: Instant,
     ) -> Arriving<'a> {
         Arriving {
-            from: From::Reader(from),
+            from,
             len,
             consumed: 0,
             arrive_by,
@@ -54,25 +44,13 @@ impl<'a> Arriving<'a> {
         }
     }
 
-    /// A tail of `len` bytes from a client's connection `from`, by `arrive_by`: cut off when
-    /// no byte of it comes for `stall`, or when its bytes fall behind the minimum pace
-    /// (`pace.rs`) over the time spent waiting for them, so that a peer that stops or trickles
-    /// does not keep what the request took.
-    pub fn from_a_peer(
-        from: &'a mut BufReader<OwnedReadHalf>,
-        len: u64,
-        arrive_by: Instant,
-        stall: Duration,
-    ) -> Arriving<'a> {
-        Arriving {
-            from: From::Peer(from),
-            len,
-            consumed: 0,
-            arrive_by,
-            stall: Some(stall),
-            pace: Some(crate::pace::Pace::default()),
-            failed: None,
-        }
+    /// The same tail from a peer: cut off when no byte of it comes for `stall`, or when its
+    /// bytes fall behind the minimum pace (`pace.rs`) over the time spent waiting for them, so
+    /// that a peer that stops or trickles does not keep what the request took.
+    pub fn from_a_peer(mut self, stall: Duration) -> Arriving<'a> {
+        self.stall = Some(stall);
+        self.pace = Some(crate::pace::Pace::default());
+        self
     }
 
     /// Total bytes.
@@ -100,9 +78,9 @@ impl<'a> Arriving<'a> {
         self.arrive_by
     }
 
-    /// A buffer for [`Arriving::read_some`]: `chunk` bytes, or fewer when fewer are to come.
+    /// A buffer for [`Arriving::read_some`]: `chunk` bytes, or fewer for a shorter tail.
     pub fn buffer(&self, chunk: usize) -> Vec<u8> {
-        vec![0u8; chunk.min(self.unread() as usize)]
+        vec![0u8; chunk.min(self.len as usize)]
     }
 
     /// Reads the next piece into `buf`; `Ok(0)` once all of it has come. An early end, a
@@ -123,51 +101,6 @@ impl<'a> Arriving<'a> {
 
     async fn read_next(&mut self, buf: &mut [u8]) -> Result<usize, String> {
         let want = buf.len().min(self.unread() as usize);
-        let step = self.step();
-        let read = match &mut self.from {
-            From::Reader(r) => timeout_at(step.by.into(), r.read(&mut buf[..want])).await,
-            From::Peer(r) => timeout_at(step.by.into(), r.read(&mut buf[..want])).await,
-        };
-        self.took(step, read, "reading")
-    }
-
-    /// Moves the next piece, at most `max` bytes, into `pipe` without reading it, when this
-    /// tail is a client's and none of it waits in the connection's read buffer: `None`
-    /// otherwise (read it with [`Arriving::read_some`]). The same limits hold as for a read.
-    pub async fn splice_some(
-        &mut self,
-        pipe: &mut crate::splice::Pipe,
-        max: u64,
-    ) -> Option<Result<usize, String>> {
-        if let Some(why) = &self.failed {
-            return Some(Err(why.clone()));
-        }
-        let From::Peer(peer) = &self.from else {
-            return None;
-        };
-        if !peer.buffer().is_empty() {
-            return None;
-        }
-        let want = max.min(self.unread()) as usize;
-        if want == 0 {
-            return Some(Ok(0));
-        }
-        let step = self.step();
-        let From::Peer(peer) = &self.from else {
-            unreachable!("matched above")
-        };
-        let socket = peer.get_ref().as_ref();
-        let moved = timeout_at(step.by.into(), pipe.fill(socket, want)).await;
-        let moved = self.took(step, moved, "splicing");
-        if let Err(why) = &moved {
-            self.failed = Some(why.clone());
-        }
-        Some(moved)
-    }
-
-    /// The deadline of the next read: the arrival deadline, or sooner when the tail's stall
-    /// or pace allows less.
-    fn step(&self) -> Step {
         let now = Instant::now();
         let stalled_by = self.stall.map(|s| now + s);
         // The next byte must come within what the pace has left.
@@ -176,31 +109,17 @@ impl<'a> Arriving<'a> {
             .into_iter()
             .flatten()
             .fold(self.arrive_by, Instant::min);
-        Step {
-            began: now,
-            by,
-            paced_by,
-        }
-    }
-
-    /// Counts what a read or splice begun at `step` took, or says why it failed.
-    fn took(
-        &mut self,
-        step: Step,
-        read: Result<std::io::Result<usize>, tokio::time::error::Elapsed>,
-        doing: &str,
-    ) -> Result<usize, String> {
+        let read = timeout_at(by.into(), self.from.read(&mut buf[..want])).await;
         if let (Some(pace), Ok(Ok(n))) = (&mut self.pace, &read) {
-            pace.moved(*n as u64, step.began.elapsed());
+            pace.moved(*n as u64, now.elapsed());
         }
-        let Step { by, paced_by, .. } = step;
         match read {
             Ok(Ok(n)) if n > 0 => {
                 self.consumed += n as u64;
                 Ok(n)
             }
             Ok(Ok(_)) => Err(format!("the tail ended early ({})", self.came())),
-            Ok(Err(e)) => Err(format!("{doing} the tail: {e} ({})", self.came())),
+            Ok(Err(e)) => Err(format!("reading the tail: {e} ({})", self.came())),
             Err(_) if paced_by == Some(by) && by < self.arrive_by => Err(format!(
                 "the tail did not come at the minimum pace, {} ({})",
                 crate::pace::rule(),
@@ -251,12 +170,4 @@ impl<'a> Arriving<'a> {
             grouped(self.len)
         )
     }
-}
-
-/// When one read of a tail began and by when it must take something.
-#[derive(Clone, Copy)]
-struct Step {
-    began: Instant,
-    by: Instant,
-    paced_by: Option<Instant>,
 }

@@ -17,7 +17,6 @@ pub mod pace;
 pub mod pool;
 pub mod server;
 pub mod spawn;
-pub mod splice;
 pub mod stats;
 pub mod systemd;
 pub mod tenant;

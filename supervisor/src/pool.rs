@@ -245,22 +245,8 @@ async fn send_job(
             write_parts(sock, &[&prefix, header])
                 .await
                 .map_err(SendError::Worker)?;
-            // A client's bytes go by splice (`splice.rs`) while none wait in its read buffer;
-            // the rest, and a hide's, are copied. The last byte held back is always read.
-            let mut pipe = crate::splice::Pipe::new();
-            let mut buf = Vec::new();
+            let mut buf = arriving.buffer(crate::arriving::PUMP_CHUNK);
             loop {
-                let max = arriving.unread().saturating_sub(u64::from(hold_last));
-                if let Some(pipe) = &mut pipe
-                    && let Some(moved) = arriving.splice_some(pipe, max).await
-                    && moved.map_err(SendError::Source)? > 0
-                {
-                    pipe.drain(sock).await.map_err(SendError::Worker)?;
-                    continue;
-                }
-                if buf.is_empty() {
-                    buf = arriving.buffer(crate::arriving::PUMP_CHUNK);
-                }
                 let n = arriving
                     .read_some(&mut buf)
                     .await

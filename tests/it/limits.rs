@@ -340,9 +340,9 @@ fn large_inputs_stream_through_the_daemon_and_refusals_keep_frames_in_step() {
 
 /// A streamed input reaches its worker byte for byte and in order, however its client writes
 /// it: in one write through the client, or in pieces of odd sizes with pauses between them, the
-/// first in the same write as its frame (so that part of it is in the daemon's read buffer and
-/// the rest is relayed by splice), with the next request's frame in the same write as its last
-/// piece (which the relay must leave for the connection).
+/// first in the same write as its frame (so that part of it comes out of the daemon's read
+/// buffer and the rest straight off the socket), with the next request's frame in the same
+/// write as its last piece (which the relay must leave for the connection).
 #[test]
 fn a_streamed_input_reaches_its_worker_byte_for_byte_however_it_is_written() {
     use std::io::Write;

@@ -158,7 +158,7 @@ pub(crate) async fn connection(
             if !send(&mut wr, enc, error(refused), shared).await {
                 return;
             }
-            let mut tail = Arriving::from_a_peer(&mut rd, tail_len, arrive_by, TAIL_STALL);
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).from_a_peer(TAIL_STALL);
             match tail.skip_rest().await {
                 Ok(()) => continue,
                 Err(why) => {
@@ -171,7 +171,7 @@ pub(crate) async fn connection(
             unreachable!("a request not kept, or of no tenant, is refused above")
         };
         let (reply, in_step) = if tail_len > 0 {
-            let mut tail = Arriving::from_a_peer(&mut rd, tail_len, arrive_by, TAIL_STALL);
+            let mut tail = Arriving::new(&mut rd, tail_len, arrive_by).from_a_peer(TAIL_STALL);
             let reply = with_tail(request, &mut tail, &session, &tenant, shared).await;
             // The answer may come before the whole tail did (a refusal, a worker's death):
             // the rest is skipped so that the next frame is read in step.
