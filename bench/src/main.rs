@@ -103,6 +103,8 @@ fn main() -> ExitCode {
         eprintln!("jqjail-bench: cannot re-execute with {key} set: {err}");
         return ExitCode::FAILURE;
     }
+    // And as a worker does, whether or not glibc's own advice works in this process.
+    jqjail_worker::alloc::advise_huge_pages();
     let mut opts = Opts {
         smoke: false,
         throughput_only: false,

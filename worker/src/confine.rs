@@ -3,7 +3,8 @@
 //!
 //! Order and why:
 //! 0. not dumpable: a root worker is never traceable by another uid, from its first step;
-//! 1. allocation failure exits with a code (before anything can fail to allocate);
+//! 1. allocation failure exits with a code (before anything can fail to allocate), and large
+//!    blocks are advised into huge pages (`crate::alloc::advise_huge_pages`);
 //! 2. stray fds closed: only 0, 1, 2 (null, null, stderr pipe) and 3 (the socketpair) stay;
 //! 3. environment emptied (the supervisor execs with only a glibc tunable, which glibc has read
 //!    by now);
@@ -83,6 +84,7 @@ pub fn confine(args: &StartupArgs) -> Result<(), ConfineError> {
 
     // 1.
     exit_on_allocation_failure();
+    crate::alloc::advise_huge_pages();
 
     // 2.
     keep_only_fd3()?;
