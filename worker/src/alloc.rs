@@ -1,5 +1,6 @@
 //! The worker's global allocator: the system allocator, with three changes that apply only in
-//! a worker (the same binary also hosts the supervisor and the CLI, where it changes nothing):
+//! a worker (the same binary also hosts the supervisor and the CLI, where it changes nothing;
+//! the benchmark's in-process columns ask for the second):
 //!
 //! - An allocation failure (the heap rlimit) ends the process at once with [`EXIT_MEMORY`],
 //!   which the supervisor reports as `MEMORY_LIMIT`. Rust's default would print and abort,
