@@ -27,8 +27,9 @@ use tokio::io::unix::AsyncFd;
 
 /// The worker's whole environment at exec: malloc uses transparent huge pages for large heaps,
 /// and grows its heap 16 MiB beyond each request that does not fit. glibc 2.35 to 2.37 misread
-/// whether the kernel offers huge pages in about half of all starts and then advise nothing;
-/// the worker's allocator advises its large blocks itself (`jqjail_worker::alloc::advise_huge_pages`).
+/// whether the kernel offers huge pages in some starts (here about half) and then advise
+/// nothing; the worker's allocator advises its large blocks itself
+/// (`jqjail_worker::alloc::advise_huge_pages`).
 pub const WORKER_TUNABLES: &str =
     "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.top_pad=16777216";
 

@@ -13,7 +13,7 @@
 //! | write | the reply; Rust's panic and stack-overflow messages | fd 3 or fd 2 |
 //! | mmap | large allocations (glibc malloc); the parse arena's region (`alloc.rs`) | never PROT_EXEC |
 //! | munmap, mremap, brk | freeing and growing the heap; trimming the parse arena | – |
-//! | madvise | transparent huge pages for a large heap (glibc with `glibc.malloc.hugetlb=1`, set by the supervisor with a 16 MiB top pad: a 20 MiB input parses about a third faster) and for the parse arena | MADV_HUGEPAGE only |
+//! | madvise | transparent huge pages for a large heap (glibc with `glibc.malloc.hugetlb=1`, set by the supervisor with a 16 MiB top pad: a 20 MiB input parses about a third faster), for every block of 2 MiB or more (`alloc.rs`'s own advice, where glibc misreads the THP mode) and for the parse arena | MADV_HUGEPAGE only |
 //! | exit_group | the end of every worker | – |
 //! | sigaltstack | Rust's main-thread clean-up on a normal return from main | – |
 //! | rt_sigprocmask, getpid, gettid | abort() after a stack overflow or allocation failure | – |
