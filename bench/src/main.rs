@@ -89,8 +89,14 @@ const MAX_DRAWS: u32 = 12;
 
 /// Whether glibc's malloc took `glibc.malloc.hugetlb=1` in this process: its heap, grown by the
 /// tunable's 16 MiB top pad at its first allocation, is advised into huge pages (`hg` in
-/// `/proc/self/smaps`). False where the heap or the file cannot be read.
+/// `/proc/self/smaps`). False where the heap or the file cannot be read. True where the kernel's
+/// THP mode is not `madvise`, the only mode in which glibc advises anything (with `always`
+/// every heap has huge pages; with `never`, or none, none has), so there is nothing to draw.
 fn glibc_advises_its_heap() -> bool {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    if !mode.is_ok_and(|m| m.contains("[madvise]")) {
+        return true;
+    }
     let probe = std::hint::black_box(vec![1u8; 64]);
     let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return false;
