@@ -791,20 +791,21 @@ impl Store {
         opts: SearchOptions,
         page_size: u64,
     ) -> Result<Search> {
+        let args = SearchArgs::new(query.to_owned(), opts, page_size)?;
         let (entry, file) = self.open_hide(tenant, id)?;
-        Self::search_in(&entry, &file, query, opts, page_size)
+        Self::search_in(&entry, &file, &args)
     }
 
-    /// [`Store::search`] of a hide already opened ([`Store::open_hide`]): touches nothing of
-    /// the store but the open file, so it may run outside the caller's store turn.
-    pub fn search_in(
-        entry: &Entry,
-        file: &File,
-        query: &str,
-        opts: SearchOptions,
-        page_size: u64,
-    ) -> Result<Search> {
-        check_search(query, opts, page_size)?;
+    /// [`Store::search`] of a hide already opened ([`Store::open_hide`]), with arguments
+    /// checked before it was: touches nothing of the store but the open file, so it may run
+    /// outside the caller's store turn.
+    pub fn search_in(entry: &Entry, file: &File, args: &SearchArgs) -> Result<Search> {
+        let SearchArgs {
+            query,
+            opts,
+            page_size,
+        } = args;
+        let (opts, page_size) = (*opts, *page_size);
         let layout = Layout::new(file, entry.size, page_size)?;
         let found = page::search(file, entry.size, query, opts)?;
         Ok(Search {
@@ -1191,24 +1192,41 @@ fn byte_cut(
     })
 }
 
-/// A search's arguments, checked before any file is read.
-fn check_search(query: &str, opts: SearchOptions, page_size: u64) -> Result<()> {
-    check_page_size(page_size)?;
-    if query.is_empty() || query.len() > page::MAX_QUERY_BYTES {
-        return Err(StoreError::Invalid(format!(
-            "search query is {} bytes; it must be 1 to {} bytes",
-            query.len(),
-            page::MAX_QUERY_BYTES
-        )));
+/// A search's arguments, checked ([`SearchArgs::new`]) before any hide is opened: a search
+/// is refused for them whether or not its hide exists.
+#[derive(Debug, Clone)]
+pub struct SearchArgs {
+    query: String,
+    opts: SearchOptions,
+    page_size: u64,
+}
+
+impl SearchArgs {
+    /// The arguments of a search for `query`, with its pages at `page_size`: refused unless
+    /// the query is 1 to `MAX_QUERY_BYTES` bytes, `max_matches` 1 to `MAX_MATCHES` and the page
+    /// size allowed.
+    pub fn new(query: String, opts: SearchOptions, page_size: u64) -> Result<SearchArgs> {
+        check_page_size(page_size)?;
+        if query.is_empty() || query.len() > page::MAX_QUERY_BYTES {
+            return Err(StoreError::Invalid(format!(
+                "search query is {} bytes; it must be 1 to {} bytes",
+                query.len(),
+                page::MAX_QUERY_BYTES
+            )));
+        }
+        if !(1..=page::MAX_MATCHES).contains(&opts.max_matches) {
+            return Err(StoreError::Invalid(format!(
+                "max_matches is {}; it must be 1 to {}",
+                opts.max_matches,
+                page::MAX_MATCHES
+            )));
+        }
+        Ok(SearchArgs {
+            query,
+            opts,
+            page_size,
+        })
     }
-    if !(1..=page::MAX_MATCHES).contains(&opts.max_matches) {
-        return Err(StoreError::Invalid(format!(
-            "max_matches is {}; it must be 1 to {}",
-            opts.max_matches,
-            page::MAX_MATCHES
-        )));
-    }
-    Ok(())
 }
 
 /// Refuses a page size outside `MIN_PAGE_SIZE..=MAX_PAGE_SIZE`.

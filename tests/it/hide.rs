@@ -122,6 +122,21 @@ fn pages_search_and_explicit_errors() {
         })
         .unwrap();
     assert_eq!(folded.matches.len(), 1);
+    // A search's arguments are refused before its hide is looked up: the same answer for a
+    // hide that exists and one that does not, and no store turn or open for either.
+    for hide in [id.as_str(), "s-00000000"] {
+        for bad in [search(hide, "", 100), search(hide, "x", 10)] {
+            let e = c.hide_search(bad).unwrap_err();
+            assert_eq!(code(e), ErrorCode::InvalidRequest, "{hide}");
+        }
+        let e = c
+            .hide_search(HideSearchRequest {
+                max_matches: Some(0),
+                ..search(hide, "x", 100)
+            })
+            .unwrap_err();
+        assert_eq!(code(e), ErrorCode::InvalidRequest, "{hide}");
+    }
 
     let e = c.hide_cut(&id, 11, Some(100), false).unwrap_err();
     assert_eq!(code(e), ErrorCode::PageOutOfRange);

@@ -26,7 +26,7 @@ use jqjail_protocol::{
 use jqjail_store::page::{
     DEFAULT_MATCHES, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, SearchOptions,
 };
-use jqjail_store::{Store, StoreError, json_page};
+use jqjail_store::{SearchArgs, Store, StoreError, json_page};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,6 +44,16 @@ pub(crate) async fn search(
     payer: (&crate::tenant::Admission, u32),
     by: Instant,
 ) -> Reply {
+    let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    let opts = SearchOptions {
+        ignore_case: r.ignore_case,
+        max_matches: r.max_matches.unwrap_or(DEFAULT_MATCHES),
+    };
+    // Refused for its arguments before its hide is looked up, as `Store::search` does.
+    let args = match SearchArgs::new(r.query, opts, page_size) {
+        Ok(args) => args,
+        Err(e) => return Response::Error(error_reply(e)).into(),
+    };
     let (admission, uid) = payer;
     let opened = {
         let _turn = match admission.store(uid, StoreCall::Read, by).await {
@@ -56,15 +66,8 @@ pub(crate) async fn search(
         Ok(opened) => opened,
         Err(e) => return Response::Error(error_reply(e)).into(),
     };
-    let page_size = r.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-    let opts = SearchOptions {
-        ignore_case: r.ignore_case,
-        max_matches: r.max_matches.unwrap_or(DEFAULT_MATCHES),
-    };
-    let query = r.query;
-    let scanned = tokio::task::block_in_place(|| {
-        bulk.run(move || Store::search_in(&entry, &file, &query, opts, page_size))
-    });
+    let scanned =
+        tokio::task::block_in_place(|| bulk.run(move || Store::search_in(&entry, &file, &args)));
     let found = match scanned {
         Ok(Ok(found)) => found,
         Ok(Err(e)) => return Response::Error(error_reply(e)).into(),
