@@ -18,6 +18,7 @@ pub mod jq;
 pub mod json;
 pub mod output;
 pub mod path;
+pub mod say;
 pub mod seccomp;
 pub mod serve;
 pub mod shape;
@@ -44,7 +45,7 @@ pub fn run_if_worker() {
         Some(WORKER_ARG) => match StartupArgs::parse(&rest) {
             Ok(startup) => serve::serve(&startup),
             Err(why) => {
-                eprintln!("jqjail worker: {why}");
+                crate::say!("jqjail worker: {why}");
                 EXIT_SETUP
             }
         },

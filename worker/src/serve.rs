@@ -28,7 +28,7 @@ pub fn start(startup: &StartupArgs) -> Result<(Engine, File), i32> {
 /// been reported to the supervisor (and to stderr) and the exit status is returned.
 pub fn start_with(engine: &Engine, startup: &StartupArgs) -> Result<File, i32> {
     crate::enter::enter(engine, startup).map_err(|failure| {
-        eprintln!("jqjail worker: {}", failure.message);
+        crate::say!("jqjail worker: {}", failure.message);
         crate::enter::report(&failure);
         EXIT_SETUP
     })
@@ -100,12 +100,12 @@ fn serve_job(engine: &Engine, mut sock: File, startup: &StartupArgs) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("jqjail worker: cannot send reply: {e}");
+                crate::say!("jqjail worker: cannot send reply: {e}");
                 EXIT_SETUP
             }
         },
         Err(e) => {
-            eprintln!("jqjail worker: cannot encode reply: {e}");
+            crate::say!("jqjail worker: cannot encode reply: {e}");
             EXIT_SETUP
         }
     }

@@ -269,7 +269,9 @@ unsafe fn copy_to_huge_pages(at: usize, len: usize, huge: usize) -> Result<(), S
     };
     if moved == libc::MAP_FAILED {
         let error = std::io::Error::last_os_error();
-        eprintln!("jqjail zygote: moving the code into huge pages failed halfway: mremap: {error}");
+        crate::say!(
+            "jqjail zygote: moving the code into huge pages failed halfway: mremap: {error}"
+        );
         // SAFETY: _exit ends the process at once; it holds nothing to flush.
         unsafe { libc::_exit(EXIT_SETUP) }
     }

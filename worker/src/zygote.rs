@@ -57,7 +57,7 @@ pub fn run(args: &[String]) -> i32 {
 /// their probes in workers forked exactly as the daemon's are.
 pub fn run_with(args: &[String], life: Life) -> i32 {
     let Some((parent, leaves_root, file_code)) = zygote_args(args) else {
-        eprintln!(
+        crate::say!(
             "jqjail zygote: expected parent=PID, then optionally {ZYGOTE_LEAVES_ROOT} and {ZYGOTE_FILE_CODE} in that order; got {args:?}"
         );
         return EXIT_SETUP;
@@ -71,7 +71,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         crate::confine::record_forked_bounding_set()
     });
     if let Err(why) = set_up {
-        eprintln!("jqjail zygote: {why}");
+        crate::say!("jqjail zygote: {why}");
         return EXIT_SETUP;
     }
     // Everything a worker would otherwise build at every start: parsed once, shared
@@ -86,16 +86,16 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     // Still single-threaded, and before the allowlist (which has no mremap): the code a fork
     // shares in a few page-table entries instead of faulting in and tearing down.
     if !file_code && let Moved::No(why) = crate::text::move_code_to_huge_pages() {
-        eprintln!("jqjail zygote: the code stays in the executable's pages: {why}");
+        crate::say!("jqjail zygote: the code stays in the executable's pages: {why}");
     }
     // The workers' allowlist, built once; each worker writes its pid into a copy.
     if let Err(why) = crate::seccomp::prepare() {
-        eprintln!("jqjail zygote: building the workers' seccomp allowlist failed: {why}");
+        crate::say!("jqjail zygote: building the workers' seccomp allowlist failed: {why}");
         return EXIT_SETUP;
     }
     // Last: the zygote's own allowlist, which its children inherit until they install theirs.
     if let Err(why) = crate::seccomp::install_zygote() {
-        eprintln!("jqjail zygote: installing its seccomp allowlist failed: {why}");
+        crate::say!("jqjail zygote: installing its seccomp allowlist failed: {why}");
         return EXIT_SETUP;
     }
     // Opened while /proc is in reach: once in its empty root, the zygote reads its heap
@@ -103,7 +103,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
     let mut baseline = Baseline {
         status: std::fs::File::open("/proc/self/status")
             .inspect_err(|e| {
-                eprintln!(
+                crate::say!(
                     "jqjail zygote: cannot open /proc/self/status ({e}); each worker reads its own heap baseline and enters its own empty root"
                 )
             })
@@ -127,7 +127,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
             // The supervisor closed the socket: it is stopping, or has replaced this zygote.
             Ok(None) => return 0,
             Err(why) => {
-                eprintln!("jqjail zygote: {why}");
+                crate::say!("jqjail zygote: {why}");
                 return EXIT_SETUP;
             }
         };
@@ -139,13 +139,13 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
                         Err(Replace::Because(why)) => {
                             // No answer: the supervisor finds the socket closed, replaces this
                             // zygote, and the new one serves the next request.
-                            eprintln!("jqjail zygote: {why}; exiting to be replaced");
+                            crate::say!("jqjail zygote: {why}; exiting to be replaced");
                             return EXIT_SETUP;
                         }
                         Err(Replace::Lost(why)) => {
                             // Said, so that its replacement does not try, and serves this
                             // request.
-                            eprintln!("jqjail zygote: {why}; exiting to be replaced");
+                            crate::say!("jqjail zygote: {why}; exiting to be replaced");
                             let lost = format!("lost {why}");
                             let _ = send(WORKER_FD, lost.as_bytes(), MsgFlags::empty());
                             return EXIT_ZYGOTE_LOST;
@@ -171,7 +171,7 @@ pub fn run_with(args: &[String], life: Life) -> i32 {
         };
         let len = MAX_ANSWER_BYTES - space.len();
         if let Err(e) = send(WORKER_FD, &answer[..len], MsgFlags::empty()) {
-            eprintln!("jqjail zygote: cannot reply: {e}");
+            crate::say!("jqjail zygote: cannot reply: {e}");
             return EXIT_SETUP;
         }
     }
@@ -258,7 +258,7 @@ fn enter_root(baseline: &mut Baseline) -> Result<Root, Replace> {
     match crate::isolate::enter_zygote_root() {
         Ok(()) => Ok(Root::Entered),
         Err(crate::isolate::Stranded::Refused(why)) => {
-            eprintln!("jqjail zygote: {why}; each worker enters its own empty root");
+            crate::say!("jqjail zygote: {why}; each worker enters its own empty root");
             Ok(Root::Left)
         }
         Err(lost) => Err(Replace::Lost(lost.to_string())),
