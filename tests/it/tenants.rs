@@ -91,7 +91,9 @@ fn unknown_uids_can_be_refused() {
     );
     // The named tenant is served.
     assert_eq!(d.ok(".", "1"), "1");
-    assert!(d.log().contains("connection refused"));
+    assert!(crate::util::wait_until(Duration::from_secs(5), || d
+        .log()
+        .contains("connection refused")));
 }
 
 #[test]
