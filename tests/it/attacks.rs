@@ -598,6 +598,14 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         answers.push(match crate::util::read_response(&mut s) {
             jqjail_protocol::Response::Run(r) => String::from_utf8(r.output.into_bytes()).unwrap(),
+            // The upload whose turn came, fed a byte a second, may have fallen behind the
+            // minimum pace (issue 34) while the check above ran: cut off, as it should be.
+            jqjail_protocol::Response::Error(e)
+                if e.code == jqjail_protocol::ErrorCode::ProtocolError =>
+            {
+                assert!(e.message.contains("minimum pace"), "{e}");
+                "cut off".to_string()
+            }
             jqjail_protocol::Response::Error(e) => {
                 assert!(e.message.contains("its limit"), "{e}");
                 e.code.to_string()
@@ -606,7 +614,11 @@ fn stalled_uploads_of_one_tenant_leave_slots_for_another() {
         });
     }
     answers.sort();
-    assert_eq!(answers, ["OVERLOADED", "OVERLOADED", "OVERLOADED", "[]"]);
+    assert_eq!(answers[..3], ["OVERLOADED", "OVERLOADED", "OVERLOADED"]);
+    assert!(
+        ["[]", "cut off"].contains(&answers[3].as_str()),
+        "{answers:?}"
+    );
 }
 
 /// Review of protocol v2: an upload whose client stopped sending held its turn, its slot and

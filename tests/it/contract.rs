@@ -145,11 +145,15 @@ fn logs_carry_no_request_data() {
         ErrorCode::CompileError,
     );
     d.err(".", &format!("[\"{marker}\""), ErrorCode::InvalidJson);
-    let log = d.log();
+    // Logged before each answer, but read from the daemon's stderr on a thread of the test's.
     assert!(
-        log.contains("run failed"),
-        "the log records outcomes:\n{log}"
+        crate::util::wait_until(std::time::Duration::from_secs(5), || d
+            .log()
+            .contains("run failed")),
+        "the log records outcomes:\n{}",
+        d.log()
     );
+    let log = d.log();
     assert!(
         !log.contains(marker),
         "request data leaked into the log:\n{log}"

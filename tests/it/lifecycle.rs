@@ -85,8 +85,9 @@ fn a_killed_zygote_is_replaced_and_no_request_fails() {
     let second = d.zygote().expect("a zygote runs again");
     assert_ne!(first, second);
     assert!(
-        d.log()
-            .contains("worker zygote stopped answering; replacing it"),
+        crate::util::wait_until(Duration::from_secs(5), || d
+            .log()
+            .contains("worker zygote stopped answering; replacing it")),
         "{}",
         d.log()
     );

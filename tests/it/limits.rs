@@ -202,7 +202,17 @@ fn a_heap_filled_in_small_pieces_stops_at_the_limit_not_past_it() {
     // array would fail at its first doubling that does not fit, far below it).
     for heap_mib in [96u64, 256] {
         let heap = heap_mib << 20;
-        let d = Daemon::start_with(&["--max-heap-bytes", &heap.to_string()], &[]);
+        // A deadline far past the filter's time, so that only the heap can stop it: in a
+        // debug build on a loaded machine, 256 MiB in small steps can take seconds.
+        let d = Daemon::start_with(
+            &[
+                "--max-heap-bytes",
+                &heap.to_string(),
+                "--timeout-ms",
+                "20000",
+            ],
+            &[],
+        );
         let chain = r#"reduce range(1e9) as $i (null; [., "\($i)"]) | length"#;
         let err = d.run(chain, "null").unwrap_err();
         let ClientError::Server(e) = err else {
@@ -243,7 +253,9 @@ fn the_parse_arenas_unused_reservation_never_brings_memory_limit_forward() {
 
 #[test]
 fn memory_limit_is_kernel_enforced_and_explained() {
-    let d = Daemon::start();
+    // A deadline far past the filter's time (about 0.3 s in a release build), so that only the
+    // heap can stop it even in a debug build on a loaded machine.
+    let d = Daemon::start_with(&["--timeout-ms", "20000"], &[]);
     let start = Instant::now();
     let err = d.run("[range(1e9)]", "null").unwrap_err();
     let took = start.elapsed();
@@ -275,9 +287,10 @@ fn deep_recursion_is_a_stack_limit() {
 
 #[test]
 fn cpu_limit_fires_before_a_longer_deadline() {
-    // One CPU-second against a five-second wall clock: the kernel's SIGXCPU comes first and
-    // the worker's handler turns it into a clean exit that the daemon explains.
-    let d = Daemon::start_with(&["--cpu-seconds", "1", "--timeout-ms", "5000"], &[]);
+    // One CPU-second against a twenty-second wall clock (a loaded machine may give the worker
+    // a small share of a core): the kernel's SIGXCPU comes first and the worker's handler
+    // turns it into a clean exit that the daemon explains.
+    let d = Daemon::start_with(&["--cpu-seconds", "1", "--timeout-ms", "20000"], &[]);
     let start = Instant::now();
     let err = d.run("def f: f; f", "null").unwrap_err();
     let took = start.elapsed();
@@ -290,7 +303,7 @@ fn cpu_limit_fires_before_a_longer_deadline() {
         }
         other => panic!("{other}"),
     }
-    // Before the 5 s wall clock, which would have answered TIMEOUT instead.
+    // Before the wall clock, which would have answered TIMEOUT instead.
     before(
         took,
         d.deadline(),

@@ -86,13 +86,17 @@ impl Daemon {
             let mut ready_tx = Some(ready_tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+                // Said once the line is in the log, so that the log read after `start` holds it.
                 if line.contains("jqjaild ready")
                     && let Some(tx) = ready_tx.take()
                 {
                     let _ = tx.send(());
                 }
-                sink.lock().unwrap().push_str(&line);
-                sink.lock().unwrap().push('\n');
             }
         });
         if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
@@ -497,8 +501,9 @@ pub fn before(took: Duration, deadline: Duration, meaning: &str) {
 }
 
 /// Keeps an attack's streamed tails arriving: a byte of whitespace to each, every fifth of the
-/// daemon's stall rule, until stopped. So the attack holds what it holds until the frame
-/// timeout, however long the check made meanwhile takes.
+/// daemon's stall rule, until stopped. So no tail is cut off for stalling, however long the
+/// check made meanwhile takes; one the daemon is reading may still be cut off for falling
+/// behind the minimum pace (issue 34) once its allowance is spent.
 pub struct Feeder {
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<Vec<usize>>,
