@@ -213,6 +213,14 @@ fn a_daemon_started_while_the_owner_exits_waits_for_it() {
     let held = put_some(&first);
     let path = store.clone();
     let next = std::thread::spawn(move || Daemon::start_on(Some(&path), &[], &[]));
+    // The next daemon must find the store still owned: a second from its start (its process
+    // seen, however slowly a loaded machine spawned it) is far past its way to the store.
+    assert!(
+        crate::util::wait_until(std::time::Duration::from_secs(10), || {
+            crate::util::daemons_in(&store).len() == 2
+        }),
+        "the next daemon never started"
+    );
     std::thread::sleep(std::time::Duration::from_secs(1));
     drop(first); // SIGTERM, and reaped
     let next = next.join().expect("the next daemon did not start");

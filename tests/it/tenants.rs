@@ -100,20 +100,26 @@ fn unknown_uids_can_be_refused() {
 fn a_full_tenant_queue_answers_overloaded_at_once_and_recovers() {
     let d = Daemon::start_with(&["--max-concurrent", "1", "--max-queue", "1"], &[]);
     let socket = d.socket.clone();
-    // Three at once from one tenant: one runs, one waits, the third is refused at once.
-    let clients: Vec<_> = (0..3)
-        .map(|_| {
-            let socket = socket.clone();
-            std::thread::spawn(move || {
-                let start = Instant::now();
-                let result =
-                    Client::connect(&socket)
-                        .unwrap()
-                        .run(BUSY, b"null", &RunOptions::default());
-                (result, start.elapsed())
-            })
+    let ask = |filter: &'static str| {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let result =
+                Client::connect(&socket)
+                    .unwrap()
+                    .run(filter, b"null", &RunOptions::default());
+            (result, start.elapsed())
         })
-        .collect();
+    };
+    // Three from one tenant: one runs (long enough that the other two surely come while it
+    // does, however slowly a loaded machine starts their threads), one waits, the third is
+    // refused at once.
+    let mut clients = vec![ask("reduce range(3000000) as $i (0; . + $i)")];
+    assert!(
+        crate::util::busy_worker(&d).is_some(),
+        "the first request never ran"
+    );
+    clients.extend([ask(BUSY), ask(BUSY)]);
     let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     let refused: Vec<_> = results
         .iter()
