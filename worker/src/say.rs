@@ -23,7 +23,8 @@ macro_rules! say {
     };
 }
 
-/// Writes `args` and a newline to `fd` in one `write(2)` (more only if the kernel takes part).
+/// Writes `args` and a newline to `fd` in one `write(2)`, and another only for what the kernel
+/// did not take (never on a pipe, for a line this short).
 pub fn line(fd: BorrowedFd<'_>, args: fmt::Arguments<'_>) {
     const MORE: &str = "…";
     let mut buf = [0u8; LINE_BYTES];
