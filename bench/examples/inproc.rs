@@ -1,6 +1,8 @@
 //! Times the in-process evaluation of one filter over a generated input (the benchmark's
 //! floor), for experiments with allocator settings such as
 //! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`: `inproc BYTES FILTER ITERS`.
+mod shared;
+
 use std::time::Instant;
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -9,16 +11,7 @@ fn main() {
     let iters: usize = args.next().unwrap().parse().unwrap();
     let input = jqjail_worker::Bytes::from(jqjail_bench_corpus(bytes));
     let engine = jqjail_worker::Engine::new();
-    let job = jqjail_protocol::worker::Job {
-        filter,
-        lang: jqjail_protocol::Lang::Jq,
-        input_bytes: input.len() as u64,
-        max_depth: 1000,
-        max_output_bytes: 1 << 20,
-        args: Default::default(),
-        outputs: Default::default(),
-        inputs: Default::default(),
-    };
+    let job = shared::job(filter, input.len());
     let mut t = Vec::new();
     for _ in 0..iters {
         // A worker's natives are built before its request (`Engine::prepare`).

@@ -10,6 +10,8 @@
 //! that in only some processes (see `jqjail_worker::alloc::advise_huge_pages`): the probe says
 //! which kind it ran in; compare runs of one kind.
 
+mod shared;
+
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Instant;
@@ -46,16 +48,7 @@ fn main() {
     let src = std::fs::read(file).expect("readable FILE");
     let n: usize = n.parse().expect("N is a number");
     let engine = jqjail_worker::Engine::new();
-    let job = jqjail_protocol::worker::Job {
-        filter,
-        lang: jqjail_protocol::Lang::Jq,
-        input_bytes: src.len() as u64,
-        max_depth: 1000,
-        max_output_bytes: 1 << 20,
-        args: Default::default(),
-        outputs: Default::default(),
-        inputs: Default::default(),
-    };
+    let job = shared::job(filter, src.len());
     let (mut copied, mut mapped, mut written) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         engine.prepare();
@@ -115,20 +108,14 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    println!("glibc advised its heap into huge pages: {}", heap_advised());
+    println!(
+        "glibc advised its heap into huge pages: {}",
+        jqjail_worker::alloc::heap_advised()
+    );
     println!(
         "copied into a fresh buffer, then evaluated: {:.2} ms; memfd: {:.2} ms in all, of which written and sealed {:.2} ms",
         median(&mut copied),
         median(&mut mapped),
         median(&mut written)
     );
-}
-
-/// Whether this process's heap carries the `hg` (MADV_HUGEPAGE) flag in `/proc/self/smaps`.
-fn heap_advised() -> bool {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    smaps
-        .split_once("[heap]")
-        .and_then(|(_, rest)| rest.lines().find(|l| l.starts_with("VmFlags:")))
-        .is_some_and(|flags| flags.split_ascii_whitespace().any(|f| f == "hg"))
 }

@@ -800,14 +800,8 @@ impl Store {
     /// checked before it was: touches nothing of the store but the open file, so it may run
     /// outside the caller's store turn.
     pub fn search_in(entry: &Entry, file: &File, args: &SearchArgs) -> Result<Search> {
-        let SearchArgs {
-            query,
-            opts,
-            page_size,
-        } = args;
-        let (opts, page_size) = (*opts, *page_size);
-        let layout = Layout::new(file, entry.size, page_size)?;
-        let found = page::search(file, entry.size, query, opts)?;
+        let layout = Layout::new(file, entry.size, args.page_size)?;
+        let found = page::search(file, entry.size, &args.query, args.opts)?;
         Ok(Search {
             matches: found
                 .offsets

@@ -123,7 +123,7 @@ fn pages_search_and_explicit_errors() {
         .unwrap();
     assert_eq!(folded.matches.len(), 1);
     // A search's arguments are refused before its hide is looked up: the same answer for a
-    // hide that exists and one that does not, and no store turn or open for either.
+    // hide that exists and one that does not.
     for hide in [id.as_str(), "s-00000000"] {
         for bad in [search(hide, "", 100), search(hide, "x", 10)] {
             let e = c.hide_search(bad).unwrap_err();

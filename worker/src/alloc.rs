@@ -186,6 +186,20 @@ pub fn with_parse_arena<T>(input_len: usize, parse: impl FnOnce() -> T) -> T {
     value
 }
 
+/// Whether this process's heap, the one glibc's malloc grows with `brk`, carries the `hg`
+/// (`MADV_HUGEPAGE`) flag in `/proc/self/smaps`: where `glibc.malloc.hugetlb=1` is set, whether
+/// glibc read the THP mode right in this process ([`advise_huge_pages`]). False where there is
+/// no heap yet or the file cannot be read; for diagnostics and the benchmark.
+pub fn heap_advised() -> bool {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+        return false;
+    };
+    smaps
+        .split_once("[heap]")
+        .and_then(|(_, rest)| rest.lines().find(|l| l.starts_with("VmFlags:")))
+        .is_some_and(|flags| flags.split_ascii_whitespace().any(|f| f == "hg"))
+}
+
 /// The addresses of the arena's region once [`with_parse_arena`] has taken it (trimmed to what
 /// the parse used once it has returned); for tests and diagnostics.
 pub fn arena_region() -> Option<std::ops::Range<usize>> {
